@@ -1,0 +1,45 @@
+"""One error hierarchy: the engine raises these with the values that explain the problem;
+the CLI and the app show ``str(error)`` as one readable line (no traceback).
+
+Every message names the thing that is wrong and what to do about it.
+"""
+
+
+class LanternError(Exception):
+    """Base class of every error a user may see."""
+
+
+class InvalidName(LanternError):
+    """A model name that does not follow Ollama's naming rules."""
+
+
+class ModelNotFound(LanternError):
+    """No manifest for the requested model name."""
+
+
+class CorruptModel(LanternError):
+    """A manifest, blob or GGUF file that cannot be read as what it claims to be."""
+
+
+class MissingBlob(CorruptModel):
+    """A manifest refers to a blob that is not in the store."""
+
+
+class DigestMismatch(CorruptModel):
+    """A blob whose content does not hash to its name."""
+
+
+class UnsupportedModel(LanternError):
+    """A well-formed model that Lantern cannot run (architecture, tokenizer, tensor type...)."""
+
+
+class TemplateError(LanternError):
+    """A chat template that cannot be parsed or rendered."""
+
+
+class ImageError(LanternError):
+    """An image that cannot be used as model input."""
+
+
+class GenerationError(LanternError):
+    """Generation could not proceed (context overflow that cannot be resolved, bad options...)."""

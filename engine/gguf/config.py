@@ -1,0 +1,77 @@
+"""Typed, frozen model description parsed once from GGUF metadata.
+
+Field names are the contract between engine/gguf and the graph builders, the numpy
+reference and the vision tower. Parsing lives in ``engine.gguf.model`` (``read_config``).
+"""
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama)."""
+
+    architecture: str            # GGUF general.architecture: qwen2, qwen25vl, qwen2vl, qwen3, llama
+    n_layers: int                # {arch}.block_count
+    hidden_size: int             # {arch}.embedding_length
+    intermediate_size: int       # {arch}.feed_forward_length
+    n_heads: int                 # {arch}.attention.head_count
+    n_kv_heads: int              # {arch}.attention.head_count_kv
+    head_dim: int                # {arch}.attention.key_length, else hidden_size // n_heads
+    vocab_size: int              # rows of token_embd
+    context_length: int          # {arch}.context_length
+    rms_eps: float               # {arch}.attention.layer_norm_rms_epsilon
+    rope_theta: float            # {arch}.rope.freq_base
+    tie_embeddings: bool         # no `output.weight`: lm_head is token_embd
+    qkv_bias: bool               # attn_q/k/v carry a bias (Qwen2 family)
+    qk_norm: bool                # per-head RMSNorm on q and k (Qwen3: attn_q_norm / attn_k_norm)
+    rope_interleaved: bool       # rotary pairs (2i, 2i+1) (llama GGUF) instead of NeoX (i, i+d/2)
+    mrope_sections: tuple[int, ...] | None = None  # (t, h, w) frequency split, e.g. (16, 24, 24)
+
+
+@dataclass(frozen=True)
+class VisionConfig:
+    """The Qwen2.5-VL vision tower, from either GGUF layout."""
+
+    layout: str                  # "inline" (Ollama qwen25vl) or "projector" (llama.cpp clip mmproj)
+    n_layers: int
+    hidden_size: int
+    intermediate_size: int       # read from the shape of the first block's ffn_up
+    n_heads: int
+    num_channels: int
+    patch_size: int
+    spatial_merge_size: int
+    temporal_patch_size: int
+    window_size: int
+    eps: float
+    rope_theta: float
+    fullatt_block_indexes: tuple[int, ...]
+    out_hidden_size: int         # the text decoder's hidden size (merger output)
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """Special token ids from the GGUF (never typed as numbers in code)."""
+
+    bos: int | None = None
+    eos: int | None = None
+    eos_ids: tuple[int, ...] = ()        # tokenizer.ggml.eos_token_ids, when present
+    pad: int | None = None
+    add_bos: bool = False
+    image_pad: int | None = None         # <|image_pad|>
+    vision_start: int | None = None      # <|vision_start|>
+    vision_end: int | None = None        # <|vision_end|>
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    architecture: str
+    text: TextConfig
+    vision: VisionConfig | None
+    special: SpecialTokens
+    chat_template: str | None
+    name: str | None                      # general.name
+    parameter_count: int                  # from the tensors (text + vision)
+    parameter_size: str                   # as `ollama show` prints it, e.g. "494.03M"
+    quantization: str                     # e.g. "Q4_K_M" (general.file_type) or derived
+    assumed: tuple[str, ...] = field(default=())  # metadata keys absent and defaulted

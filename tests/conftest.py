@@ -1,0 +1,36 @@
+"""Shared test set-up: Lantern's own dirs point into a temp folder, Qt runs offscreen,
+and the real demo models are fetched once into a cache (see tests/fixtures/demo_models.py).
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+_SESSION_DIRS = tempfile.mkdtemp(prefix="lantern-tests-")
+for _var, _sub in (
+    ("LANTERN_CACHE_DIR", "cache"),
+    ("LANTERN_DATA_DIR", "data"),
+    ("LANTERN_CONFIG_DIR", "config"),
+    ("LANTERN_LOG_DIR", "log"),
+):
+    os.environ[_var] = str(Path(_SESSION_DIRS) / _sub)
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.pop("OLLAMA_MODELS", None)
+
+
+@pytest.fixture(scope="session")
+def demo_05b() -> Path:
+    """Path of the verified real Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF."""
+    from tests.fixtures.demo_models import QWEN_05B, fetch
+
+    return fetch(QWEN_05B)
+
+
+@pytest.fixture(scope="session")
+def demo_15b() -> Path:
+    """Path of the verified real Qwen2.5-Coder-1.5B-Instruct Q4_K_M GGUF."""
+    from tests.fixtures.demo_models import QWEN_15B, fetch
+
+    return fetch(QWEN_15B)
