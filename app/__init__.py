@@ -1,0 +1,1 @@
+"""Lantern's desktop application (Qt only; talks to the engine through its public API)."""

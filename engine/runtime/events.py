@@ -1,0 +1,70 @@
+"""What generation tells its listeners: one TokenEvent per generated token, one DoneEvent.
+
+Small frozen records (no dicts): the CLI turns them into JSONL, the app into its
+debug panel. Log-probabilities are Ollama's: log-softmax of the raw logits, before any
+sampling transform.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TopToken:
+    id: int
+    piece: str        # the token's text as shown to a person
+    logit: float      # raw logit from the model
+    logprob: float    # log-softmax of the raw logits
+
+    @property
+    def probability(self) -> float:
+        return float(np.exp(self.logprob))
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    index: int                      # 0-based position in this answer
+    id: int
+    piece: str                      # the token's own text (may be part of a character)
+    text: str                       # UTF-8-safe delta to append to the reply (may be "")
+    logit: float
+    logprob: float
+    entropy: float                  # nats, over the full raw distribution
+    top: tuple[TopToken, ...]       # best first, k <= 20
+    elapsed_ns: int                 # time of this step (forward + sampling)
+    layer_stats: np.ndarray | None = field(default=None, compare=False)  # [n_layers+1, 4]
+
+
+@dataclass(frozen=True)
+class NoticeEvent:
+    """Something the user should know that is not an error (e.g. turns dropped for num_ctx)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    done_reason: str                # "stop", "length", "cancel"
+    text: str                       # the whole reply as shown
+    tail: str                       # text released only at the end (held-back bytes or stop prefix)
+    prompt_eval_count: int
+    prompt_eval_duration: int       # ns
+    eval_count: int
+    eval_duration: int              # ns
+    load_duration: int              # ns
+    total_duration: int             # ns
+
+    def counters(self) -> dict[str, int | str]:
+        return {
+            "done_reason": self.done_reason,
+            "total_duration": self.total_duration,
+            "load_duration": self.load_duration,
+            "prompt_eval_count": self.prompt_eval_count,
+            "prompt_eval_duration": self.prompt_eval_duration,
+            "eval_count": self.eval_count,
+            "eval_duration": self.eval_duration,
+        }
+
+
+Event = TokenEvent | NoticeEvent | DoneEvent

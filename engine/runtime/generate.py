@@ -1,0 +1,215 @@
+"""The one decode loop everything uses (CLI, app, tests).
+
+It prefills only the part of the prompt that is not already in the KV cache, then
+samples token by token, feeding each token back at the next cache slot and position,
+until a stop token, a stop string, num_predict, the context limit or a cancel.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.errors import GenerationError
+from engine.runtime.events import DoneEvent, Event, TokenEvent, TopToken
+from engine.runtime.sampler import Options, Sampler
+from engine.runtime.stops import StopMatcher
+
+MAX_TOP_LOGPROBS = 20
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """A tokenized prompt, ready for the decoder.
+
+    `keys` identify what sits in each cache slot (token id, or (id, image digest, row) for
+    image rows) so a later turn can reuse the longest common prefix. `positions` is [S]
+    or [3, S] (M-RoPE); `next_position` is where the first generated token goes (for
+    M-RoPE it is max position + 1, not S).
+    """
+
+    ids: np.ndarray                         # int64 [S]
+    positions: np.ndarray                   # int64 [S] or [3, S]
+    keys: tuple[Hashable, ...]
+    next_position: int
+    image_rows: np.ndarray | None = None    # int64 [R]: rows whose embedding is replaced
+    image_embeds: np.ndarray | None = None  # float32 [R, H]
+
+    @classmethod
+    def text(cls, ids: Sequence[int]) -> PromptTokens:
+        array = np.asarray(ids, dtype=np.int64)
+        return cls(array, np.arange(len(array), dtype=np.int64), tuple(int(i) for i in array),
+                   len(array))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+@dataclass
+class CacheState:
+    """What the decoder's KV cache currently holds, slot by slot."""
+
+    keys: list[Hashable] = field(default_factory=list)
+
+    def common_prefix(self, keys: Sequence[Hashable]) -> int:
+        n = 0
+        for a, b in zip(self.keys, keys, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
+
+
+def top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Log-softmax of the raw logits (Ollama's logprobs), the k best ids, and the entropy."""
+    shifted = logits.astype(np.float64) - float(logits.max())
+    log_z = float(np.log(np.exp(shifted).sum()))
+    logprobs = shifted - log_z
+    k = max(1, min(k, len(logits)))
+    best = np.argpartition(-logits, k - 1)[:k]
+    best = best[np.argsort(-logits[best], kind="stable")]
+    probs = np.exp(logprobs)
+    entropy = float(-(probs * logprobs).sum())
+    return logprobs, best, entropy
+
+
+class Generator:
+    """Runs one answer against a decoder, reusing its cache through a CacheState."""
+
+    def __init__(self, decoder, tokenizer, cache: CacheState | None = None) -> None:
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.cache = cache or CacheState()
+
+    def prefill(self, prompt: PromptTokens) -> tuple[np.ndarray, int]:
+        """Feed the uncached tail of the prompt; returns the last logits and tokens fed."""
+        if len(prompt) == 0:
+            raise GenerationError("the prompt is empty: type a message or pass a prompt")
+        reuse = self.cache.common_prefix(prompt.keys)
+        reuse = min(reuse, len(prompt) - 1)  # at least one token must run to get logits
+        self.decoder.truncate(reuse)
+        del self.cache.keys[reuse:]
+        ids = prompt.ids[reuse:]
+        positions = prompt.positions[..., reuse:]
+        embeds = None
+        if prompt.image_rows is not None and len(prompt.image_rows):
+            rows = prompt.image_rows - reuse
+            inside = rows >= 0
+            if inside.any():
+                embeds = self.decoder.embed(ids)
+                embeds[rows[inside]] = prompt.image_embeds[inside]
+        if embeds is None:
+            step = self.decoder.forward(input_ids=ids, positions=positions)
+        else:
+            step = self.decoder.forward(inputs_embeds=embeds, positions=positions)
+        self.cache.keys.extend(prompt.keys[reuse:])
+        return step, len(ids)
+
+    def run(
+        self,
+        prompt: PromptTokens,
+        options: Options,
+        *,
+        cancel: threading.Event | None = None,
+        num_top: int = 5,
+        load_duration: int = 0,
+        max_cache_len: int | None = None,
+    ) -> Iterator[Event]:
+        cancel = cancel or threading.Event()
+        num_top = min(max(num_top, 1), MAX_TOP_LOGPROBS)
+        limit = min(options.num_ctx, max_cache_len or options.num_ctx)
+        if len(prompt) >= limit:
+            raise GenerationError(
+                f"the prompt is {len(prompt)} tokens but the context holds {limit}: "
+                "shorten it or raise num_ctx"
+            )
+        from engine.tokenizer import StreamDecoder  # imported late: tokenizer loads lazily
+
+        start = time.perf_counter_ns()
+        sampler = Sampler(options)
+        stream = StreamDecoder(self.tokenizer)
+        stops = StopMatcher(options.stop)
+        history = [int(i) for i in prompt.ids]
+        step, fed = self.prefill(prompt)
+        prompt_done = time.perf_counter_ns()
+        position = prompt.next_position
+        reply: list[str] = []
+        count = 0
+        reason = "length"
+        stop_string_hit = False
+        step_start = prompt_done
+        while True:
+            if cancel.is_set():
+                reason = "cancel"
+                break
+            logits = step.logits
+            token = int(sampler.sample(logits, history))
+            if token in self.tokenizer.stop_ids:
+                reason = "stop"
+                break
+            logprobs, best, entropy = top_logprobs(logits, num_top)
+            shown = stops.push(stream.push(token))
+            reply.append(shown.text)
+            history.append(token)
+            count += 1
+            now = time.perf_counter_ns()
+            yield TokenEvent(
+                index=count - 1,
+                id=token,
+                piece=self.tokenizer.id_to_piece(token),
+                text=shown.text,
+                logit=float(logits[token]),
+                logprob=float(logprobs[token]),
+                entropy=entropy,
+                top=tuple(
+                    TopToken(int(i), self.tokenizer.id_to_piece(int(i)), float(logits[i]),
+                             float(logprobs[i]))
+                    for i in best
+                ),
+                elapsed_ns=now - step_start,
+                layer_stats=step.layer_stats,
+            )
+            step_start = now
+            if shown.stopped:
+                reason, stop_string_hit = "stop", True
+                break
+            if options.num_predict >= 0 and count >= options.num_predict:
+                reason = "length"
+                break
+            if self.decoder.cache_len + 1 >= limit:
+                reason = "length"
+                break
+            step = self.decoder.forward(
+                input_ids=np.array([token], dtype=np.int64),
+                positions=_positions_like(prompt.positions, position),
+            )
+            self.cache.keys.append(token)
+            position += 1
+        tail_text = ""
+        if not stop_string_hit:
+            released = stops.push(stream.flush())
+            tail_text = released.text if released.stopped else released.text + stops.flush()
+        end = time.perf_counter_ns()
+        text = "".join(reply) + tail_text
+        yield DoneEvent(
+            done_reason=reason,
+            text=text,
+            tail=tail_text,
+            prompt_eval_count=fed,
+            prompt_eval_duration=prompt_done - start,
+            eval_count=count,
+            eval_duration=end - prompt_done,
+            load_duration=load_duration,
+            total_duration=end - start + load_duration,
+        )
+
+
+def _positions_like(template: np.ndarray, position: int) -> np.ndarray:
+    """Position of one decode token, in the prompt's layout ([1] or [3, 1])."""
+    if template.ndim == 2:
+        return np.full((template.shape[0], 1), position, dtype=np.int64)
+    return np.array([position], dtype=np.int64)
