@@ -1,0 +1,1 @@
+"""Running a model: ONNX Runtime sessions, sampling, the generation loop and its events."""

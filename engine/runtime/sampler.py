@@ -1,0 +1,344 @@
+"""Choosing the next token: Ollama's options, llama.cpp's sampler chain, in numpy.
+
+Ollama now runs GGUF models on llama-server and passes the options through unchanged,
+so the chain here is llama.cpp's default one: penalties -> top_k -> typical_p -> top_p ->
+min_p -> temperature -> draw. top_p, typical_p and min_p therefore see the distribution
+at temperature 1; temperature only reshapes what survives them. (Ollama's older Go
+sampler applied temperature before top_p/min_p and had no penalties.) Temperature 0 is
+greedy: the argmax of the penalised logits.
+
+Each transform is a small function over `Candidates` so tests can check its exact
+output; `Sampler` strings them together. Only the full-vocabulary steps (penalties,
+the top-k cut, greedy) touch all V logits; everything after works on the few survivors.
+"""
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from engine.errors import GenerationError
+
+# Ollama options that steer its own runner or hardware, and ones it has retired: a
+# Modelfile may carry them, they mean nothing to this engine, so they are accepted and
+# dropped rather than refused.
+IGNORED_OPTIONS = frozenset(
+    {
+        "num_keep", "num_batch", "num_gpu", "main_gpu", "use_mmap", "num_thread",
+        "draft_num_predict", "mirostat", "mirostat_tau", "mirostat_eta", "penalize_newline",
+        "tfs_z", "num_gqa", "low_vram", "f16_kv", "logits_all", "vocab_only", "use_mlock",
+        "numa", "rope_frequency_base", "rope_frequency_scale", "embedding_only",
+    }
+)  # fmt: skip
+
+# Candidate counts the adaptive top-p tries before sorting the whole vocabulary.
+_TOP_P_TRIES = (256, 4096)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Generation options under Ollama's names, with Ollama's defaults."""
+
+    temperature: float = 0.8
+    top_k: int = 40  # <= 0: off
+    top_p: float = 0.9  # 1: off
+    min_p: float = 0.0  # 0: off
+    typical_p: float = 1.0  # 1: off
+    repeat_penalty: float = 1.0  # 1: off
+    repeat_last_n: int = 64  # 0: off, -1: whole history
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int = -1  # -1: a fresh random seed
+    num_predict: int = -1  # -1: until a stop token, -2: until the context is full
+    num_ctx: int = 4096
+    stop: tuple[str, ...] = ()
+
+    @classmethod
+    def resolve(
+        cls,
+        params_layer: Mapping[str, object] | None = None,
+        overrides: Mapping[str, object] | None = None,
+    ) -> "Options":
+        """Defaults, then the model's params layer, then the user's settings (each
+        replaces whole values, `stop` included). None values leave the option as is."""
+        options = cls()
+        for source, values in (("the model's params", params_layer), ("settings", overrides)):
+            changes = {}
+            for name, value in (values or {}).items():
+                if name in IGNORED_OPTIONS or value is None:
+                    continue
+                if name not in _KINDS:
+                    raise GenerationError(
+                        f"unknown option {name!r} in {source}; valid options: " + ", ".join(_KINDS)
+                    )
+                changes[name] = _checked(name, value, source)
+            options = replace(options, **changes)
+        return options
+
+
+_KINDS = {f.name: f.type for f in fields(Options)}
+# Allowed values, checked so a typo fails loudly instead of sampling oddly.
+_RULES = {
+    "temperature": (lambda v: v >= 0, "at least 0"),
+    "top_p": (lambda v: 0 <= v <= 1, "between 0 and 1"),
+    "min_p": (lambda v: 0 <= v <= 1, "between 0 and 1"),
+    "typical_p": (lambda v: 0 <= v <= 1, "between 0 and 1"),
+    "repeat_penalty": (lambda v: v > 0, "greater than 0"),
+    "repeat_last_n": (lambda v: v >= -1, "at least -1"),
+    "num_predict": (lambda v: v >= -2, "at least -2"),
+    "num_ctx": (lambda v: v >= 1, "at least 1"),
+}
+
+
+def _checked(name: str, value: object, source: str) -> object:
+    kind = _KINDS[name]
+    where = f"option {name!r} in {source}"
+    if kind is float or kind is int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise GenerationError(f"{where} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise GenerationError(f"{where} must be finite, got {value!r}")
+        if kind is int:
+            if value != int(value):
+                raise GenerationError(f"{where} must be a whole number, got {value!r}")
+            value = int(value)
+        else:
+            value = float(value)
+        rule = _RULES.get(name)
+        if rule and not rule[0](value):
+            raise GenerationError(f"{where} must be {rule[1]}, got {value!r}")
+        return value
+    if not isinstance(value, list | tuple) or not all(isinstance(s, str) for s in value):
+        raise GenerationError(f"{where} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Tokens still in the running and their (transformed) logits.
+
+    Either sorted (logits descending, ties by ascending id) or in ascending id order.
+    """
+
+    ids: np.ndarray  # int64 [n]
+    logits: np.ndarray  # float32 [n]
+    is_sorted: bool = False
+
+    @classmethod
+    def all(cls, logits: np.ndarray) -> "Candidates":
+        return cls(np.arange(len(logits)), logits)
+
+    def sorted(self) -> "Candidates":
+        if self.is_sorted:
+            return self
+        order = np.argsort(-self.logits, kind="stable")  # ids ascending: ties keep id order
+        return Candidates(self.ids[order], self.logits[order], True)
+
+    def take(self, index: np.ndarray | slice, is_sorted: bool) -> "Candidates":
+        return Candidates(self.ids[index], self.logits[index], is_sorted)
+
+    def probs(self) -> np.ndarray:
+        """Softmax over the candidates, float64 [n]."""
+        return softmax(self.logits)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits.astype(np.float64) - logits.max())
+    return e / e.sum()
+
+
+def penalize(
+    logits: np.ndarray,
+    history: Sequence[int],
+    *,
+    repeat_penalty: float,
+    last_n: int,
+    presence: float,
+    frequency: float,
+) -> np.ndarray:
+    """llama.cpp's penalties over the last `last_n` tokens of `history` (-1: all of it).
+
+    Each token seen c times: logit / repeat_penalty if positive, * repeat_penalty if not
+    (so it always becomes less likely), then - c * frequency - presence. Returns a new
+    array when anything changes, the input itself otherwise.
+    """
+    off = repeat_penalty == 1.0 and presence == 0.0 and frequency == 0.0
+    if off or last_n == 0 or not len(history):
+        return logits
+    recent = history if last_n < 0 else history[-last_n:]
+    ids, counts = np.unique(np.asarray(recent, dtype=np.int64), return_counts=True)
+    if ids[0] < 0 or ids[-1] >= len(logits):
+        bad = ids[0] if ids[0] < 0 else ids[-1]
+        raise GenerationError(
+            f"token {bad} in the history is outside the vocabulary of {len(logits)} tokens"
+        )
+    out = logits.copy()
+    seen = out[ids]
+    seen = np.where(seen <= 0, seen * np.float32(repeat_penalty), seen / np.float32(repeat_penalty))
+    out[ids] = seen - (counts.astype(np.float32) * np.float32(frequency) + np.float32(presence))
+    return out
+
+
+def top_k(c: Candidates, k: int) -> Candidates:
+    """The k highest logits, sorted. k <= 0 keeps everything."""
+    if k <= 0 or k >= len(c.ids):
+        return c
+    return c.take(_largest(c.logits, k), True)
+
+
+def typical_p(c: Candidates, p: float) -> Candidates:
+    """Locally typical sampling: keep the tokens whose surprise -log p is closest to the
+    entropy until their mass exceeds p. p >= 1 keeps everything."""
+    if p >= 1.0:
+        return c
+    c = c.sorted()
+    probs = c.probs()
+    surprise = -np.log(probs, where=probs > 0, out=np.full_like(probs, -np.inf))  # [n]
+    entropy = np.sum(probs * np.where(probs > 0, surprise, 0.0))
+    order = np.argsort(np.abs(surprise - entropy), kind="stable")
+    keep = _first_reaching(np.cumsum(probs[order]), p, strict=True)
+    return c.take(np.sort(order[:keep]), True)
+
+
+def top_p(c: Candidates, p: float) -> Candidates:
+    """Nucleus: the most likely tokens until their mass reaches p. p >= 1 keeps everything.
+
+    For a large unsorted set (top_k off) the most likely few hundred, then thousands, are
+    tried first, as llama.cpp does; the whole set is sorted only if they fall short of p.
+    """
+    if p >= 1.0:
+        return c
+    if not c.is_sorted:
+        log_norm = _logsumexp(c.logits)
+        for n in _TOP_P_TRIES:
+            if 4 * n > len(c.ids):
+                break
+            head = c.take(_largest(c.logits, n), True)
+            mass = np.cumsum(np.exp(head.logits.astype(np.float64) - log_norm))  # [n]
+            if mass[-1] >= p:
+                return head.take(slice(0, _first_reaching(mass, p)), True)
+    c = c.sorted()
+    return c.take(slice(0, _first_reaching(np.cumsum(c.probs()), p)), True)
+
+
+def min_p(c: Candidates, p: float) -> Candidates:
+    """Keep tokens at least p times as likely as the most likely one. p <= 0 keeps all."""
+    if p <= 0.0:
+        return c
+    keep = c.logits >= c.logits.max() + np.float32(math.log(p))
+    return c if keep.all() else c.take(keep, c.is_sorted)
+
+
+def temperature(c: Candidates, t: float) -> Candidates:
+    """Divide the logits by t (t > 0): below 1 sharpens, above 1 flattens."""
+    if t == 1.0:
+        return c
+    return Candidates(c.ids, c.logits / np.float32(t), c.is_sorted)
+
+
+def draw(c: Candidates, rng: np.random.Generator) -> int:
+    """One token drawn with probability softmax(logits)."""
+    cumulative = np.cumsum(c.probs())
+    index = np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")
+    return int(c.ids[min(index, len(c.ids) - 1)])
+
+
+class Sampler:
+    """Picks tokens for one generation; a fixed seed makes the picks reproducible."""
+
+    def __init__(self, options: Options):
+        self.options = options
+        seed = None if options.seed == -1 else options.seed % 2**64
+        self.rng = np.random.default_rng(seed)
+
+    def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+        """Next token id from the last position's logits [V] and the tokens so far
+        (prompt and reply, oldest first; llama-server penalises prompt tokens too)."""
+        o = self.options
+        if not np.isfinite(logits.max()):
+            raise GenerationError(
+                f"the model produced a logit of {logits.max()}; its output is unusable"
+            )
+        logits = penalize(
+            logits,
+            history,
+            repeat_penalty=o.repeat_penalty,
+            last_n=o.repeat_last_n,
+            presence=o.presence_penalty,
+            frequency=o.frequency_penalty,
+        )
+        if o.temperature <= 0.0:
+            return int(np.argmax(logits))
+        c = top_k(Candidates.all(logits), o.top_k)
+        c = typical_p(c, o.typical_p)
+        c = top_p(c, o.top_p)
+        c = min_p(c, o.min_p)
+        c = temperature(c, o.temperature)
+        return draw(c, self.rng)
+
+
+@dataclass(frozen=True)
+class LogProbs:
+    """Log-softmax of the raw logits (before any sampling transform), as Ollama reports."""
+
+    logits: np.ndarray = field(repr=False, compare=False)  # float32 [V], not copied
+    log_norm: float  # log-sum-exp of the logits
+    entropy: float  # nats
+    top: tuple[tuple[int, float], ...]  # k most likely (token id, log-prob), best first
+
+    def of(self, token_id: int) -> float:
+        """Log-probability of any token, e.g. the one that was sampled."""
+        return float(self.logits[token_id]) - self.log_norm
+
+
+def logprobs(logits: np.ndarray, k: int) -> LogProbs:
+    """Top-k log-probabilities and the entropy of the model's own distribution."""
+    peak = logits.max()
+    shifted = logits - peak  # [V], <= 0
+    weights = np.exp(shifted)
+    total = float(weights.sum(dtype=np.float64))
+    with np.errstate(invalid="ignore"):
+        weighted = float(np.dot(weights, shifted))  # NaN if a logit is -inf (0 * -inf)
+    if math.isnan(weighted):
+        weighted = float(np.dot(weights, np.where(weights > 0, shifted, np.float32(0))))
+    entropy = math.log(total) - weighted / total
+    log_norm = float(peak) + math.log(total)
+    best = _largest(logits, k) if k > 0 else np.empty(0, np.int64)
+    top = tuple((int(i), float(logits[i]) - log_norm) for i in best)
+    return LogProbs(logits=logits, log_norm=log_norm, entropy=max(entropy, 0.0), top=top)
+
+
+def _largest(values: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest values, largest first (ties: lower index first).
+
+    Faster than argpartition over a 152k vocabulary: the k-th largest of 128-wide block
+    maxima is a lower bound for the k-th largest value, and few values pass it.
+    """
+    n = len(values)
+    k = min(k, n)
+    block = 128
+    full = n // block * block
+    if full // block >= 2 * k:
+        maxima = values[:full].reshape(-1, block).max(axis=1)  # [n // block]
+        if full < n:
+            maxima = np.append(maxima, values[full:].max())
+        bound = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
+    else:
+        bound = np.partition(values, n - k)[n - k]  # the k-th largest itself
+    pool = np.flatnonzero(values >= bound)  # every value that can be in the top k, ties too
+    order = np.lexsort((pool, -values[pool]))[:k]
+    return pool[order]
+
+
+def _first_reaching(cumulative: np.ndarray, p: float, strict: bool = False) -> int:
+    """How many leading entries it takes for the running sum to reach p (exceed it if
+    strict); all of them if it never does. Always at least one."""
+    side = "right" if strict else "left"
+    return int(min(np.searchsorted(cumulative, p, side=side) + 1, len(cumulative)))
+
+
+def _logsumexp(logits: np.ndarray) -> float:
+    peak = float(logits.max())
+    return peak + math.log(float(np.exp(logits - peak).sum(dtype=np.float64)))

@@ -1,0 +1,5 @@
+"""Image input for vision-language models: decoding, resizing and patch layout."""
+
+from engine.vision.preprocess import ImageInput, load_image, preprocess, smart_resize
+
+__all__ = ["ImageInput", "load_image", "preprocess", "smart_resize"]
