@@ -1,0 +1,84 @@
+"""The ONNX nodes of one linear layer ``y = x @ W.T (+ bias)`` from a PackedWeight.
+
+Quantized weights go to com.microsoft.MatMulNBits. Formats with a per-sub-block offset
+(Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin*m) add ``sum_sub(x) @ offsets.T``: x is reshaped into
+sub-blocks [..., k/ob, ob], summed over each, and multiplied by the small [k/ob, n] offset
+matrix. Dense weights (F16/BF16/F32 and de-quantized formats) use a plain MatMul.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.gguf.repack import PackedWeight, unpack
+from engine.graph.builder import GraphBuilder
+
+INT8_ACTIVATIONS = 4  # MatMulNBits accuracy_level that quantizes x to int8 per block
+
+
+def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy_level: int,
+           bias: np.ndarray | None = None, float_dtype: type = np.float32) -> str:
+    """Add ``x [..., k] -> [..., n]`` to ``g`` the fastest exact way; return the output name.
+
+    accuracy_level 4 runs every quantized weight through MatMulNBits with int8 activations.
+    Below 4 (float activations), 8-bit MatMulNBits has no kernel on CPU and de-quantizes the
+    whole matrix on every call (measured 8-16 ms vs 0.27 ms for a dense 896x4864 MatMul,
+    benchmarks/matmul_nbits.py), so 8-bit weights become dense float32 there — the same
+    values (``unpack`` is bit-exact), at 4 bytes per weight.
+    """
+    if weight.dense is None and (weight.bits == 4 or accuracy_level == INT8_ACTIVATIONS):
+        return matmul_nbits(g, x, weight, name, accuracy_level=accuracy_level, bias=bias,
+                            float_dtype=float_dtype)
+    dense = weight.dense if weight.dense is not None else unpack(weight)
+    return dense_matmul(g, x, dense, name, bias=bias, float_dtype=float_dtype)
+
+
+def dense_matmul(g: GraphBuilder, x: str, weight: np.ndarray, name: str, *,
+                 bias: np.ndarray | None = None, float_dtype: type = np.float32) -> str:
+    """x [..., k] @ weight[n, k].T (+ bias) with a plain MatMul."""
+    w_t = g.add_initializer(f"{name}.weight", np.ascontiguousarray(weight.T, dtype=float_dtype))
+    [y] = g.add_node("MatMul", [x, w_t], [f"{name}/MatMul"])  # [..., n]
+    if bias is None:
+        return y
+    b = g.add_initializer(f"{name}.bias", bias.astype(float_dtype))
+    [y] = g.add_node("Add", [y, b], [f"{name}/Add"])
+    return y
+
+
+def matmul_nbits(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *,
+                 accuracy_level: int, bias: np.ndarray | None = None,
+                 float_dtype: type = np.float32) -> str:
+    """MatMulNBits (+ the offset term). With float16 the scales and offsets are rounded to
+    float16: exact for Q4_0/Q5_0/Q8_0 (fp16 scales), not for the K-quant products."""
+    inputs = [
+        x,
+        g.add_initializer(f"{name}.qweight", weight.data),
+        g.add_initializer(f"{name}.scales", weight.scales.astype(float_dtype)),
+        "" if weight.zero_points is None else g.add_initializer(f"{name}.zero_points",
+                                                                weight.zero_points),
+    ]
+    if bias is not None:
+        inputs += ["", g.add_initializer(f"{name}.bias", bias.astype(float_dtype))]  # g_idx unused
+    [y] = g.add_node("MatMulNBits", inputs, [f"{name}/MatMulNBits"], domain="com.microsoft",
+                     K=weight.k, N=weight.n, bits=weight.bits, block_size=weight.block_size,
+                     accuracy_level=accuracy_level)
+    if weight.offsets is None:
+        return y
+    return _add_offsets(g, x, y, weight, name, float_dtype)
+
+
+def _add_offsets(g: GraphBuilder, x: str, y: str, weight: PackedWeight, name: str,
+                 float_dtype: type) -> str:
+    """y + sum_sub(x) @ offsets.T, for x of any rank."""
+    ob = weight.offset_block
+    [lead] = g.add_node("Shape", [x], [f"{name}/x_lead_shape"], end=-1)  # [rank - 1]
+    sub_shape = g.add_initializer(f"{name}.sub_shape", np.array([weight.k // ob, ob], np.int64))
+    [shape] = g.add_node("Concat", [lead, sub_shape], [f"{name}/sub_shape"], axis=0)
+    [xs] = g.add_node("Reshape", [x, shape], [f"{name}/x_sub"])          # [..., k/ob, ob]
+    last = g.add_initializer(f"{name}.last_axis", np.array([-1], np.int64))
+    [sums] = g.add_node("ReduceSum", [xs, last], [f"{name}/x_sub_sum"], keepdims=0)  # [..., k/ob]
+    offsets_t = g.add_initializer(f"{name}.offsets",
+                                  np.ascontiguousarray(weight.offsets.T, dtype=float_dtype))
+    [corr] = g.add_node("MatMul", [sums, offsets_t], [f"{name}/offset_term"])  # [..., n]
+    [out] = g.add_node("Add", [y, corr], [f"{name}/out"])
+    return out
