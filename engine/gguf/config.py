@@ -1,7 +1,8 @@
 """Typed, frozen model description parsed once from GGUF metadata.
 
 Field names are the contract between engine/gguf and the graph builders, the numpy
-reference and the vision tower. Parsing lives in ``engine.gguf.model`` (``read_config``).
+reference and the vision tower. Parsing lives in ``engine.gguf.architectures`` (text),
+``engine.gguf.vision`` (both vision layouts) and ``engine.gguf.model`` (``open_model``).
 """
 
 from dataclasses import dataclass, field
@@ -65,6 +66,8 @@ class SpecialTokens:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """Everything parsed from one model (and its projector), checked against its tensors."""
+
     architecture: str
     text: TextConfig
     vision: VisionConfig | None

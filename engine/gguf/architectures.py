@@ -1,0 +1,139 @@
+"""Text decoder architectures Lantern runs, one small record each, and the parser that turns
+``{arch}.*`` metadata into a ``TextConfig`` plus the tensor inventory it implies.
+
+The supported families share one decoder shape (pre-norm RMSNorm, GQA, SwiGLU); a record
+says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE key, where its
+vision tower lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import CorruptModel, UnsupportedModel
+from engine.gguf.config import TextConfig
+from engine.gguf.keys import Keys
+from engine.gguf.reader import TensorInfo
+
+
+@dataclass(frozen=True)
+class Architecture:
+    name: str                      # general.architecture
+    qkv_bias: bool
+    qk_norm: bool
+    rope_interleaved: bool         # llama GGUF rows are permuted for (2i, 2i+1) pairs
+    mrope_key: str | None = None   # key suffix holding the M-RoPE sections
+    vision: str | None = None      # "inline" (same file) or "projector" (separate mmproj)
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    arch.name: arch
+    for arch in (
+        Architecture("qwen2", qkv_bias=True, qk_norm=False, rope_interleaved=False),
+        Architecture("qwen3", qkv_bias=False, qk_norm=True, rope_interleaved=False),
+        Architecture("llama", qkv_bias=False, qk_norm=False, rope_interleaved=True),
+        Architecture(
+            "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
+            mrope_key="rope.mrope_section", vision="inline",
+        ),
+        Architecture(
+            "qwen2vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
+            mrope_key="rope.dimension_sections", vision="projector",
+        ),
+    )
+}
+
+
+def architecture(name: str | None, path: object) -> Architecture:
+    """The registry entry for ``general.architecture``; unknown -> UnsupportedModel."""
+    if name not in ARCHITECTURES:
+        known = ", ".join(sorted(ARCHITECTURES))
+        raise UnsupportedModel(
+            f"{path}: architecture {name!r} is not supported by Lantern (supported: {known})"
+        )
+    return ARCHITECTURES[name]
+
+
+def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:
+    """Parse ``{arch}.*`` keys; vocab size and tied embeddings come from the tensors."""
+    p = f"{arch.name}."
+    n_heads = keys.integer(p + "attention.head_count")
+    hidden = keys.integer(p + "embedding_length")
+    if n_heads <= 0 or hidden % n_heads and not keys.has(p + "attention.key_length"):
+        raise CorruptModel(f"{keys.path}: {hidden} hidden units do not split into {n_heads} heads")
+    head_dim = keys.optional_integer(p + "attention.key_length") or hidden // n_heads
+    value_dim = keys.optional_integer(p + "attention.value_length") or head_dim
+    if value_dim != head_dim:
+        raise UnsupportedModel(
+            f"{keys.path}: value heads of {value_dim} differ from key heads of {head_dim}"
+        )
+    rope_dims = keys.optional_integer(p + "rope.dimension_count") or head_dim
+    if rope_dims != head_dim:
+        raise UnsupportedModel(
+            f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) is not supported"
+        )
+    scaling = keys.string(p + "rope.scaling.type", None)
+    if scaling not in (None, "none", ""):
+        raise UnsupportedModel(f"{keys.path}: rope scaling {scaling!r} is not supported")
+    if "token_embd.weight" not in tensors:
+        raise CorruptModel(f"{keys.path}: tensor token_embd.weight is missing")
+    return TextConfig(
+        architecture=arch.name,
+        n_layers=keys.integer(p + "block_count"),
+        hidden_size=hidden,
+        intermediate_size=keys.integer(p + "feed_forward_length"),
+        n_heads=n_heads,
+        n_kv_heads=keys.integer(p + "attention.head_count_kv", n_heads),
+        head_dim=head_dim,
+        vocab_size=tensors["token_embd.weight"].shape[0],
+        context_length=keys.integer(p + "context_length"),
+        rms_eps=keys.number(p + "attention.layer_norm_rms_epsilon"),
+        rope_theta=keys.number(p + "rope.freq_base", 10000.0),
+        tie_embeddings="output.weight" not in tensors,
+        qkv_bias=arch.qkv_bias,
+        qk_norm=arch.qk_norm,
+        rope_interleaved=arch.rope_interleaved,
+        mrope_sections=_mrope_sections(arch, keys, head_dim),
+    )
+
+
+def _mrope_sections(arch: Architecture, keys: Keys, head_dim: int) -> tuple[int, ...] | None:
+    if arch.mrope_key is None:
+        return None
+    key = f"{arch.name}.{arch.mrope_key}"
+    sections = list(keys.integers(key))
+    while sections and sections[-1] == 0:  # llama.cpp pads to four sections
+        sections.pop()
+    if len(sections) != 3 or sum(sections) != head_dim // 2:
+        raise CorruptModel(
+            f"{keys.path}: {key} = {keys.metadata[key]} does not split head_dim/2 = "
+            f"{head_dim // 2} into (t, h, w) sections"
+        )
+    return tuple(sections)
+
+
+def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the decoder reads, with its numpy-order shape (out-first)."""
+    h, hd, v, f = text.hidden_size, text.head_dim, text.vocab_size, text.intermediate_size
+    q, kv = text.n_heads * hd, text.n_kv_heads * hd
+    shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (v, h), "output_norm.weight": (h,)}
+    if not text.tie_embeddings:
+        shapes["output.weight"] = (v, h)
+    for i in range(text.n_layers):
+        b = f"blk.{i}."
+        shapes |= {
+            b + "attn_norm.weight": (h,),
+            b + "attn_q.weight": (q, h),
+            b + "attn_k.weight": (kv, h),
+            b + "attn_v.weight": (kv, h),
+            b + "attn_output.weight": (h, q),
+            b + "ffn_norm.weight": (h,),
+            b + "ffn_gate.weight": (f, h),
+            b + "ffn_up.weight": (f, h),
+            b + "ffn_down.weight": (h, f),
+        }
+        if text.qkv_bias:
+            shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
+        if text.qk_norm:
+            shapes |= {b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)}
+    return shapes

@@ -1,0 +1,176 @@
+"""The Qwen2.5-VL vision tower in either GGUF layout, parsed into one ``VisionConfig`` and
+one set of canonical (Ollama inline) tensor names.
+
+- Ollama, inline: keys ``qwen25vl.vision.*`` in the model file; tensors ``v.*``.
+- llama.cpp, projector: an mmproj file (arch ``clip``, ``clip.projector_type =
+  "qwen2.5vl_merger"``, keys ``clip.vision.*``) whose tensor names are mapped here.
+Defaults are the Qwen2.5-VL values (DESIGN §3) and are recorded as assumed.
+"""
+
+from __future__ import annotations
+
+import re
+
+from engine.errors import CorruptModel, UnsupportedModel
+from engine.gguf.config import VisionConfig
+from engine.gguf.keys import Keys
+from engine.gguf.reader import TensorInfo
+
+PROJECTOR_TYPE = "qwen2.5vl_merger"
+FFN_UP = "v.blk.0.ffn_up.weight"   # vision FFN width is only stored as this tensor's rows
+
+# llama.cpp mmproj name -> canonical name; v.blk.N.* is the same in both layouts.
+_PROJECTOR_NAMES = {
+    "v.patch_embd.weight": "v.patch_embd_0.weight",
+    "v.patch_embd.weight.1": "v.patch_embd_1.weight",
+    "v.post_ln.weight": "v.merger.ln_q.weight",
+    "mm.0.weight": "v.merger.mlp.0.weight",
+    "mm.0.bias": "v.merger.mlp.0.bias",
+    "mm.2.weight": "v.merger.mlp.2.weight",
+    "mm.2.bias": "v.merger.mlp.2.bias",
+}
+_BLOCK = re.compile(r"v\.blk\.\d+\.")
+
+
+def _ffn_width(tensors: dict[str, TensorInfo], path: object) -> int:
+    if FFN_UP not in tensors:
+        raise CorruptModel(f"{path}: vision tensor {FFN_UP} is missing")
+    return tensors[FFN_UP].shape[0]
+
+
+def inline_vision_config(
+    keys: Keys, tensors: dict[str, TensorInfo], text_hidden: int
+) -> VisionConfig:
+    """Ollama's one-file qwen25vl layout."""
+    p = "qwen25vl.vision."
+    n_layers = keys.integer(p + "block_count", 32)
+    return VisionConfig(
+        layout="inline",
+        n_layers=n_layers,
+        hidden_size=keys.integer(p + "embedding_length", 1280),
+        intermediate_size=_ffn_width(tensors, keys.path),
+        n_heads=keys.integer(p + "attention.head_count", 16),
+        num_channels=_channels(keys, p + "num_channels"),
+        patch_size=keys.integer(p + "patch_size", 14),
+        spatial_merge_size=keys.integer(p + "spatial_merge_size", 2),
+        temporal_patch_size=_temporal(keys, keys.integer(p + "temporal_patch_size", 2)),
+        window_size=keys.integer(p + "window_size", 112),
+        eps=keys.number(p + "attention.layer_norm_epsilon", 1e-6),
+        rope_theta=keys.number(p + "rope.freq_base", 1e4),
+        fullatt_block_indexes=keys.integers(p + "fullatt_block_indexes", (7, 15, 23, 31)),
+        out_hidden_size=text_hidden,
+    )
+
+
+def projector_vision_config(
+    keys: Keys, tensors: dict[str, TensorInfo], text_hidden: int
+) -> VisionConfig:
+    """llama.cpp's mmproj layout; ``tensors`` already carry canonical names."""
+    arch = keys.string("general.architecture")
+    projector = keys.string("clip.projector_type", None)
+    if arch != "clip" or projector != PROJECTOR_TYPE:
+        raise UnsupportedModel(
+            f"{keys.path}: projector is {arch!r} / {projector!r}; Lantern supports only "
+            f"'clip' projectors of type {PROJECTOR_TYPE!r} (Qwen2.5-VL)"
+        )
+    p = "clip.vision."
+    n_layers = keys.integer(p + "block_count")
+    width = _ffn_width(tensors, keys.path)
+    if keys.integer(p + "feed_forward_length", width) != width:
+        raise CorruptModel(
+            f"{keys.path}: {p}feed_forward_length {keys.metadata[p + 'feed_forward_length']} "
+            f"disagrees with {FFN_UP} rows ({width})"
+        )
+    out_hidden = keys.integer(p + "projection_dim", text_hidden)
+    if out_hidden != text_hidden:
+        raise CorruptModel(
+            f"{keys.path}: projector outputs {out_hidden} values per token but the text "
+            f"model's hidden size is {text_hidden}; the projector belongs to another model"
+        )
+    return VisionConfig(
+        layout="projector",
+        n_layers=n_layers,
+        hidden_size=keys.integer(p + "embedding_length"),
+        intermediate_size=width,
+        n_heads=keys.integer(p + "attention.head_count"),
+        num_channels=3,
+        patch_size=keys.integer(p + "patch_size", 14),
+        spatial_merge_size=keys.integer(p + "spatial_merge_size", 2),
+        temporal_patch_size=2,   # llama.cpp always splits the Conv3d kernel in two
+        window_size=keys.integer(p + "window_size", 112),
+        eps=keys.number(p + "attention.layer_norm_epsilon", 1e-6),
+        rope_theta=1e4,          # not stored by llama.cpp
+        fullatt_block_indexes=_full_attention_blocks(keys, n_layers),
+        out_hidden_size=text_hidden,
+    )
+
+
+def _channels(keys: Keys, key: str) -> int:
+    """Ollama's converter writes 0 when the HF config names the field differently."""
+    value = keys.integer(key, 3)
+    if value == 0:
+        keys.assumed.append(key)
+        return 3
+    return value
+
+
+def _temporal(keys: Keys, value: int) -> int:
+    if value != 2:
+        raise UnsupportedModel(f"{keys.path}: temporal patch size {value} (only 2 is supported)")
+    return value
+
+
+def _full_attention_blocks(keys: Keys, n_layers: int) -> tuple[int, ...]:
+    """llama.cpp stores the period ``n_wa_pattern``: block i is global when (i+1) % n == 0."""
+    period = keys.integer("clip.vision.n_wa_pattern", 8)
+    if period <= 0:
+        raise CorruptModel(f"{keys.path}: clip.vision.n_wa_pattern is {period}")
+    return tuple(i for i in range(n_layers) if (i + 1) % period == 0)
+
+
+def canonical_projector_tensors(
+    tensors: dict[str, TensorInfo], path: object
+) -> dict[str, TensorInfo]:
+    """Rename an mmproj's tensors to the inline names (``v.blk.N.*`` unchanged)."""
+    out: dict[str, TensorInfo] = {}
+    for name, tensor in tensors.items():
+        canonical = _PROJECTOR_NAMES.get(name) or (name if _BLOCK.match(name) else None)
+        if canonical is None:
+            raise UnsupportedModel(
+                f"{path}: projector tensor {name} is not part of a Qwen2.5-VL vision tower"
+            )
+        out[canonical] = TensorInfo(
+            canonical, tensor.ggml_type, tensor.shape, tensor.raw, tensor.n_elements
+        )
+    return out
+
+
+def vision_tensor_shapes(vision: VisionConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the vision tower reads, numpy order (out-first)."""
+    d, f, c = vision.hidden_size, vision.intermediate_size, vision.num_channels
+    ps = vision.patch_size
+    merged = d * vision.spatial_merge_size**2
+    shapes: dict[str, tuple[int, ...]] = {
+        "v.patch_embd_0.weight": (d, c, ps, ps),
+        "v.patch_embd_1.weight": (d, c, ps, ps),
+        "v.merger.ln_q.weight": (d,),
+        "v.merger.mlp.0.weight": (merged, merged),
+        "v.merger.mlp.0.bias": (merged,),
+        "v.merger.mlp.2.weight": (vision.out_hidden_size, merged),
+        "v.merger.mlp.2.bias": (vision.out_hidden_size,),
+    }
+    for i in range(vision.n_layers):
+        b = f"v.blk.{i}."
+        shapes |= {
+            b + "ln1.weight": (d,),
+            b + "ln2.weight": (d,),
+            b + "ffn_gate.weight": (f, d),
+            b + "ffn_gate.bias": (f,),
+            b + "ffn_up.weight": (f, d),
+            b + "ffn_up.bias": (f,),
+            b + "ffn_down.weight": (d, f),
+            b + "ffn_down.bias": (d,),
+        }
+        for proj in ("attn_q", "attn_k", "attn_v", "attn_out"):
+            shapes |= {b + proj + ".weight": (d, d), b + proj + ".bias": (d,)}
+    return shapes
