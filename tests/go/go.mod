@@ -1,0 +1,3 @@
+module lantern/templatecheck
+
+go 1.19
