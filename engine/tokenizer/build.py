@@ -1,0 +1,75 @@
+"""GGUF vocabulary -> ``tokenizers`` pipeline: [NFC] -> split regex -> byte-level -> BPE, with
+the file's control and user-defined tokens as added tokens.
+
+The pipeline equals the model's own tokenizer.json (for Qwen2: BPE with no unk and no byte
+fallback, NFC, Split(regex, isolated) + ByteLevel(use_regex=False), ByteLevel decoder).
+"""
+
+import re
+from functools import cache
+
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
+from tokenizers import Tokenizer as Backend
+
+from engine.errors import CorruptModel
+from engine.tokenizer.byte_level import byte_to_char, spell
+from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
+from engine.tokenizer.vocab import TokenType, Vocabulary
+
+_ADDED = (TokenType.CONTROL, TokenType.USER_DEFINED)
+
+
+def build_tokenizer(vocab: Vocabulary) -> Tokenizer:
+    entries = _vocabulary_entries(vocab)
+    try:
+        model = models.BPE(entries, list(vocab.merges), ignore_merges=vocab.pre.ignore_merges)
+    except Exception as error:  # tokenizers reports bad merges as a plain Exception
+        raise CorruptModel(
+            f"{vocab.source}: the BPE merges do not fit the vocabulary ({error})"
+        ) from None
+    backend = Backend(model)
+    if vocab.pre.nfc:
+        backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(vocab.pre.split), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    control = [i for i, kind in enumerate(vocab.token_types) if kind == TokenType.CONTROL]
+    user = [i for i, kind in enumerate(vocab.token_types) if kind == TokenType.USER_DEFINED]
+    # normalized=False: matched in the raw text, before NFC (as llama.cpp and HF do).
+    backend.add_special_tokens(
+        [AddedToken(vocab.tokens[i], special=True, normalized=False) for i in control]
+    )
+    backend.add_tokens([AddedToken(vocab.tokens[i], special=False, normalized=False) for i in user])
+    info = TokenizerInfo(
+        vocab_size=len(vocab.tokens),
+        bos_id=vocab.bos_id,
+        eos_id=vocab.eos_id,
+        add_bos=vocab.add_bos,
+        stop_ids=vocab.stop_ids,
+        control_ids=frozenset(control),
+        pre=vocab.pre.name,
+    )
+    return Tokenizer(backend, info)
+
+
+def _vocabulary_entries(vocab: Vocabulary) -> dict[str, int]:
+    """text -> id for the BPE model. Normal tokens must be spelled in the byte alphabet; a
+    converter that wrote one as plain text is respelled (as HF's loader does). Added tokens
+    keep their plain text, which is how llama.cpp stores them."""
+    entries = {text: index for index, text in enumerate(vocab.tokens)}
+    if _outside_alphabet().search("".join(vocab.tokens)) is None:
+        return entries  # the usual case, checked in one pass
+    for index, (text, kind) in enumerate(zip(vocab.tokens, vocab.token_types, strict=True)):
+        if kind not in _ADDED and _outside_alphabet().search(text):
+            entries.pop(text, None)
+            entries[spell(text)] = index
+    return entries
+
+
+@cache
+def _outside_alphabet() -> re.Pattern[str]:
+    return re.compile("[^" + re.escape("".join(byte_to_char().values())) + "]")

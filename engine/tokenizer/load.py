@@ -1,0 +1,89 @@
+"""``load_tokenizer(path)``: build from the GGUF once, then reuse the serialized pipeline.
+
+Cache entries live in ``cache_dir()/tokenizers/<key>.json``. The key names the file's
+content without reading it: an Ollama blob is named by the sha256 of its content
+(``sha256-<hex>``), so that digest is the key; any other file is keyed by its resolved
+path, size and modification time (a file rewritten in place gets a new mtime). The
+entry format version and the ``tokenizers`` version are part of the key, so an upgrade
+rebuilds instead of misreading. Writes are atomic (temp file + rename); an entry that
+cannot be read is rebuilt and overwritten.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import tokenizers
+from tokenizers import Tokenizer as Backend
+
+from engine.gguf.reader import read_gguf
+from engine.paths import cache_dir
+from engine.tokenizer.build import build_tokenizer
+from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
+from engine.tokenizer.vocab import read_vocabulary
+
+FORMAT_VERSION = 1
+_BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})")
+log = logging.getLogger(__name__)
+
+
+def load_tokenizer(gguf_path: str | Path) -> Tokenizer:
+    """The tokenizer of a GGUF model file (UnsupportedModel for non byte-level-BPE vocabularies)."""
+    path = Path(gguf_path)
+    entry = cache_entry(path)
+    if entry is not None and entry.exists():
+        cached = _read_entry(entry)
+        if cached is not None:
+            return cached
+    tokenizer = build_tokenizer(read_vocabulary(read_gguf(path).metadata, path))
+    if entry is not None:
+        _write_entry(entry, tokenizer)
+    return tokenizer
+
+
+def cache_entry(path: Path) -> Path | None:
+    """Where this file's tokenizer is cached (None when the file cannot be stat'ed; reading
+    it will then raise the real error)."""
+    blob = _BLOB_NAME.fullmatch(path.name)
+    if blob:
+        identity = f"blob:{blob.group(1)}"
+    else:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        identity = f"file:{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = f"lantern-tokenizer/{FORMAT_VERSION}/tokenizers-{tokenizers.__version__}/{identity}"
+    return cache_dir() / "tokenizers" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+
+def _read_entry(entry: Path) -> Tokenizer | None:
+    try:
+        payload = json.loads(entry.read_text(encoding="utf-8"))
+        return Tokenizer(
+            Backend.from_str(payload["tokenizer"]), TokenizerInfo.from_dict(payload["info"])
+        )
+    except Exception as error:  # any damage (truncation, bad JSON, old layout) means: rebuild
+        log.warning("tokenizer cache entry %s is unreadable (%s); rebuilding it", entry, error)
+        return None
+
+
+def _write_entry(entry: Path, tokenizer: Tokenizer) -> None:
+    payload = {"info": tokenizer.info.to_dict(), "tokenizer": tokenizer.backend.to_str()}
+    tmp_name = None
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=entry.parent, suffix=".tmp", delete=False
+        ) as tmp:
+            tmp_name = tmp.name
+            json.dump(payload, tmp, ensure_ascii=False)
+        os.replace(tmp_name, entry)
+    except OSError as error:  # a read-only or full cache only costs the next load some time
+        if tmp_name is not None:
+            Path(tmp_name).unlink(missing_ok=True)
+        log.warning("could not cache the tokenizer at %s: %s", entry, error)

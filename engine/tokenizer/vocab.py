@@ -1,0 +1,133 @@
+"""The tokenizer as a GGUF file states it (``tokenizer.ggml.*`` keys), read once and checked.
+
+Only byte-level BPE (``tokenizer.ggml.model = "gpt2"``) is supported: running a
+SentencePiece-style tokenizer over a byte-level vocabulary, or the reverse, produces
+fluent-looking garbage, so anything else is refused with a message naming it.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+from engine.errors import CorruptModel, UnsupportedModel
+from engine.tokenizer.pretokenizers import PRE_TOKENIZERS, PreTokenizer, pre_tokenizer
+
+SUPPORTED = "gpt2 (byte-level BPE) with pre-tokenizers " + ", ".join(
+    p for p in PRE_TOKENIZERS if p != "default"
+)
+
+# Tokens that end generation when the file does not list them itself (looked up by text).
+STOP_TOKEN_TEXTS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+
+
+class TokenType(IntEnum):
+    """llama.cpp's token types (``tokenizer.ggml.token_type``)."""
+
+    NORMAL = 1
+    UNKNOWN = 2
+    CONTROL = 3  # special: <|im_start|>; only the chat template may produce it
+    USER_DEFINED = 4  # matched whole wherever it appears: <tool_call>
+    UNUSED = 5
+    BYTE = 6
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Everything the tokenizer is built from, as read from the file."""
+
+    source: str  # the file, for messages
+    pre: PreTokenizer
+    tokens: Sequence[str]  # id -> text (byte alphabet for normal tokens)
+    token_types: Sequence[int]  # id -> TokenType value
+    merges: Sequence[tuple[str, str]]
+    bos_id: int | None
+    eos_id: int | None
+    add_bos: bool
+    stop_ids: frozenset[int]
+
+
+def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocabulary:
+    """Check and collect the ``tokenizer.ggml.*`` keys of one GGUF file."""
+    model = metadata.get("tokenizer.ggml.model")
+    if model is None:
+        raise UnsupportedModel(
+            f"{source} has no tokenizer (no tokenizer.ggml.model key); "
+            "use the model's main GGUF file, not a projector or adapter"
+        )
+    if model != "gpt2":
+        raise UnsupportedModel(
+            f"unsupported tokenizer '{model}' in {source}; Lantern supports: {SUPPORTED}"
+        )
+    pre_name = metadata.get("tokenizer.ggml.pre")
+    pre = pre_tokenizer(pre_name if isinstance(pre_name, str) else None, source)
+    tokens = _strings(metadata, "tokenizer.ggml.tokens", source)
+    types = metadata.get("tokenizer.ggml.token_type")
+    token_types = [int(t) for t in types] if types is not None else [TokenType.NORMAL] * len(tokens)
+    if len(token_types) != len(tokens):
+        raise CorruptModel(
+            f"{source}: tokenizer.ggml.token_type has {len(token_types)} entries "
+            f"for {len(tokens)} tokens"
+        )
+    merges = [
+        _merge(m, i, source)
+        for i, m in enumerate(_strings(metadata, "tokenizer.ggml.merges", source))
+    ]
+    bos_id = _token_id(metadata, "tokenizer.ggml.bos_token_id", len(tokens), source)
+    eos_id = _token_id(metadata, "tokenizer.ggml.eos_token_id", len(tokens), source)
+    return Vocabulary(
+        source=str(source),
+        pre=pre,
+        tokens=tokens,
+        token_types=token_types,
+        merges=merges,
+        bos_id=bos_id,
+        eos_id=eos_id,
+        add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", pre.add_bos)),
+        stop_ids=_stop_ids(metadata, tokens, eos_id, source),
+    )
+
+
+def _strings(metadata: Mapping[str, object], key: str, source: object) -> Sequence[str]:
+    value = metadata.get(key)
+    if not isinstance(value, list | tuple) or not value:
+        raise CorruptModel(f"{source}: {key} is missing or empty; the vocabulary cannot be built")
+    return value
+
+
+def _merge(text: str, index: int, source: object) -> tuple[str, str]:
+    parts = text.split(" ")
+    if len(parts) != 2:
+        raise CorruptModel(
+            f"{source}: tokenizer.ggml.merges[{index}] is {text!r}, not 'left right'"
+        )
+    return parts[0], parts[1]
+
+
+def _token_id(
+    metadata: Mapping[str, object], key: str, n_tokens: int, source: object
+) -> int | None:
+    value = metadata.get(key)
+    return None if value is None else _checked_id(value, key, n_tokens, source)
+
+
+def _checked_id(value: object, key: str, n_tokens: int, source: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < n_tokens:
+        raise CorruptModel(f"{source}: {key} holds {value!r}, not a token id below {n_tokens}")
+    return value
+
+
+def _stop_ids(
+    metadata: Mapping[str, object], tokens: Sequence[str], eos_id: int | None, source: object
+) -> frozenset[int]:
+    """eos, the file's other end-of-generation ids, and the usual end-of-turn tokens by text."""
+    ids = {eos_id} if eos_id is not None else set()
+    for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"):
+        found = _token_id(metadata, key, len(tokens), source)
+        if found is not None:
+            ids.add(found)
+    for value in metadata.get("tokenizer.ggml.eos_token_ids") or ():
+        ids.add(_checked_id(value, "tokenizer.ggml.eos_token_ids", len(tokens), source))
+    wanted = set(STOP_TOKEN_TEXTS)
+    ids.update(i for i, text in enumerate(tokens) if text in wanted)
+    return frozenset(ids)
