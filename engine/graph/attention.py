@@ -1,0 +1,111 @@
+"""Self-attention of one decoder block: q/k/v projections, (Qwen3) q/k norm, rotary, grouped
+query attention over the in-place KV cache, output projection.
+
+The whole cache step is one com.microsoft.GroupQueryAttention node:
+- past_key/past_value [1, kv_heads, max_len, D] are the same buffers as present_key/value
+  (bound to one OrtValue each by the session), written in place at slots past..past+S-1;
+- seqlens_k [1] = total_len - 1 and total_sequence_length (scalar) give the lengths, so
+  truncating the cache is just passing a smaller length;
+- cos/sin [T, D/2] hold one row per cache slot (do_rotary=1 reads the rows of the new
+  tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows.
+Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D); causal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.gguf.config import TextConfig
+from engine.gguf.repack import PackedWeight
+from engine.graph.builder import GraphBuilder
+from engine.graph.fuse import stack_rows
+from engine.graph.norms import head_rms_norm
+
+Linear = Callable[..., str]  # (x, weight, name, bias=None) -> y, see engine.graph.linear
+
+
+@dataclass(frozen=True)
+class AttentionWeights:
+    q: PackedWeight                   # [n_heads * D, H]
+    k: PackedWeight                   # [kv_heads * D, H]
+    v: PackedWeight                   # [kv_heads * D, H]
+    output: PackedWeight              # [H, n_heads * D]
+    q_bias: np.ndarray | None = None  # [n_heads * D]   (Qwen2 family)
+    k_bias: np.ndarray | None = None  # [kv_heads * D]
+    v_bias: np.ndarray | None = None  # [kv_heads * D]
+    q_norm: np.ndarray | None = None  # [D]             (Qwen3)
+    k_norm: np.ndarray | None = None  # [D]
+
+
+@dataclass(frozen=True)
+class CacheStep:
+    """Graph inputs every layer's attention shares."""
+
+    seqlens_k: str   # int32 [1]: total_len - 1
+    total_len: str   # int32 scalar
+    cos: str         # [T, D/2] rows per cache slot
+    sin: str         # [T, D/2]
+
+
+@dataclass(frozen=True)
+class LayerCache:
+    """Names of one layer's KV buffers: graph inputs and the outputs bound to the same memory."""
+
+    past_key: str
+    past_value: str
+    present_key: str
+    present_value: str
+
+
+def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, step: CacheStep,
+              cache: LayerCache, linear: Linear, name: str, dtype: type,
+              last_only: bool = False) -> str:
+    """x [1, S, H] -> [1, S, H] (or [1, 1, H] for the last position with ``last_only``)."""
+    q, k, v = project_qkv(g, x, w, linear, name)  # [1, S, heads * D] each; k, v may be ""
+    if cfg.qk_norm:
+        q = head_rms_norm(g, q, w.q_norm, cfg.n_heads, cfg.rms_eps, f"{name}.q_norm", dtype)
+        k = head_rms_norm(g, k, w.k_norm, cfg.n_kv_heads, cfg.rms_eps, f"{name}.k_norm", dtype)
+    out, _, _ = g.add_node(
+        "GroupQueryAttention",
+        [q, k, v, cache.past_key, cache.past_value, step.seqlens_k, step.total_len,
+         step.cos, step.sin],
+        [f"{name}/gqa", cache.present_key, cache.present_value],
+        domain="com.microsoft", num_heads=cfg.n_heads, kv_num_heads=cfg.n_kv_heads,
+        do_rotary=1, rotary_interleaved=int(cfg.rope_interleaved),
+    )  # [1, S, n_heads * D]
+    if last_only:
+        out = last_position(g, out, f"{name}/last")  # [1, 1, n_heads * D]
+    return linear(out, w.output, f"{name}.output")
+
+
+def project_qkv(g: GraphBuilder, x: str, w: AttentionWeights, linear: Linear,
+                name: str) -> tuple[str, str, str]:
+    """q, k, v projections; one fused matmul when the three weights share a layout.
+
+    Without q/k norm the fused [1, S, (n_heads + 2 kv_heads) * D] goes to GQA as packed
+    QKV (k and v returned as ""); with it, the result is split for the norms.
+    """
+    biases = (w.q_bias, w.k_bias, w.v_bias)
+    fused = stack_rows([w.q, w.k, w.v])
+    if fused is None:
+        return tuple(linear(x, weight, f"{name}.{part}", bias=bias)
+                     for part, weight, bias in zip("qkv", (w.q, w.k, w.v), biases, strict=True))
+    bias = None if w.q_bias is None else np.concatenate(biases)
+    qkv = linear(x, fused, f"{name}.qkv", bias=bias)
+    if w.q_norm is None:
+        return qkv, "", ""
+    sizes = g.add_initializer(f"{name}.qkv_sizes", np.array([w.q.n, w.k.n, w.v.n], np.int64))
+    q, k, v = g.add_node("Split", [qkv, sizes], [f"{name}/q", f"{name}/k", f"{name}/v"], axis=-1)
+    return q, k, v
+
+
+def last_position(g: GraphBuilder, x: str, name: str) -> str:
+    """x [1, S, C] -> [1, 1, C], the last token only."""
+    start = g.add_initializer(f"{name}.start", np.array([-1], np.int64))
+    end = g.add_initializer(f"{name}.end", np.array([np.iinfo(np.int64).max], np.int64))
+    axis = g.add_initializer(f"{name}.axis", np.array([1], np.int64))
+    [y] = g.add_node("Slice", [x, start, end, axis], [name])
+    return y

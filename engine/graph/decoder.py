@@ -1,0 +1,208 @@
+"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama) as an in-memory ONNX graph.
+
+    h = rms_norm(embeds);  residual = embeds
+    for each block:
+        residual, h = residual + attention(h),  rms_norm(...)   # one SkipSimplifiedLayerNorm
+        residual, h = residual + mlp(h),        rms_norm(...)   # the next block's attn_norm
+    logits = lm_head(h)                                         # h normed by output_norm
+
+Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
+can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
+seqlens_k, total_sequence_length and each block's KV buffers. Outputs: logits
+[1, 1, V] of the last position ([1, S, V] with all_logits), the updated KV buffers, and
+with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
+residual stream after the embeddings and after each block (the runtime derives
+mean/std/min/max from it and the reference check compares it row by row).
+
+Weights are packed straight from the GGUF memory map (engine.gguf.repack) into numpy
+arrays the session reads as external initializers; no weights file is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+import onnx
+
+from engine.gguf import GGUFModel
+from engine.gguf.config import TextConfig
+from engine.gguf.repack import PackedWeight, pack
+from engine.graph.attention import AttentionWeights, CacheStep, LayerCache, attention, last_position
+from engine.graph.builder import GraphBuilder
+from engine.graph.fuse import stack_rows
+from engine.graph.linear import linear
+from engine.graph.norms import add_rms_norm, rms_norm
+
+INPUTS_EMBEDS = "inputs_embeds"
+SEQLENS_K = "seqlens_k"
+TOTAL_LEN = "total_sequence_length"
+COS, SIN = "cos", "sin"
+LOGITS = "logits"
+HIDDEN_STATES = "hidden_states"
+
+FAST_ACCURACY = 4   # MatMulNBits with int8 activations: the fast CPU path
+EXACT_ACCURACY = 0  # float activations
+
+
+@dataclass(frozen=True)
+class DecoderOptions:
+    exact: bool = False          # fp32 activations and float-exact weights (checks, debugging)
+    float16: bool = False        # fp16 activations and cache (the CUDA variant)
+    max_cache_len: int = 4096
+    layer_stats: bool = False
+    all_logits: bool = False
+
+    @property
+    def dtype(self) -> type:
+        return np.float16 if self.float16 else np.float32
+
+
+@dataclass(frozen=True)
+class DecoderGraph:
+    model: onnx.ModelProto
+    external: dict[str, np.ndarray]   # initializer name -> array, fed from memory
+    caches: tuple[LayerCache, ...]    # one per block
+    cache_shape: tuple[int, int, int, int]  # [1, kv_heads, max_cache_len, D]
+    options: DecoderOptions
+
+
+@dataclass(frozen=True)
+class MLPWeights:
+    gate: PackedWeight  # [I, H]
+    up: PackedWeight    # [I, H]
+    down: PackedWeight  # [H, I]
+
+
+class DecoderWeights:
+    """Packs the GGUF's text tensors on demand; the only place this graph spells GGUF names."""
+
+    def __init__(self, model: GGUFModel):
+        self.model = model
+
+    def matrix(self, name: str) -> PackedWeight:
+        """A linear weight as MatMulNBits inputs (or dense). Exact mode needs no other form:
+        with accuracy level 0 ONNX Runtime multiplies float activations by the exact weights
+        (measured on the 0.5B demo model: faster than widening 8-bit weights to fp32 MatMul)."""
+        return pack(self.model.tensors[name])
+
+    def vector(self, name: str) -> np.ndarray:
+        return self.model.tensors[name].dequantize()
+
+    def optional_vector(self, name: str) -> np.ndarray | None:
+        return self.vector(name) if name in self.model.tensors else None
+
+    def attention(self, i: int) -> AttentionWeights:
+        b = f"blk.{i}."
+        return AttentionWeights(
+            q=self.matrix(b + "attn_q.weight"), k=self.matrix(b + "attn_k.weight"),
+            v=self.matrix(b + "attn_v.weight"), output=self.matrix(b + "attn_output.weight"),
+            q_bias=self.optional_vector(b + "attn_q.bias"),
+            k_bias=self.optional_vector(b + "attn_k.bias"),
+            v_bias=self.optional_vector(b + "attn_v.bias"),
+            q_norm=self.optional_vector(b + "attn_q_norm.weight"),
+            k_norm=self.optional_vector(b + "attn_k_norm.weight"),
+        )
+
+    def mlp(self, i: int) -> MLPWeights:
+        b = f"blk.{i}."
+        return MLPWeights(gate=self.matrix(b + "ffn_gate.weight"),
+                          up=self.matrix(b + "ffn_up.weight"),
+                          down=self.matrix(b + "ffn_down.weight"))
+
+    def attn_norm(self, i: int) -> np.ndarray:
+        return self.vector(f"blk.{i}.attn_norm.weight")
+
+    def ffn_norm(self, i: int) -> np.ndarray:
+        return self.vector(f"blk.{i}.ffn_norm.weight")
+
+    def output_norm(self) -> np.ndarray:
+        return self.vector("output_norm.weight")
+
+    def lm_head(self, cfg: TextConfig) -> PackedWeight:
+        return self.matrix("token_embd.weight" if cfg.tie_embeddings else "output.weight")
+
+
+def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) -> DecoderGraph:
+    cfg = model.config.text
+    dtype = options.dtype
+    g = GraphBuilder("decoder")
+    w = DecoderWeights(model)
+    accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
+    project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
+    step = CacheStep(seqlens_k=SEQLENS_K, total_len=TOTAL_LEN, cos=COS, sin=SIN)
+    caches = tuple(
+        LayerCache(f"past_key.{i}", f"past_value.{i}", f"present_key.{i}", f"present_value.{i}")
+        for i in range(cfg.n_layers)
+    )
+    eps = cfg.rms_eps
+
+    x = INPUTS_EMBEDS  # [1, S, H]
+    residual, hidden_states = x, [x]
+    h = rms_norm(g, x, w.attn_norm(0), eps, "blk.0.attn_norm", dtype)
+    for i in range(cfg.n_layers):
+        last_only = i == cfg.n_layers - 1 and not options.all_logits
+        a = attention(g, h, w.attention(i), cfg, step, caches[i], project, f"blk.{i}.attn",
+                      dtype, last_only=last_only)
+        if last_only:  # the last block's tail only matters at the last position
+            residual = last_position(g, residual, f"blk.{i}.last_residual")
+        h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
+        m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn")
+        if i + 1 < cfg.n_layers:
+            next_norm, next_name = w.attn_norm(i + 1), f"blk.{i + 1}.attn_norm"
+        else:
+            next_norm, next_name = w.output_norm(), "output_norm"
+        h, residual = add_rms_norm(g, m, residual, next_norm, eps, next_name, dtype)
+        hidden_states.append(residual)
+    logits = project(h, w.lm_head(cfg), "lm_head")  # [1, S or 1, V]
+    if options.float16:
+        [logits] = g.add_node("Cast", [logits], [LOGITS + "/float32"], to=onnx.TensorProto.FLOAT)
+    [logits] = g.add_node("Identity", [logits], [LOGITS])
+
+    kv_heads, head_dim = cfg.n_kv_heads, cfg.head_dim
+    cache_shape = (1, kv_heads, options.max_cache_len, head_dim)
+    inputs = [
+        (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
+        (SEQLENS_K, np.int32, [1]),
+        (TOTAL_LEN, np.int32, []),
+        (COS, dtype, ["T", head_dim // 2]),
+        (SIN, dtype, ["T", head_dim // 2]),
+    ]
+    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else 1, cfg.vocab_size])]
+    for c in caches:
+        inputs += [(c.past_key, dtype, cache_shape), (c.past_value, dtype, cache_shape)]
+        outputs += [(c.present_key, dtype, cache_shape), (c.present_value, dtype, cache_shape)]
+    if options.layer_stats:
+        states = last_token_states(g, hidden_states, dtype)
+        outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
+    return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+
+
+def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str) -> str:
+    """SwiGLU: down(silu(gate(x)) * up(x)); gate and up in one matmul when they fuse."""
+    fused = stack_rows([w.gate, w.up])
+    if fused is None:
+        gate, up = project(x, w.gate, f"{name}.gate"), project(x, w.up, f"{name}.up")
+    else:
+        gate_up = project(x, fused, f"{name}.gate_up")  # [1, S, 2I]
+        gate, up = g.add_node("Split", [gate_up], [f"{name}/gate", f"{name}/up"], axis=-1,
+                              num_outputs=2)
+    [sig] = g.add_node("Sigmoid", [gate], [f"{name}/sigmoid"])
+    [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
+    [act] = g.add_node("Mul", [act, up], [f"{name}/silu_up"])  # [1, S, I]
+    return project(act, w.down, f"{name}.down")
+
+
+def last_token_states(g: GraphBuilder, hidden_states: list[str], dtype: type) -> str:
+    """The last token of each [1, S, H] hidden state, stacked -> [len, H] float32."""
+    rows = []
+    for i, h in enumerate(hidden_states):
+        x = last_position(g, h, f"debug.{i}/last")  # [1, 1, H]
+        if dtype != np.float32:
+            [x] = g.add_node("Cast", [x], [f"debug.{i}/float32"], to=onnx.TensorProto.FLOAT)
+        rows.append(x)
+    [table] = g.add_node("Concat", rows, ["debug/rows"], axis=1)  # [1, L + 1, H]
+    [table] = g.add_node("Squeeze", [table, g.add_initializer("debug.axis", np.array([0]))],
+                         [HIDDEN_STATES])  # [L + 1, H]
+    return table

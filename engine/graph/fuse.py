@@ -1,0 +1,42 @@
+"""Stacking linear weights that read the same input (q|k|v, gate|up) into one matrix.
+
+One MatMulNBits instead of three quantizes the activations once and gives the threads one
+wide N to split instead of a narrow k/v projection (kv_heads * head_dim rows). Weights fuse
+only when MatMulNBits would treat them alike (bits, block, zero points, offsets); otherwise
+the caller keeps them apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from engine.gguf.repack import PackedWeight
+
+
+def stack_rows(weights: Sequence[PackedWeight]) -> PackedWeight | None:
+    """[n_i, k] weights -> one [sum n_i, k] weight, or None when their layouts differ."""
+    first = weights[0]
+    layout = _layout(first)
+    if any(_layout(w) != layout for w in weights[1:]):
+        return None
+    n = sum(w.n for w in weights)
+
+    def cat(field: str) -> np.ndarray | None:
+        parts = [getattr(w, field) for w in weights]
+        return None if parts[0] is None else np.concatenate(parts, axis=0)
+
+    return PackedWeight(
+        ggml_type=first.ggml_type, n=n, k=first.k, bits=first.bits,
+        block_size=first.block_size, data=cat("data"), scales=cat("scales"),
+        zero_points=cat("zero_points"), offsets=cat("offsets"), offset_block=first.offset_block,
+        dense=cat("dense"), dequantized=first.dequantized,
+    )
+
+
+def _layout(w: PackedWeight) -> tuple:
+    return (
+        w.k, w.bits, w.block_size, w.offset_block, w.zero_points is None, w.offsets is None,
+        None if w.dense is None else w.dense.dtype,
+    )

@@ -1,0 +1,61 @@
+"""Rotary position embedding: NeoX halves, llama-GGUF interleaved pairs, Qwen2-VL M-RoPE.
+
+Interleaved: llama.cpp's converter permutes each head's Q/K rows so that HF row i lands at
+2i and row i + D/2 at 2i + 1 (transformers' GGUF loader undoes it). Rotating pairs
+(2i, 2i+1) with frequency i on the stored rows is therefore HF's NeoX rotation of pairs
+(i, i + D/2), with q and k permuted alike inside each head, so q.k and the attention output
+are unchanged.
+
+Angles are computed in float64 and cast once, so fp32 and fp64 runs share them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
+    """theta^(-2j/D) for j < D/2 -> [D/2] float64."""
+    return theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+
+
+def rope_angles(
+    positions: np.ndarray, head_dim: int, theta: float, sections: Sequence[int] | None = None
+) -> np.ndarray:
+    """Rotation angle of every (token, frequency) -> [S, D/2] float64.
+
+    positions [S]: one index per token. positions [3, S] (M-RoPE, needs ``sections``):
+    frequency j reads the (t, h, w) stream its section assigns it, e.g. sections
+    (16, 24, 24) over D/2 = 64: j < 16 -> t, 16 <= j < 40 -> h, 40 <= j < 64 -> w.
+    """
+    inv_freq = inverse_frequencies(head_dim, theta)  # [D/2]
+    positions = np.asarray(positions, dtype=np.float64)
+    if positions.ndim == 1:
+        return positions[:, None] * inv_freq  # [S, D/2]
+    if sections is None:
+        raise ValueError(f"positions of shape {positions.shape} need a model with M-RoPE")
+    stream = np.repeat(np.arange(len(sections)), sections)  # [D/2]: 0 = t, 1 = h, 2 = w
+    if positions.shape[0] != 3 or stream.shape != inv_freq.shape:
+        raise ValueError(
+            f"M-RoPE needs positions [3, S] and sections summing to {len(inv_freq)}; "
+            f"got positions {positions.shape}, sections {tuple(sections)}"
+        )
+    return positions[stream].T * inv_freq  # positions[stream]: [D/2, S] -> [S, D/2]
+
+
+def apply_rope(x: np.ndarray, angles: np.ndarray, interleaved: bool) -> np.ndarray:
+    """Rotate x [..., S, D] by angles [S, D/2]; pairs (i, i + D/2), or (2i, 2i + 1)."""
+    cos = np.cos(angles).astype(x.dtype)  # [S, D/2]
+    sin = np.sin(angles).astype(x.dtype)
+    half = x.shape[-1] // 2
+    if interleaved:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+    else:
+        x1, x2 = x[..., :half], x[..., half:]
+    r1 = x1 * cos - x2 * sin  # [..., S, D/2]
+    r2 = x2 * cos + x1 * sin
+    if interleaved:
+        return np.stack([r1, r2], axis=-1).reshape(x.shape)  # back to pairs (2i, 2i+1)
+    return np.concatenate([r1, r2], axis=-1)

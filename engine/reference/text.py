@@ -1,0 +1,185 @@
+"""The text decoder in plain numpy: the yardstick every ONNX graph is checked against.
+
+Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama share one pre-norm block,
+
+    residual = x; x = rms_norm(x, attn_norm); x = attention(x); x = x + residual
+    residual = x; x = rms_norm(x, ffn_norm);  x = mlp(x);       x = x + residual
+
+and differ only in config flags: q/k/v bias (Qwen2), per-head q/k RMSNorm before the
+rotary (Qwen3), interleaved rotary pairs (llama GGUF), M-RoPE sections (Qwen2-VL).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from engine.reference.rope import apply_rope, rope_angles
+from engine.reference.weights import LayerWeights, ReferenceWeights
+
+if TYPE_CHECKING:
+    from engine.gguf import GGUFModel
+    from engine.gguf.config import TextConfig
+
+
+@dataclass(frozen=True)
+class ReferenceOutput:
+    hidden_states: list[np.ndarray]  # n_layers + 1 of [S, H]: embeddings, then each block's
+    #                                  output (the last one before output_norm)
+    logits: np.ndarray               # [S, V]
+
+
+class KVCache:
+    """Rotated keys and values of the tokens seen so far, so decoding one token at a time
+    gives the same numbers as re-running the whole sequence."""
+
+    def __init__(self) -> None:
+        self.keys: list[np.ndarray] = []    # per layer [n_kv_heads, T, D]
+        self.values: list[np.ndarray] = []  # per layer [n_kv_heads, T, D]
+
+    @property
+    def length(self) -> int:
+        return self.keys[0].shape[1] if self.keys else 0
+
+    def update(self, layer: int, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Append k, v [n_kv_heads, S, D] to ``layer``; return all keys and values so far."""
+        if layer == len(self.keys):
+            self.keys.append(k)
+            self.values.append(v)
+        else:
+            self.keys[layer] = np.concatenate([self.keys[layer], k], axis=1)
+            self.values[layer] = np.concatenate([self.values[layer], v], axis=1)
+        return self.keys[layer], self.values[layer]
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + float(eps)) * weight
+
+
+def linear(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """x [..., in] @ weight [out, in]^T (+ bias [out]) -> [..., out]."""
+    y = x @ weight.T
+    return y if bias is None else y + bias
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x << 0; x / inf = 0
+        return x / (1 + np.exp(-x))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def attention(
+    x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
+    cache: KVCache | None = None, layer: int = 0,
+) -> np.ndarray:
+    """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, D/2]."""
+    s, d = len(x), cfg.head_dim
+    q = linear(x, w.attn_q, w.attn_q_bias).reshape(s, cfg.n_heads, d).transpose(1, 0, 2)
+    k = linear(x, w.attn_k, w.attn_k_bias).reshape(s, cfg.n_kv_heads, d).transpose(1, 0, 2)
+    v = linear(x, w.attn_v, w.attn_v_bias).reshape(s, cfg.n_kv_heads, d).transpose(1, 0, 2)
+    # q: [n_heads, S, D]; k, v: [n_kv_heads, S, D]
+    if cfg.qk_norm:
+        q = rms_norm(q, w.attn_q_norm, cfg.rms_eps)
+        k = rms_norm(k, w.attn_k_norm, cfg.rms_eps)
+    q = apply_rope(q, angles, cfg.rope_interleaved)
+    k = apply_rope(k, angles, cfg.rope_interleaved)
+    if cache is not None:
+        k, v = cache.update(layer, k, v)  # [n_kv_heads, T, D], T = past + S
+    group = cfg.n_heads // cfg.n_kv_heads
+    k = np.repeat(k, group, axis=0)  # [n_heads, T, D]: query head h reads kv head h // group
+    v = np.repeat(v, group, axis=0)
+    t = k.shape[1]
+    scores = q @ k.transpose(0, 2, 1) / math.sqrt(d)  # [n_heads, S, T]
+    future = np.arange(t)[None, :] > np.arange(t - s, t)[:, None]  # [S, T]: key after query
+    scores = np.where(future, -np.inf, scores)
+    out = softmax(scores) @ v  # [n_heads, S, D]
+    out = out.transpose(1, 0, 2).reshape(s, cfg.n_heads * d)  # [S, n_heads * D]
+    return linear(out, w.attn_output)
+
+
+def mlp(x: np.ndarray, w: LayerWeights) -> np.ndarray:
+    """SwiGLU: down(silu(gate(x)) * up(x)), x [S, H] -> [S, H]."""
+    return linear(silu(linear(x, w.ffn_gate)) * linear(x, w.ffn_up), w.ffn_down)
+
+
+def decoder_layer(
+    x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
+    cache: KVCache | None = None, layer: int = 0,
+) -> np.ndarray:
+    residual = x
+    x = rms_norm(x, w.attn_norm, cfg.rms_eps)
+    x = attention(x, w, cfg, angles, cache, layer)
+    x = x + residual
+    residual = x
+    x = rms_norm(x, w.ffn_norm, cfg.rms_eps)
+    x = mlp(x, w)
+    return x + residual
+
+
+def forward(
+    model: GGUFModel,
+    input_ids: ArrayLike | None = None,
+    positions: ArrayLike | None = None,
+    inputs_embeds: ArrayLike | None = None,
+    dtype: DTypeLike = np.float32,
+    *,
+    weights: ReferenceWeights | None = None,
+    cache: KVCache | None = None,
+) -> ReferenceOutput:
+    """Run the decoder over one sequence of S tokens.
+
+    input_ids [S] or inputs_embeds [S, H] (exactly one). positions: [S], or [3, S] for
+    M-RoPE; default: continue after ``cache`` (arange(past, past + S)). ``weights`` reuses
+    de-quantized weights across calls (its dtype wins over ``dtype``); ``cache`` keeps keys
+    and values so the next call can pass only the new tokens.
+    """
+    if weights is None:
+        weights = ReferenceWeights(model, dtype)
+    cfg = weights.config
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("pass exactly one of input_ids and inputs_embeds")
+    if inputs_embeds is None:
+        x = weights.embed(np.asarray(input_ids, dtype=np.int64).reshape(-1))  # [S, H]
+    else:
+        x = np.asarray(inputs_embeds, dtype=weights.dtype)  # [S, H]
+    past = cache.length if cache is not None else 0
+    positions = np.arange(past, past + len(x)) if positions is None else np.asarray(positions)
+    if positions.shape[-1] != len(x):
+        raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
+    angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
+
+    hidden_states = [x]
+    for i in range(cfg.n_layers):
+        x = decoder_layer(x, weights.layer(i), cfg, angles, cache, i)
+        hidden_states.append(x)
+    x = rms_norm(x, weights.output_norm(), cfg.rms_eps)
+    logits = linear(x, weights.lm_head())  # [S, V]
+    return ReferenceOutput(hidden_states=hidden_states, logits=logits)
+
+
+def greedy(
+    model: GGUFModel, input_ids: ArrayLike, n_tokens: int,
+    weights: ReferenceWeights | None = None, stop_ids: Collection[int] = (),
+) -> list[int]:
+    """The argmax continuation of a text prompt with a KV cache: n_tokens, or fewer when a
+    token of ``stop_ids`` is produced (it is included)."""
+    if weights is None:
+        weights = ReferenceWeights(model, keep=True)
+    cache = KVCache()
+    logits = forward(model, input_ids, weights=weights, cache=cache).logits
+    tokens: list[int] = []
+    while True:
+        tokens.append(int(logits[-1].argmax()))
+        if len(tokens) == n_tokens or tokens[-1] in stop_ids:
+            return tokens
+        logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits

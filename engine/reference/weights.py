@@ -1,0 +1,113 @@
+"""De-quantized decoder weights for the numpy reference, read by canonical GGUF name.
+
+Every value comes from ``gguf.quants.dequantize`` (through ``TensorInfo``), so the reference
+sees exactly the numbers stored in the file, cast to the precision the caller asks for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from gguf.quants import dequantize
+from numpy.typing import DTypeLike
+
+if TYPE_CHECKING:
+    from engine.gguf import GGUFModel
+    from engine.gguf.config import TextConfig
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """One decoder block; numpy order (out-first), H hidden, D head_dim, I ffn width."""
+
+    attn_norm: np.ndarray                   # [H]
+    attn_q: np.ndarray                      # [n_heads * D, H]
+    attn_k: np.ndarray                      # [n_kv_heads * D, H]
+    attn_v: np.ndarray                      # [n_kv_heads * D, H]
+    attn_output: np.ndarray                 # [H, n_heads * D]
+    ffn_norm: np.ndarray                    # [H]
+    ffn_gate: np.ndarray                    # [I, H]
+    ffn_up: np.ndarray                      # [I, H]
+    ffn_down: np.ndarray                    # [H, I]
+    attn_q_bias: np.ndarray | None = None   # [n_heads * D]     when config.qkv_bias
+    attn_k_bias: np.ndarray | None = None   # [n_kv_heads * D]
+    attn_v_bias: np.ndarray | None = None   # [n_kv_heads * D]
+    attn_q_norm: np.ndarray | None = None   # [D]               when config.qk_norm
+    attn_k_norm: np.ndarray | None = None   # [D]
+
+
+# LayerWeights field -> tensor name under "blk.{i}."; the only place GGUF names are spelled.
+LAYER_TENSORS: dict[str, str] = {
+    "attn_norm": "attn_norm.weight",
+    "attn_q": "attn_q.weight",
+    "attn_k": "attn_k.weight",
+    "attn_v": "attn_v.weight",
+    "attn_output": "attn_output.weight",
+    "ffn_norm": "ffn_norm.weight",
+    "ffn_gate": "ffn_gate.weight",
+    "ffn_up": "ffn_up.weight",
+    "ffn_down": "ffn_down.weight",
+    "attn_q_bias": "attn_q.bias",
+    "attn_k_bias": "attn_k.bias",
+    "attn_v_bias": "attn_v.bias",
+    "attn_q_norm": "attn_q_norm.weight",
+    "attn_k_norm": "attn_k_norm.weight",
+}
+TOKEN_EMBD = "token_embd.weight"
+OUTPUT_NORM = "output_norm.weight"
+OUTPUT = "output.weight"
+QKV_BIAS = ("attn_q_bias", "attn_k_bias", "attn_v_bias")  # present when config.qkv_bias
+QK_NORM = ("attn_q_norm", "attn_k_norm")                 # present when config.qk_norm
+
+
+class ReferenceWeights:
+    """The weights a forward pass reads, de-quantized on demand.
+
+    With ``keep=False`` nothing is held between calls, so peak memory stays near one block
+    plus the output matrix (a 1.5B model is ~6 GB in fp32); ``keep=True`` pays that memory
+    once so that repeated forwards (greedy decoding, many prompts) skip de-quantization.
+    Shapes and the tensor inventory were checked by ``open_model``.
+    """
+
+    def __init__(self, model: GGUFModel, dtype: DTypeLike = np.float32, keep: bool = False):
+        self.config: TextConfig = model.config.text
+        self.dtype = np.dtype(dtype)
+        self._model = model
+        self._keep = keep
+        self._held: dict[str, np.ndarray] = {}
+
+    def tensor(self, name: str) -> np.ndarray:
+        """De-quantized tensor ``name`` in ``self.dtype``."""
+        if name in self._held:
+            return self._held[name]
+        value = self._model.tensors[name].dequantize().astype(self.dtype, copy=False)
+        if self._keep:
+            self._held[name] = value
+        return value
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        """Embedding rows of ``ids`` [S] -> [S, H]; only those rows are de-quantized."""
+        cfg = self.config
+        if ids.size and (ids.min() < 0 or ids.max() >= cfg.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {cfg.vocab_size}), got {ids.tolist()}")
+        if self._keep:
+            return self.tensor(TOKEN_EMBD)[ids]
+        info = self._model.tensors[TOKEN_EMBD]
+        rows = dequantize(info.raw[ids], info.ggml_type)  # raw: [V, row_bytes] -> [S, H]
+        return rows.reshape(len(ids), cfg.hidden_size).astype(self.dtype, copy=False)
+
+    def layer(self, i: int) -> LayerWeights:
+        skip = (() if self.config.qkv_bias else QKV_BIAS) + (() if self.config.qk_norm else QK_NORM)
+        return LayerWeights(**{
+            field: self.tensor(f"blk.{i}.{name}")
+            for field, name in LAYER_TENSORS.items()
+            if field not in skip
+        })
+
+    def output_norm(self) -> np.ndarray:
+        return self.tensor(OUTPUT_NORM)  # [H]
+
+    def lm_head(self) -> np.ndarray:
+        return self.tensor(TOKEN_EMBD if self.config.tie_embeddings else OUTPUT)  # [V, H]

@@ -1,0 +1,164 @@
+"""The text decoder as an ONNX Runtime session with an in-place KV cache.
+
+Each block's KV cache is one OrtValue [1, kv_heads, max_cache_len, D] bound both as the
+graph's past and present (GroupQueryAttention writes the new rows in place), so a step
+copies nothing but its own inputs and the logits. ``cache_len`` is the only cache state:
+truncating to a shared prefix just lowers it. Token embeddings are gathered on the host
+from the GGUF memory map (only the rows asked for are de-quantized), which is also how
+image embeddings replace the rows of image-pad tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import onnxruntime as ort
+from gguf.quants import dequantize
+
+from engine.errors import GenerationError
+from engine.gguf import GGUFModel
+from engine.graph import decoder as graph
+from engine.graph.builder import create_session
+from engine.reference.rope import rope_angles
+from engine.reference.stats import layer_stats
+
+PROVIDERS = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "coreml": "CoreMLExecutionProvider",
+}
+
+
+@dataclass(frozen=True)
+class DecoderStep:
+    logits: np.ndarray              # float32 [V] (last position) or [S, V] with all_logits
+    hidden: np.ndarray | None = None  # float32 [n_layers + 1, H]: last token, per layer
+
+    @property
+    def layer_stats(self) -> np.ndarray | None:
+        """mean, std, min, max of the last token's hidden state per layer [n_layers + 1, 4]."""
+        return None if self.hidden is None else layer_stats(self.hidden[:, None, :])
+
+
+def available_provider(requested: str) -> str:
+    """``requested`` if this onnxruntime build has it, else "cpu"; "auto" picks the best."""
+    have = set(ort.get_available_providers())
+    if requested == "auto":
+        return next(p for p in ("cuda", "coreml", "cpu") if PROVIDERS[p] in have)
+    if requested not in PROVIDERS:
+        raise ValueError(f"unknown provider {requested!r}; choose one of {sorted(PROVIDERS)}")
+    return requested if PROVIDERS[requested] in have else "cpu"
+
+
+class DecoderSession:
+    """Runs the decoder graph of ``model`` step by step (batch 1).
+
+    exact: fp32 activations and float-exact weights (logits within ~1e-3 of the numpy
+    reference); otherwise int8 activations on CPU (MatMulNBits accuracy level 4).
+    provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
+    an unavailable one falls back to CPU and ``provider`` says which ran.
+    """
+
+    def __init__(self, model: GGUFModel, *, exact: bool = False, provider: str = "cpu",
+                 max_cache_len: int = 4096, layer_stats: bool = False,
+                 all_logits: bool = False, threads: int | None = None):
+        started = time.perf_counter()
+        self.config = model.config.text
+        self.provider = available_provider(provider)
+        self.max_cache_len = max_cache_len
+        self.cache_len = 0
+        options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
+                                       max_cache_len=max_cache_len, layer_stats=layer_stats,
+                                       all_logits=all_logits)
+        self._dtype = np.dtype(options.dtype)
+        self._token_embd = model.tensors["token_embd.weight"]
+        built = graph.build_decoder(model, options)
+        self.build_seconds = time.perf_counter() - started
+
+        session_options = ort.SessionOptions()
+        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:  # default: ONNX Runtime uses one thread per physical core
+            session_options.intra_op_num_threads = threads
+        providers = [PROVIDERS[self.provider]] + (["CPUExecutionProvider"]
+                                                  if self.provider != "cpu" else [])
+        self._session = create_session(built.model, built.external, session_options, providers)
+        self.load_seconds = time.perf_counter() - started
+
+        device = "cuda" if self.provider == "cuda" else "cpu"
+        self._caches = [
+            (c, ort.OrtValue.ortvalue_from_shape_and_type(built.cache_shape, self._dtype, device),
+             ort.OrtValue.ortvalue_from_shape_and_type(built.cache_shape, self._dtype, device))
+            for c in built.caches
+        ]
+        half = self.config.head_dim // 2
+        self._cos = np.zeros((max_cache_len, half), self._dtype)  # rotary row per cache slot
+        self._sin = np.zeros((max_cache_len, half), self._dtype)
+        self.layer_stats = layer_stats
+        self._all_logits = all_logits
+
+    def embed(self, ids) -> np.ndarray:
+        """Token embeddings of ``ids`` [S] -> float32 [S, H], straight from the GGUF rows."""
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        vocab, hidden = self.config.vocab_size, self.config.hidden_size
+        if ids.size and (ids.min() < 0 or ids.max() >= vocab):
+            raise GenerationError(f"token ids must lie in [0, {vocab}), got {ids.tolist()}")
+        rows = dequantize(self._token_embd.raw[ids], self._token_embd.ggml_type)
+        return np.asarray(rows, dtype=np.float32).reshape(len(ids), hidden)
+
+    def forward(self, input_ids=None, positions=None, inputs_embeds=None) -> DecoderStep:
+        """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
+        (default: continuing the cache) and return the logits."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
+        n, past = len(x), self.cache_len
+        total = past + n
+        if n == 0:
+            raise ValueError("forward needs at least one token")
+        if total > self.max_cache_len:
+            raise GenerationError(
+                f"{total} tokens do not fit the KV cache of {self.max_cache_len}; "
+                "shorten the conversation or raise the context size"
+            )
+        positions = np.arange(past, total) if positions is None else np.asarray(positions)
+        if positions.shape[-1] != n:
+            raise ValueError(f"positions of shape {positions.shape} do not match {n} tokens")
+        cfg = self.config
+        angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
+        self._cos[past:total] = np.cos(angles)  # [S, D/2]
+        self._sin[past:total] = np.sin(angles)
+
+        binding = self._session.io_binding()
+        binding.bind_cpu_input(graph.INPUTS_EMBEDS,
+                               np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
+        binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
+        binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
+        binding.bind_cpu_input(graph.COS, self._cos[:total])
+        binding.bind_cpu_input(graph.SIN, self._sin[:total])
+        for names, key, value in self._caches:
+            binding.bind_ortvalue_input(names.past_key, key)
+            binding.bind_ortvalue_input(names.past_value, value)
+            binding.bind_ortvalue_output(names.present_key, key)
+            binding.bind_ortvalue_output(names.present_value, value)
+        binding.bind_output(graph.LOGITS)
+        if self.layer_stats:
+            binding.bind_output(graph.HIDDEN_STATES)
+        self._session.run_with_iobinding(binding)
+        self.cache_len = total
+
+        outputs = binding.get_outputs()[2 * len(self._caches):]  # after the KV buffers
+        logits = outputs[0].numpy()  # [1, S or 1, V]
+        logits = logits[0] if self._all_logits else logits[0, -1]
+        hidden = outputs[1].numpy() if self.layer_stats else None
+        return DecoderStep(logits=logits, hidden=hidden)
+
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` cached tokens (a shared prefix); later rows are overwritten."""
+        if not 0 <= n <= self.cache_len:
+            raise ValueError(f"cannot truncate a cache of {self.cache_len} tokens to {n}")
+        self.cache_len = n
+
+    def reset(self) -> None:
+        self.cache_len = 0
