@@ -13,6 +13,10 @@ from engine.errors import LanternError
 
 COMMAND_MODULES = (
     "engine.cli.store_commands",   # list, show, import
+    "engine.cli.tokenize_commands",  # tokenize
+    "engine.cli.run_command",      # run
+    "engine.cli.debug_command",    # debug
+    "engine.cli.prompt_commands",  # prompt
 )
 
 

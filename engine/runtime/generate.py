@@ -16,8 +16,9 @@ import numpy as np
 
 from engine.errors import GenerationError
 from engine.runtime.events import DoneEvent, Event, TokenEvent, TopToken
-from engine.runtime.sampler import Options, Sampler
+from engine.runtime.sampler import Options, Sampler, logprobs
 from engine.runtime.stops import StopMatcher
+from engine.tokenizer import StreamDecoder
 
 MAX_TOP_LOGPROBS = 20
 
@@ -62,19 +63,6 @@ class CacheState:
                 break
             n += 1
         return n
-
-
-def top_logprobs(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Log-softmax of the raw logits (Ollama's logprobs), the k best ids, and the entropy."""
-    shifted = logits.astype(np.float64) - float(logits.max())
-    log_z = float(np.log(np.exp(shifted).sum()))
-    logprobs = shifted - log_z
-    k = max(1, min(k, len(logits)))
-    best = np.argpartition(-logits, k - 1)[:k]
-    best = best[np.argsort(-logits[best], kind="stable")]
-    probs = np.exp(logprobs)
-    entropy = float(-(probs * logprobs).sum())
-    return logprobs, best, entropy
 
 
 class Generator:
@@ -127,8 +115,6 @@ class Generator:
                 f"the prompt is {len(prompt)} tokens but the context holds {limit}: "
                 "shorten it or raise num_ctx"
             )
-        from engine.tokenizer import StreamDecoder  # imported late: tokenizer loads lazily
-
         start = time.perf_counter_ns()
         sampler = Sampler(options)
         stream = StreamDecoder(self.tokenizer)
@@ -151,7 +137,7 @@ class Generator:
             if token in self.tokenizer.stop_ids:
                 reason = "stop"
                 break
-            logprobs, best, entropy = top_logprobs(logits, num_top)
+            dist = logprobs(logits, num_top)
             shown = stops.push(stream.push(token))
             reply.append(shown.text)
             history.append(token)
@@ -163,12 +149,11 @@ class Generator:
                 piece=self.tokenizer.id_to_piece(token),
                 text=shown.text,
                 logit=float(logits[token]),
-                logprob=float(logprobs[token]),
-                entropy=entropy,
+                logprob=dist.of(token),
+                entropy=dist.entropy,
                 top=tuple(
-                    TopToken(int(i), self.tokenizer.id_to_piece(int(i)), float(logits[i]),
-                             float(logprobs[i]))
-                    for i in best
+                    TopToken(i, self.tokenizer.id_to_piece(i), float(logits[i]), logprob)
+                    for i, logprob in dist.top
                 ),
                 elapsed_ns=now - step_start,
                 layer_stats=step.layer_stats,

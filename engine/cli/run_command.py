@@ -1,0 +1,263 @@
+"""`lantern run`: one answer, or an interactive chat like `ollama run`.
+
+Generation runs on a worker thread; the terminal thread prints events as they arrive,
+so Ctrl-C stops the answer within a token and leaves the program (and the chat) alive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from engine.cli import add_models_dir
+from engine.errors import GenerationError, LanternError
+from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.runtime.sampler import Options
+from engine.store import LocalModel, Store
+
+OPTION_FLAGS = {  # CLI flag -> Ollama option name
+    "temperature": float, "top_k": int, "top_p": float, "min_p": float,
+    "typical_p": float, "repeat_penalty": float, "repeat_last_n": int,
+    "presence_penalty": float, "frequency_penalty": float, "seed": int,
+    "num_predict": int, "num_ctx": int,
+}  # fmt: skip
+
+HELP = """Available commands:
+  /set parameter NAME VALUE   set a generation option (e.g. /set parameter temperature 0)
+  /set system TEXT            set the system message
+  /show info                  show model details
+  /clear                      forget the conversation
+  /bye                        exit
+Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="chat with a model (one prompt, or interactively)")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer once and exit")
+    p.add_argument("--image", action="append", default=[], metavar="PATH")
+    p.add_argument("--system", metavar="TEXT")
+    p.add_argument("--raw", action="store_true", help="send PROMPT verbatim, no template")
+    p.add_argument("--exact", action="store_true", help="fp32 activations, reference-exact")
+    for name, kind in OPTION_FLAGS.items():
+        p.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, metavar="N")
+    p.add_argument("--stop", action="append", metavar="S", help="stop string (repeatable)")
+    p.add_argument("--top-logprobs", type=int, default=0, metavar="K",
+                   help="with --format jsonl: the K (<= 20) most likely tokens at each step")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--verbose", action="store_true", help="print timings after each answer")
+    p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
+    add_models_dir(p)
+    p.set_defaults(func=run)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    values: dict[str, object] = {n: getattr(args, n) for n in OPTION_FLAGS}
+    if args.stop:
+        values["stop"] = list(args.stop)
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.runtime.chat import ChatSession
+    from engine.runtime.loader import load_model
+
+    if not 0 <= args.top_logprobs <= 20:
+        raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
+    if args.image:
+        raise GenerationError(
+            f"{args.model}: image input is not available in this version of Lantern yet; "
+            "send text only"
+        )
+    source = resolve_source(args.model, args.models_dir)
+    overrides = _overrides(args)
+    params = dict(getattr(source, "params", {}) or {})
+    options = Options.resolve(params, overrides)
+    model = load_model(source, exact=args.exact, provider=args.provider, num_ctx=options.num_ctx)
+    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
+    prompt = args.prompt
+    if prompt is None and not sys.stdin.isatty():
+        prompt = sys.stdin.read()
+    if prompt is not None:
+        events = chat.raw(prompt) if args.raw else chat.send(prompt)
+        done = _print_events(events, chat.cancel, args)
+        return 0 if done is None or done.done_reason != "cancel" else 130
+    _interactive(chat, args, overrides, params)
+    return 0
+
+
+def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:
+    """A store model by name, or a bare .gguf file given by path."""
+    path = Path(name)
+    if name.endswith(".gguf") and path.is_file():
+        return path
+    return Store.open(models_dir).get(name)
+
+
+def _in_thread(events: Iterator[Event]) -> Iterator[Event | BaseException]:
+    """Run the event iterator on a worker thread; yield its events (or its exception)."""
+    box: queue.Queue = queue.Queue()
+    end = object()
+
+    def work() -> None:
+        try:
+            for event in events:
+                box.put(event)
+        except BaseException as error:  # handed to the terminal thread
+            box.put(error)
+        finally:
+            box.put(end)
+
+    threading.Thread(target=work, daemon=True, name="lantern-generate").start()
+    while (item := box.get()) is not end:
+        yield item
+
+
+def _print_events(events: Iterator[Event], cancel: Callable[[], None],
+                  args: argparse.Namespace) -> DoneEvent | None:
+    out = sys.stdout
+    done: DoneEvent | None = None
+    stream = _in_thread(events)
+    while True:
+        try:
+            item = next(stream)
+        except StopIteration:
+            break
+        except KeyboardInterrupt:
+            cancel()
+            continue
+        if isinstance(item, BaseException):
+            raise item
+        if isinstance(item, NoticeEvent):
+            print(f"note: {item.message}", file=sys.stderr)
+        elif isinstance(item, TokenEvent):
+            if args.format == "jsonl":
+                out.write(json.dumps(_token_json(item, args.top_logprobs), ensure_ascii=False))
+                out.write("\n")
+            else:
+                out.write(item.text)
+            out.flush()
+        elif isinstance(item, DoneEvent):
+            done = item
+            if args.format == "jsonl":
+                out.write(json.dumps({"done": True, **item.counters()}) + "\n")
+            else:
+                out.write(item.tail + "\n")
+            out.flush()
+            if args.verbose:
+                _print_timings(item)
+    return done
+
+
+def _token_json(event: TokenEvent, k: int) -> dict:
+    return {
+        "id": event.id,
+        "token": event.piece,
+        "logprob": event.logprob,
+        "top_logprobs": [
+            {"id": t.id, "token": t.piece, "logprob": t.logprob, "logit": t.logit}
+            for t in event.top[:k]
+        ],
+    }
+
+
+def _print_timings(done: DoneEvent) -> None:
+    def rate(count: int, ns: int) -> str:
+        return f"{count / (ns / 1e9):.2f} tokens/s" if ns else "n/a"
+
+    lines = [
+        f"total duration:       {done.total_duration / 1e9:.6f}s",
+        f"load duration:        {done.load_duration / 1e9:.6f}s",
+        f"prompt eval count:    {done.prompt_eval_count} token(s)",
+        f"prompt eval duration: {done.prompt_eval_duration / 1e9:.6f}s",
+        f"prompt eval rate:     {rate(done.prompt_eval_count, done.prompt_eval_duration)}",
+        f"eval count:           {done.eval_count} token(s)",
+        f"eval duration:        {done.eval_duration / 1e9:.6f}s",
+        f"eval rate:            {rate(done.eval_count, done.eval_duration)}",
+    ]
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _read_message() -> str | None:
+    """One message from the terminal; \"\"\" starts and ends a multi-line one."""
+    try:
+        line = input(">>> ")
+    except EOFError:
+        return None
+    if not line.lstrip().startswith('"""'):
+        return line
+    parts = [line.lstrip()[3:]]
+    while '"""' not in parts[-1]:
+        try:
+            parts.append(input("... "))
+        except EOFError:
+            break
+    parts[-1] = parts[-1].split('"""', 1)[0]
+    return "\n".join(parts).strip("\n")
+
+
+def _interactive(chat, args: argparse.Namespace, overrides: dict, params: dict) -> None:
+    while True:
+        try:
+            message = _read_message()
+        except KeyboardInterrupt:
+            print("\nUse Ctrl-D or /bye to exit.")
+            continue
+        if message is None or message.strip() in ("/bye", "/exit"):
+            return
+        text = message.strip()
+        if not text:
+            continue
+        if text.startswith("/"):
+            _command(chat, text, overrides, params)
+            continue
+        try:
+            _print_events(chat.send(message), chat.cancel, args)
+        except LanternError as error:
+            print(f"Error: {error}", file=sys.stderr)
+
+
+def _command(chat, text: str, overrides: dict, params: dict) -> None:
+    words = text.split()
+    if words[0] in ("/?", "/help"):
+        print(HELP)
+    elif words[0] == "/clear":
+        chat.clear()
+        print("Cleared session context")
+    elif words[:2] == ["/set", "parameter"] and len(words) >= 4:
+        name, raw = words[2], " ".join(words[3:])
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        if name == "stop":
+            value = [*(overrides.get("stop") or []), raw]
+        try:
+            chat.options = Options.resolve(params, {**overrides, name: value})
+        except LanternError as error:
+            print(f"Error: {error}")
+            return
+        overrides[name] = value
+        print(f"Set parameter '{name}' to '{raw}'")
+    elif words[:2] == ["/set", "system"] and len(words) >= 3:
+        chat.system = text.split(None, 2)[2]
+        print("Set system message.")
+    elif words[:2] == ["/show", "info"]:
+        config = chat.model.gguf.config
+        print(f"  Model\n    architecture        {config.architecture}")
+        print(f"    parameters          {config.parameter_size}")
+        print(f"    context length      {config.text.context_length}")
+        print(f"    embedding length    {config.text.hidden_size}")
+        print(f"    quantization        {config.quantization}")
+        print(f"    provider            {chat.model.decoder.provider}")
+        print("  Options\n    " + "\n    ".join(
+            f"{k:<20}{v}" for k, v in vars(chat.options).items()))
+    else:
+        print(f"Unknown command '{words[0]}'. Type /? for help")
+
+

@@ -1,0 +1,141 @@
+"""A conversation with one loaded model: render, fit into num_ctx, reuse the KV cache.
+
+Every turn renders the whole conversation through the model's template; the decode loop
+then prefills only what differs from what the cache already holds, so a follow-up turn
+costs its new tokens, and an edit or regenerate truncates the cache to the common prefix.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+
+from engine.errors import GenerationError
+from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.runtime.generate import CacheState, Generator, PromptTokens
+from engine.runtime.loader import LoadedModel
+from engine.runtime.sampler import Options
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str                       # "system", "user", "assistant"
+    content: str
+    images: tuple = ()              # engine.vision ImageInput records
+
+
+@dataclass
+class ChatSession:
+    model: LoadedModel
+    options: Options
+    system: str | None = None       # None: the model's system layer
+    messages: list[Message] = field(default_factory=list)
+    num_top: int = 5                # alternatives reported per token (<= 20)
+    cancel_event: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._generator = Generator(self.model.decoder, self.model.tokenizer, CacheState())
+        self.last_prompt: PromptTokens | None = None
+        self._load_duration = self.model.load_duration
+
+    # -- conversation edits -------------------------------------------------------------
+
+    def send(self, text: str, images: tuple = ()) -> Iterator[Event]:
+        """Add a user message and answer it."""
+        self.messages.append(Message("user", text, tuple(images)))
+        return self._answer()
+
+    def regenerate(self) -> Iterator[Event]:
+        """Answer the last user message again (the previous answer is discarded)."""
+        while self.messages and self.messages[-1].role == "assistant":
+            self.messages.pop()
+        if not self.messages:
+            raise GenerationError("there is no message to answer again: send one first")
+        return self._answer()
+
+    def edit_last_user(self, text: str) -> Iterator[Event]:
+        """Replace the last user message and answer it anew."""
+        for index in range(len(self.messages) - 1, -1, -1):
+            if self.messages[index].role == "user":
+                del self.messages[index + 1:]
+                self.messages[index] = replace(self.messages[index], content=text)
+                return self._answer()
+        raise GenerationError("there is no user message to edit: send one first")
+
+    def raw(self, text: str) -> Iterator[Event]:
+        """Answer a raw prompt sent verbatim (control tokens parsed); no template, no history."""
+        self.cancel_event.clear()
+        prompt = self.model.tokenize_raw(text)
+        self.last_prompt = prompt
+        return self._generator.run(prompt, self.options, cancel=self.cancel_event,
+                                   num_top=self.num_top,
+                                   load_duration=self._take_load_duration(),
+                                   max_cache_len=self.model.decoder.max_cache_len)
+
+    def clear(self) -> None:
+        self.messages.clear()
+
+    def cancel(self) -> None:
+        """Stop the running answer (safe from another thread; takes effect within a token)."""
+        self.cancel_event.set()
+
+    # -- generation -----------------------------------------------------------------------
+
+    def _answer(self) -> Iterator[Event]:
+        self.cancel_event.clear()
+        prompt, dropped = self._fit()
+        self.last_prompt = prompt
+        if dropped:
+            yield NoticeEvent(
+                f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
+                f"conversation no longer fits num_ctx={self.options.num_ctx}"
+            )
+        reply, started = "", False
+        try:
+            for event in self._generator.run(
+                prompt,
+                self.options,
+                cancel=self.cancel_event,
+                num_top=self.num_top,
+                load_duration=self._take_load_duration(),
+                max_cache_len=self.model.decoder.max_cache_len,
+            ):
+                started = True
+                if isinstance(event, TokenEvent):
+                    reply += event.text
+                elif isinstance(event, DoneEvent):
+                    reply = event.text
+                yield event
+        finally:
+            # whatever was generated stays in the conversation, even when cancelled
+            if started:
+                self.messages.append(Message("assistant", reply))
+
+    def _take_load_duration(self) -> int:
+        """The model's load time is reported once, with the first answer (as Ollama does
+        for the request that loaded it)."""
+        duration, self._load_duration = self._load_duration, 0
+        return duration
+
+    def _fit(self) -> tuple[PromptTokens, int]:
+        """Render the conversation, dropping the oldest turns until it fits num_ctx.
+
+        System messages and the latest message are always kept (as Ollama does); room is
+        left for at least a short answer.
+        """
+        limit = min(self.options.num_ctx, self.model.decoder.max_cache_len)
+        reserve = min(self.options.num_predict if self.options.num_predict > 0 else 256,
+                      limit // 4)
+        system = [m for m in self.messages if m.role == "system"]
+        turns = [m for m in self.messages if m.role != "system"]
+        for dropped in range(len(turns)):
+            prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system)
+            if len(prompt) + reserve <= limit or dropped == len(turns) - 1:
+                if len(prompt) >= limit:
+                    raise GenerationError(
+                        f"the last message alone is {len(prompt)} tokens, more than the context "
+                        f"of {limit} (num_ctx): shorten it or raise num_ctx"
+                    )
+                return prompt, dropped
+        raise GenerationError("there is nothing to answer: send a message first")

@@ -1,0 +1,120 @@
+"""Load a model from the store (or a bare GGUF) into everything a chat needs.
+
+The pieces come in flow order: GGUF description, tokenizer, decoder session. Loading
+reports progress by stage and can be cancelled between stages.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import GenerationError, LanternError
+from engine.gguf import GGUFModel, open_model
+from engine.prompt import render_prompt
+from engine.runtime.decoder import DecoderSession
+from engine.runtime.generate import PromptTokens
+from engine.store import LocalModel
+from engine.tokenizer import Tokenizer, load_tokenizer
+
+Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
+
+
+class LoadCancelled(LanternError):
+    """The user cancelled loading."""
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    gguf: GGUFModel
+    tokenizer: Tokenizer
+    decoder: DecoderSession
+    template: str | None = None            # Ollama template layer (Go text/template)
+    system: str | None = None              # Ollama system layer
+    params: dict = field(default_factory=dict)
+    preset_messages: list[dict] = field(default_factory=list)
+    load_duration: int = 0                 # ns
+
+    def tokenize_chat(self, messages: Sequence, system: str | None = None) -> PromptTokens:
+        """Render messages with the model's template and tokenize them, only the template's
+        own markup becoming control tokens."""
+        rendered = render_prompt(
+            [_as_dict(m) for m in messages],
+            layer_messages=self.preset_messages,
+            template_layer=self.template,
+            chat_template=self.gguf.config.chat_template,
+            system=system if system is not None else self.system,
+            special_tokens=self.special_token_strings(),
+        )
+        ids = self.tokenizer.encode_prompt(rendered.segments)
+        if any(getattr(m, "images", ()) for m in messages):
+            raise GenerationError(
+                f"{self.name}: images are not supported by this build yet; send text only"
+            )
+        return PromptTokens.text(ids)
+
+    def tokenize_raw(self, text: str) -> PromptTokens:
+        """A raw prompt, sent verbatim: control-token strings in it are parsed."""
+        return PromptTokens.text(self.tokenizer.encode(text, parse_special=True))
+
+    def special_token_strings(self) -> dict[str, str]:
+        special = self.gguf.config.special
+        strings = {}
+        for key, token_id in (("bos_token", special.bos), ("eos_token", special.eos)):
+            if token_id is not None:
+                strings[key] = self.tokenizer.id_to_piece(token_id)
+        return strings
+
+
+def _as_dict(message) -> dict:
+    if isinstance(message, dict):
+        return message
+    out = {"role": message.role, "content": message.content}
+    if message.images:
+        out["images"] = list(message.images)
+    return out
+
+
+def load_model(
+    source: LocalModel | str | Path,
+    *,
+    exact: bool = False,
+    provider: str = "cpu",
+    num_ctx: int = 4096,
+    layer_stats: bool = False,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> LoadedModel:
+    """Open the GGUF, build its tokenizer and decoder; raises LanternError subclasses."""
+    start = time.perf_counter_ns()
+    report = progress or (lambda stage, fraction: None)
+
+    def checkpoint(stage: str, fraction: float) -> None:
+        if cancel is not None and cancel.is_set():
+            raise LoadCancelled("loading was cancelled")
+        report(stage, fraction)
+
+    if isinstance(source, LocalModel):
+        name, path, projector = source.name.display, source.model_path, source.projector_path
+        layers = {"template": source.template, "system": source.system,
+                  "params": dict(source.params), "preset_messages": list(source.messages)}
+    else:
+        path = Path(source)
+        name, projector, layers = path.name, None, {}
+    checkpoint("Reading the GGUF description", 0.0)
+    gguf = open_model(path, projector)
+    checkpoint("Building the tokenizer", 0.1)
+    tokenizer = load_tokenizer(path)
+    checkpoint("Building the ONNX graph and session", 0.25)
+    decoder = DecoderSession(
+        gguf, exact=exact, provider=provider, max_cache_len=num_ctx, layer_stats=layer_stats
+    )
+    checkpoint("Ready", 1.0)
+    return LoadedModel(
+        name=name, gguf=gguf, tokenizer=tokenizer, decoder=decoder,
+        load_duration=time.perf_counter_ns() - start, **layers,
+    )
