@@ -120,38 +120,41 @@ def _in_thread(events: Iterator[Event]) -> Iterator[Event | BaseException]:
 
 def _print_events(events: Iterator[Event], cancel: Callable[[], None],
                   args: argparse.Namespace) -> DoneEvent | None:
-    out = sys.stdout
+    """Print events as they come; Ctrl-C cancels the answer and printing goes on to its end."""
     done: DoneEvent | None = None
     stream = _in_thread(events)
     while True:
         try:
             item = next(stream)
+            if isinstance(item, BaseException):
+                raise item
+            done = _print_event(item, args) or done
         except StopIteration:
-            break
+            return done
         except KeyboardInterrupt:
             cancel()
-            continue
-        if isinstance(item, BaseException):
-            raise item
-        if isinstance(item, NoticeEvent):
-            print(f"note: {item.message}", file=sys.stderr)
-        elif isinstance(item, TokenEvent):
-            if args.format == "jsonl":
-                out.write(json.dumps(_token_json(item, args.top_logprobs), ensure_ascii=False))
-                out.write("\n")
-            else:
-                out.write(item.text)
-            out.flush()
-        elif isinstance(item, DoneEvent):
-            done = item
-            if args.format == "jsonl":
-                out.write(json.dumps({"done": True, **item.counters()}) + "\n")
-            else:
-                out.write(item.tail + "\n")
-            out.flush()
-            if args.verbose:
-                _print_timings(item)
-    return done
+
+
+def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
+    out = sys.stdout
+    if isinstance(item, NoticeEvent):
+        print(f"note: {item.message}", file=sys.stderr)
+    elif isinstance(item, TokenEvent):
+        if args.format == "jsonl":
+            out.write(json.dumps(_token_json(item, args.top_logprobs), ensure_ascii=False) + "\n")
+        else:
+            out.write(item.text)
+        out.flush()
+    elif isinstance(item, DoneEvent):
+        if args.format == "jsonl":
+            out.write(json.dumps({"done": True, **item.counters()}) + "\n")
+        else:
+            out.write(item.tail + "\n")
+        out.flush()
+        if args.verbose:
+            _print_timings(item)
+        return item
+    return None
 
 
 def _token_json(event: TokenEvent, k: int) -> dict:

@@ -1,0 +1,92 @@
+"""`lantern run MODEL` without a prompt is an interactive chat, driven here through a
+pseudo-terminal as a person would type: multi-line input, /set, /show, /clear, /bye."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.fixtures.synthetic_gguf import write_model
+
+
+def read_until(fd: int, marker: bytes, timeout: float = 60.0) -> bytes:
+    data = b""
+    deadline = time.monotonic() + timeout
+    while marker not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"no {marker!r} in output: {data.decode(errors='replace')}")
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_interactive_session(tmp_path):
+    model = write_model(tmp_path / "tiny.gguf", "qwen2", seed=5)
+    main, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(model), "--num-predict", "3",
+         "--temperature", "0"],
+        stdin=child, stdout=child, stderr=child, close_fds=True,
+    )
+    os.close(child)
+    try:
+        read_until(main, b">>> ")
+        os.write(main, b"/set parameter num_predict 2\n")
+        assert b"Set parameter 'num_predict' to '2'" in read_until(main, b">>> ")
+        os.write(main, b"/set parameter bogus 1\n")
+        assert b"unknown option 'bogus'" in read_until(main, b">>> ")
+        os.write(main, b'"""Hello\nworld"""\n')
+        read_until(main, b">>> ")
+        os.write(main, b"/show info\n")
+        info = read_until(main, b">>> ")
+        assert b"architecture" in info and b"num_predict" in info
+        os.write(main, b"/clear\n")
+        assert b"Cleared" in read_until(main, b">>> ")
+        os.write(main, b"/bye\n")
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(main)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_ctrl_c_stops_the_answer_not_the_program(tmp_path):
+    import signal
+
+    model = write_model(tmp_path / "tiny.gguf", "qwen2", seed=5)
+    main, child = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "engine.cli", "run", str(model), "--num-predict", "100000",
+         "--temperature", "1", "--top-k", "0", "--top-p", "1", "--seed", "3"],
+        stdin=child, stdout=child, stderr=child, close_fds=True,
+    )
+    os.close(child)
+    try:
+        read_until(main, b">>> ")
+        os.write(main, b"Hello\n")
+        time.sleep(1.5)                      # the answer is streaming
+        process.send_signal(signal.SIGINT)   # what Ctrl-C delivers
+        read_until(main, b">>> ", timeout=20)
+        assert process.poll() is None, "Ctrl-C ended the program"
+        os.write(main, b"/bye\n")
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(main)
