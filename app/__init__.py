@@ -1,1 +1,1 @@
-"""Lantern's desktop application (Qt only; talks to the engine through its public API)."""
+"""The Lantern desktop app (Qt). Talks to the engine through its public API only."""

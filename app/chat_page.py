@@ -1,0 +1,177 @@
+"""The centre of the window: the conversation view above the input box, kept in step
+with the ConversationController (messages added, answers streamed, actions offered only
+where they make sense: Edit on the last question, Regenerate on the last answer).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from app.chat_view import ChatView, MessageWidget
+from app.conversation import ConversationController, Turn
+from app.history import StoredMessage
+from app.input_box import InputBox, Submission
+from engine.errors import LanternError
+from engine.runtime.events import DoneEvent, TokenEvent
+
+DONE_NOTES = {"cancel": "stopped", "length": "cut off at the length limit"}
+
+
+def no_vision_text(model_name: str, count: int) -> str:
+    images = "an image" if count == 1 else f"{count} images"
+    return (f"{model_name or 'The current model'} cannot see images, so {images} cannot be "
+            "sent to it. Choose a vision model (marked “vision” in the sidebar, e.g. "
+            "qwen2.5vl) or remove the images.")
+
+
+class ChatPage(QWidget):
+    message = Signal(str, str)               # banner level, text
+    tokenHovered = Signal(object)            # TokenEvent under the mouse
+
+    def __init__(self, controller: ConversationController,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatPage")
+        self.controller = controller
+        self.answer: MessageWidget | None = None      # the answer being streamed
+        self.color_tokens = False
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        self.view = ChatView()
+        layout.addWidget(self.view, 1)
+        self.input = InputBox()
+        layout.addWidget(self.input)
+        self.input.submitted.connect(self._submitted)
+        self.input.stopRequested.connect(controller.stop)
+        self.input.set_ready(False)
+        controller.token.connect(self._on_token)
+        controller.answerDone.connect(self._on_done)
+        controller.answerFailed.connect(self._on_failed)
+        controller.busyChanged.connect(self._on_busy)
+
+    # -- showing conversations -------------------------------------------------------------
+
+    def show_conversation(self, messages: list[StoredMessage], model_name: str) -> None:
+        self.view.clear()
+        self.answer = None
+        for stored in messages:
+            widget = self._add(stored.role, stored.content, stored.images, stored.id,
+                               model_name)
+            if stored.role == "assistant" and not stored.complete:
+                widget.set_status("interrupted")
+        self._update_actions()
+
+    def clear(self) -> None:
+        self.view.clear()
+        self.answer = None
+        self.input.cancel_edit()
+
+    def set_color_tokens(self, enabled: bool) -> None:
+        self.color_tokens = enabled
+        for widget in self.view.messages:
+            if widget.role == "assistant":
+                widget.set_color_tokens(enabled)
+
+    def _add(self, role: str, text: str, images: tuple[str, ...], message_id: int | None,
+             model_name: str = "") -> MessageWidget:
+        title = "You" if role == "user" else (model_name or self.controller.model_name
+                                              or "Assistant")
+        widget = MessageWidget(role, title, text, images, message_id)
+        widget.copyRequested.connect(self._copy)
+        widget.editRequested.connect(self._edit)
+        widget.regenerateRequested.connect(self._regenerate)
+        widget.tokenHovered.connect(self._hovered)
+        if role == "assistant":
+            widget.set_color_tokens(self.color_tokens)
+        return self.view.add(widget)
+
+    # -- turns -----------------------------------------------------------------------------
+
+    def _submitted(self, submission: Submission) -> None:
+        if submission.images and not self.controller.vision:
+            self.message.emit("warning", no_vision_text(self.controller.model_name,
+                                                        len(submission.images)))
+            return
+        try:
+            if submission.edit:
+                turn = self.controller.edit_last_user(submission.text)
+            else:
+                turn = self.controller.send(submission.text, submission.images)
+        except LanternError as error:
+            self.message.emit("error", str(error))
+            return
+        if submission.edit:
+            last_user = next(w for w in reversed(self.view.messages) if w.role == "user")
+            images = last_user.images
+            self.view.remove_from(last_user)
+            self._add("user", submission.text, images, turn.user_id)
+        else:
+            self._add("user", submission.text, submission.images, turn.user_id)
+        self.input.accept_submission()
+        self._start_answer(turn)
+
+    def _start_answer(self, turn: Turn) -> None:
+        self.answer = self._add("assistant", "", (), turn.answer_id)
+        self.answer.set_status("writing…")
+        self._update_actions()
+
+    def _regenerate(self, widget: MessageWidget) -> None:
+        try:
+            turn = self.controller.regenerate()
+        except LanternError as error:
+            self.message.emit("error", str(error))
+            return
+        self.view.remove_from(widget)
+        self._start_answer(turn)
+
+    def _edit(self, widget: MessageWidget) -> None:
+        self.input.begin_edit(widget.text)
+
+    def _copy(self, widget: MessageWidget) -> None:
+        QGuiApplication.clipboard().setText(widget.text)
+
+    def _hovered(self, widget: MessageWidget, index: int) -> None:
+        if 0 <= index < len(widget.tokens):
+            self.tokenHovered.emit(widget.tokens[index])
+
+    # -- controller signals ----------------------------------------------------------------
+
+    def _on_token(self, event: TokenEvent) -> None:
+        if self.answer is None:
+            return
+        self.answer.tokens.append(event)
+        self.answer.set_text(self.controller.answer_text)
+
+    def _on_done(self, event: DoneEvent) -> None:
+        if self.answer is None:
+            return
+        self.answer.set_text(event.text, immediate=True)
+        self.answer.set_status(DONE_NOTES.get(event.done_reason, ""))
+        self.answer = None
+        self._update_actions()
+
+    def _on_failed(self, message: str) -> None:
+        if self.answer is not None:
+            if self.answer.text:
+                self.answer.set_status("failed")
+            else:
+                self.view.remove_from(self.answer)
+            self.answer = None
+        self._update_actions()
+        self.message.emit("error", message)
+
+    def _on_busy(self, busy: bool) -> None:
+        self.input.set_busy(busy)
+        self._update_actions()
+
+    def _update_actions(self) -> None:
+        busy = self.controller.busy
+        last_user = next((w for w in reversed(self.view.messages) if w.role == "user"), None)
+        last = self.view.messages[-1] if self.view.messages else None
+        for widget in self.view.messages:
+            widget.set_action_enabled("Edit", widget is last_user and not busy)
+            widget.set_action_enabled("Regenerate", widget is last and
+                                      widget.role == "assistant" and not busy)

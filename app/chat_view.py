@@ -1,0 +1,313 @@
+"""The conversation: one widget per message, markdown rendered as it grows, code blocks
+monospaced with a copy button, and (when colouring by probability) one span per token
+that reports which token is under the mouse.
+"""
+
+from __future__ import annotations
+
+import math
+
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontDatabase,
+    QGuiApplication,
+    QPixmap,
+    QTextCharFormat,
+    QTextCursor,
+    QTextFormat,
+)
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.markdown_blocks import split_blocks
+
+TOKEN_PROPERTY = QTextFormat.UserProperty + 1
+
+
+def probability_colour(probability: float) -> QColor:
+    """Green for confident tokens through amber to red for unlikely ones."""
+    p = max(0.0, min(1.0, probability))
+    hue = int(120 * p)           # 0 red .. 120 green
+    return QColor.fromHsv(hue, 200, 235, 90)   # translucent: readable on light and dark
+
+
+class AutoHeightBrowser(QTextBrowser):
+    """A read-only rich-text view as tall as its content (the chat scrolls, not it)."""
+
+    tokenHovered = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setOpenExternalLinks(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.viewport().setMouseTracking(True)
+        self.viewport().installEventFilter(self)
+        self._last_token = -1
+
+    def _fit(self) -> None:
+        height = int(self.document().size().height()) + 4
+        if self.height() != height:
+            self.setFixedHeight(height)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self.document().setTextWidth(self.viewport().width())
+        self._fit()
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.MouseMove:
+            self._hover(event.position().toPoint())
+        return False
+
+    def _hover(self, point: QPoint) -> None:
+        cursor = self.cursorForPosition(point)
+        value = cursor.charFormat().property(TOKEN_PROPERTY)
+        if value is None:
+            return
+        index = int(value)
+        if index != self._last_token:
+            self._last_token = index
+            self.tokenHovered.emit(index)
+
+
+class CodeBlock(QFrame):
+    def __init__(self, code: str, language: str) -> None:
+        super().__init__()
+        self.setObjectName("codeBlock")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 4, 8, 8)
+        header = QHBoxLayout()
+        self.language = QLabel(language or "code")
+        self.language.setObjectName("codeLanguage")
+        copy = QPushButton("Copy")
+        copy.setObjectName("copyCode")
+        copy.setCursor(Qt.PointingHandCursor)
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.editor.toPlainText()))
+        header.addWidget(self.language)
+        header.addStretch(1)
+        header.addWidget(copy)
+        layout.addLayout(header)
+        self.editor = QPlainTextEdit(readOnly=True)
+        self.editor.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
+        self.editor.setFrameShape(QFrame.NoFrame)
+        self.editor.setLineWrapMode(QPlainTextEdit.NoWrap)
+        self.editor.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        layout.addWidget(self.editor)
+        self.set_code(code, language)
+
+    def set_code(self, code: str, language: str) -> None:
+        if self.editor.toPlainText() != code:
+            self.editor.setPlainText(code)
+        self.language.setText(language or "code")
+        lines = max(1, code.count("\n") + 1)
+        metrics = self.editor.fontMetrics()
+        scrollbar = self.editor.horizontalScrollBar().sizeHint().height()
+        self.editor.setFixedHeight(lines * metrics.lineSpacing() + 12 + scrollbar)
+
+
+class MessageWidget(QFrame):
+    """One message. Assistant messages can show token spans coloured by probability."""
+
+    tokenHovered = Signal(object, int)       # (this widget, token index)
+    copyRequested = Signal(object)
+    editRequested = Signal(object)
+    regenerateRequested = Signal(object)
+
+    def __init__(self, role: str, title: str, text: str = "",
+                 images: tuple[str, ...] = (), message_id: int | None = None) -> None:
+        super().__init__()
+        self.role = role
+        self.text = text
+        self.images = images
+        self.message_id = message_id         # row in History
+        self.tokens: list = []               # TokenEvents of an answer generated this session
+        self.color_tokens = False
+        self.setObjectName("userMessage" if role == "user" else "assistantMessage")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.setSpacing(6)
+        header = QHBoxLayout()
+        header.setSpacing(6)
+        name = QLabel(title)
+        name.setObjectName("messageRole")
+        header.addWidget(name)
+        self.status = QLabel("")
+        self.status.setObjectName("messageStatus")
+        header.addWidget(self.status)
+        header.addStretch(1)
+        self.buttons: dict[str, QPushButton] = {}
+        actions = [("Copy", self.copyRequested)]
+        actions.append(("Edit", self.editRequested) if role == "user"
+                       else ("Regenerate", self.regenerateRequested))
+        for label, signal in actions:
+            button = QPushButton(label)
+            button.setObjectName("messageAction")
+            button.setCursor(Qt.PointingHandCursor)
+            button.clicked.connect(lambda _=False, s=signal: s.emit(self))
+            header.addWidget(button)
+            self.buttons[label] = button
+        layout.addLayout(header)
+        if images:
+            layout.addLayout(_image_strip(images))
+        self.body = QVBoxLayout()
+        self.body.setSpacing(6)
+        layout.addLayout(self.body)
+        self._blocks: list[QWidget] = []
+        self._render_timer = QTimer(self, singleShot=True, interval=40)
+        self._render_timer.timeout.connect(self.render)
+        self.render()
+
+    def set_status(self, text: str) -> None:
+        """A short note beside the role ("writing…", "stopped", "interrupted")."""
+        self.status.setText(text)
+
+    def set_action_enabled(self, label: str, enabled: bool) -> None:
+        if label in self.buttons:
+            self.buttons[label].setVisible(enabled)
+
+    # -- content --------------------------------------------------------------------------
+
+    def set_text(self, text: str, *, immediate: bool = False) -> None:
+        self.text = text
+        if immediate:
+            self.render()
+        elif not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def set_color_tokens(self, enabled: bool) -> None:
+        self.color_tokens = enabled
+        self.render()
+
+    def render(self) -> None:
+        if self.color_tokens and self.tokens:
+            self._render_tokens()
+        else:
+            self._render_markdown()
+
+    def _clear_blocks(self) -> None:
+        for widget in self._blocks:
+            widget.hide()
+            widget.setParent(None)
+            widget.deleteLater()
+        self._blocks = []
+
+    def _render_markdown(self) -> None:
+        blocks = split_blocks(self.text) if self.role == "assistant" else []
+        if self.role != "assistant":
+            blocks = [None]
+        kinds = ["prose" if b is None else b.kind for b in blocks]
+        current = ["code" if isinstance(w, CodeBlock) else "prose" for w in self._blocks]
+        if kinds != current:
+            self._clear_blocks()
+            for kind in kinds:
+                widget = CodeBlock("", "") if kind == "code" else self._new_browser()
+                self.body.addWidget(widget)
+                self._blocks.append(widget)
+        for widget, block in zip(self._blocks, blocks, strict=True):
+            if block is None:
+                widget.setPlainText(self.text)
+            elif isinstance(widget, CodeBlock):
+                widget.set_code(block.text, block.language)
+            else:
+                widget.setMarkdown(block.text)
+
+    def _render_tokens(self) -> None:
+        self._clear_blocks()
+        browser = self._new_browser()
+        self.body.addWidget(browser)
+        self._blocks.append(browser)
+        cursor = QTextCursor(browser.document())
+        for index, event in enumerate(self.tokens):
+            probability = math.exp(event.logprob)
+            fmt = QTextCharFormat()
+            fmt.setBackground(probability_colour(probability))
+            fmt.setProperty(TOKEN_PROPERTY, index)
+            fmt.setToolTip(f"{event.piece!r}  p={probability:.3f}  logit={event.logit:.2f}")
+            cursor.insertText(event.text or "", fmt)
+
+    def _new_browser(self) -> AutoHeightBrowser:
+        browser = AutoHeightBrowser()
+        browser.setObjectName("messageText")
+        font = QFont(browser.font())
+        browser.setFont(font)
+        browser.tokenHovered.connect(lambda i: self.tokenHovered.emit(self, i))
+        return browser
+
+
+def _image_strip(images: tuple[str, ...]) -> QHBoxLayout:
+    strip = QHBoxLayout()
+    for path in images:
+        thumb = QLabel()
+        thumb.setObjectName("messageImage")
+        pixmap = QPixmap(path)
+        if pixmap.isNull():
+            thumb.setText(f"[image unavailable: {path}]")
+        else:
+            thumb.setPixmap(pixmap.scaled(180, 180, Qt.KeepAspectRatio, Qt.SmoothTransformation))
+        thumb.setToolTip(path)
+        strip.addWidget(thumb)
+    strip.addStretch(1)
+    return strip
+
+
+class ChatView(QScrollArea):
+    """A vertical list of messages that follows the newest one while the user is at the end."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("chatView")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        inner = QWidget()
+        inner.setObjectName("chatInner")
+        self._layout = QVBoxLayout(inner)
+        self._layout.setContentsMargins(16, 16, 16, 16)
+        self._layout.setSpacing(12)
+        self._layout.addStretch(1)
+        self.setWidget(inner)
+        self.messages: list[MessageWidget] = []
+        self._follow = True
+        self.verticalScrollBar().rangeChanged.connect(self._keep_at_end)
+        self.verticalScrollBar().valueChanged.connect(self._track_follow)
+
+    def add(self, widget: MessageWidget) -> MessageWidget:
+        self._layout.insertWidget(self._layout.count() - 1, widget)
+        self.messages.append(widget)
+        self._follow = True
+        return widget
+
+    def remove_from(self, widget: MessageWidget) -> None:
+        """Remove a message and all after it."""
+        index = self.messages.index(widget)
+        for w in self.messages[index:]:
+            w.setParent(None)
+            w.deleteLater()
+        del self.messages[index:]
+
+    def clear(self) -> None:
+        if self.messages:
+            self.remove_from(self.messages[0])
+
+    def _track_follow(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self._follow = value >= bar.maximum() - 24
+
+    def _keep_at_end(self, _minimum: int, maximum: int) -> None:
+        if self._follow:
+            self.verticalScrollBar().setValue(maximum)

@@ -1,0 +1,318 @@
+"""One conversation at a time, on the engine side: the ChatSession, its History rows and
+the GenerateJob streaming the answer.
+
+The answer in progress is saved to History every half second and at the end, so quitting
+(`shutdown`) or a crash keeps what was shown. Stored conversations are restored into a
+fresh ChatSession lazily, on the job thread of the next turn, because restoring images
+means preprocessing them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from PySide6.QtCore import QCoreApplication, QObject, Signal
+
+from app.history import History, StoredMessage
+from app.settings import Settings
+from app.workers import CallJob, GenerateJob, JobRunner
+from engine.errors import GenerationError, ImageError
+from engine.runtime.chat import ChatSession, Message
+from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.runtime.loader import LoadedModel
+from engine.runtime.sampler import Options
+from engine.vision.preprocess import ImageInput, preprocess
+
+SAVE_INTERVAL_S = 0.5
+TITLE_LENGTH = 48
+
+
+@dataclass(frozen=True)
+class Turn:
+    """History rows of a turn just started (the view tags its message widgets with them)."""
+
+    user_id: int | None          # None when regenerating (the user message stays)
+    answer_id: int
+
+
+def title_of(text: str, images: tuple[str, ...]) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not line:
+        return "Image" if images else "New chat"
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+class ConversationController(QObject):
+    conversationChanged = Signal(object)     # conversation id or None
+    listChanged = Signal()                   # titles/order in History changed
+    token = Signal(object)                   # TokenEvent
+    answerDone = Signal(object)              # DoneEvent
+    answerFailed = Signal(str)
+    notice = Signal(str)
+    busyChanged = Signal(bool)
+    promptReady = Signal(list, list)         # token ids, pieces of the last prompt
+    checkDone = Signal(object)               # engine.runtime.check.CheckReport
+    checkFailed = Signal(str)
+
+    def __init__(self, history: History, settings: Settings, runner: JobRunner,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.history, self.settings, self.runner = history, settings, runner
+        self.model: LoadedModel | None = None
+        self.vision = False
+        self.session: ChatSession | None = None
+        self.conversation_id: int | None = None
+        self.job: GenerateJob | None = None
+        self.check_job: CallJob | None = None
+        self.answer_id: int | None = None
+        self.answer_text = ""
+        self._pending: list[StoredMessage] | None = None   # to restore on the next turn
+        self._saved_at = 0.0
+        self._first_token = False
+        self._decode_ns = 0          # time of this answer's steps after the first
+        self._decoded = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Decode speed of the current answer (the first step, which follows the prompt
+        evaluation, is left out)."""
+        return self._decoded / (self._decode_ns / 1e9) if self._decode_ns else 0.0
+
+    @property
+    def model_name(self) -> str:
+        return self.model.name if self.model is not None else ""
+
+    # -- model and conversation switching ---------------------------------------------------
+
+    def set_model(self, model: LoadedModel, vision: bool) -> None:
+        """Use a newly loaded model; the conversation continues in a fresh session."""
+        self.stop(wait=True)
+        self.model, self.vision = model, vision
+        self.session = None
+        if self.conversation_id is not None:
+            self._pending = self.history.messages(self.conversation_id)
+
+    def new_chat(self) -> None:
+        self.stop(wait=True)
+        self.conversation_id, self.session, self._pending = None, None, None
+        self.conversationChanged.emit(None)
+
+    def open(self, conversation_id: int) -> list[StoredMessage]:
+        """Switch to a stored conversation; returns its messages for the view."""
+        self.stop(wait=True)
+        messages = self.history.messages(conversation_id)
+        self.conversation_id, self.session, self._pending = conversation_id, None, messages
+        self.conversationChanged.emit(conversation_id)
+        return messages
+
+    def delete(self, conversation_id: int) -> None:
+        if conversation_id == self.conversation_id:
+            self.new_chat()
+        self.history.delete(conversation_id)
+        self.listChanged.emit()
+
+    # -- turns ------------------------------------------------------------------------------
+
+    def send(self, text: str, images: tuple[str, ...] = ()) -> Turn:
+        self._require_idle()
+        if self.conversation_id is None:
+            conversation = self.history.create(title_of(text, images), self.model_name)
+            self.conversation_id = conversation.id
+            self.conversationChanged.emit(conversation.id)
+        user_id = self.history.add(self.conversation_id, "user", text, images)
+        answer_id = self._start_answer(
+            lambda session, inputs: session.send(text, inputs), images)
+        return Turn(user_id, answer_id)
+
+    def regenerate(self) -> Turn:
+        self._require_idle()
+        if self.conversation_id is None:
+            raise GenerationError("there is no message to answer again: send one first")
+        last = self._last_stored("assistant")
+        if last is not None and last.id > (self._last_id("user") or 0):
+            self.history.truncate_from(self.conversation_id, last.id)
+        return Turn(None, self._start_answer(lambda session, _: session.regenerate()))
+
+    def edit_last_user(self, text: str) -> Turn:
+        self._require_idle()
+        last = self._last_stored("user")
+        if last is None:
+            raise GenerationError("there is no message to edit: send one first")
+        self.history.truncate_from(self.conversation_id, last.id)
+        user_id = self.history.add(self.conversation_id, "user", text, last.images)
+        answer_id = self._start_answer(lambda session, _: session.edit_last_user(text))
+        return Turn(user_id, answer_id)
+
+    def stop(self, wait: bool = False) -> None:
+        """Cancel the answer (takes effect within a token); `wait` blocks until it ended
+        and saves the answer as far as it got."""
+        job = self.job
+        if job is None:
+            return
+        job.cancel()
+        if wait:
+            self.runner.wait(job)
+            QCoreApplication.sendPostedEvents(self)      # deliver the tokens already made
+            if self.job is job:                          # its done signal never came
+                self._finish(complete=False)
+
+    def shutdown(self) -> None:
+        """The window closes: stop, wait, save."""
+        self.stop(wait=True)
+        if self.check_job is not None:
+            self.check_job.cancel()
+            self.runner.wait(self.check_job)
+
+    def _require_idle(self) -> None:
+        if self.model is None:
+            raise GenerationError("no model is loaded: choose one in the sidebar first")
+        if self.busy or self.check_job is not None:
+            raise GenerationError("the model is still busy: wait for it or press Stop")
+
+    def _last_stored(self, role: str) -> StoredMessage | None:
+        if self.conversation_id is None:
+            return None
+        return next((m for m in reversed(self.history.messages(self.conversation_id))
+                     if m.role == role), None)
+
+    def _last_id(self, role: str) -> int | None:
+        last = self._last_stored(role)
+        return last.id if last is not None else None
+
+    def _start_answer(self, turn: Callable[[ChatSession, tuple], Iterator[Event]],
+                      images: tuple[str, ...] = ()) -> int:
+        self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
+        self.answer_text = ""
+        self._saved_at = time.monotonic()
+        self._first_token = True
+        self._decode_ns = self._decoded = 0
+        options = Options.resolve(self.model.params,
+                                  {**self.settings.options, "num_ctx": self.settings.num_ctx})
+        session = self.session or ChatSession(self.model, options,
+                                              self.settings.system or None, num_top=5)
+        session.options = options
+        self.session = session
+        pending, self._pending = self._pending, None
+        max_pixels = self.settings.max_pixels
+
+        def events() -> Iterator[Event]:
+            if pending is not None:
+                restored, notes = restore_messages(pending, max_pixels, self.vision)
+                session.messages = restored
+                for note in notes:
+                    yield NoticeEvent(note)
+            inputs = tuple(preprocess(path, max_pixels=max_pixels) for path in images)
+            yield from turn(session, inputs)
+
+        job = GenerateJob(events, session.cancel)
+        job.token.connect(self._on_token)
+        job.notice.connect(self.notice)
+        job.done.connect(self._on_done)
+        job.failed.connect(self._on_failed)
+        self.job = job
+        self.busyChanged.emit(True)
+        self.runner.start(job)
+        self.listChanged.emit()
+        return self.answer_id
+
+    # -- job signals (queued onto the GUI thread) --------------------------------------------
+
+    def _on_token(self, event: TokenEvent) -> None:
+        if self._first_token and self.session is not None and self.session.last_prompt:
+            self._first_token = False
+            ids = [int(i) for i in self.session.last_prompt.ids]
+            tokenizer = self.model.tokenizer
+            self.promptReady.emit(ids, [tokenizer.id_to_piece(i) for i in ids])
+        if event.index > 0:
+            self._decode_ns += event.elapsed_ns
+            self._decoded += 1
+        self.answer_text += event.text
+        self.token.emit(event)
+        if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
+            self._save(complete=False)
+
+    def _on_done(self, event: DoneEvent) -> None:
+        self.answer_text = event.text
+        self._finish(complete=event.done_reason != "cancel")
+        self.answerDone.emit(event)
+
+    def _on_failed(self, message: str) -> None:
+        if self.answer_id is not None and not self.answer_text and \
+                self.conversation_id is not None:
+            self.history.truncate_from(self.conversation_id, self.answer_id)
+            self.answer_id = None
+        self._finish(complete=False)
+        self.answerFailed.emit(message)
+
+    def _finish(self, complete: bool) -> None:
+        self._save(complete)
+        self.job, self.answer_id = None, None
+        self.busyChanged.emit(False)
+        self.listChanged.emit()
+
+    def _save(self, complete: bool) -> None:
+        if self.answer_id is not None:
+            self.history.update(self.answer_id, self.answer_text, complete)
+            self._saved_at = time.monotonic()
+
+    # -- reference check ------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Compare engine and numpy reference on the current context (off the GUI thread)."""
+        self._require_idle()
+        session = self.session
+        if session is None or session.last_prompt is None:
+            raise GenerationError("send a message first: the check runs on the last prompt")
+        model, prompt = self.model, session.last_prompt
+
+        def call() -> object:
+            try:
+                from engine.runtime.check import check_against_reference
+            except ImportError as error:
+                raise GenerationError(
+                    "the reference check is not available in this build yet") from error
+            return check_against_reference(model, prompt)
+
+        job = CallJob(call)
+        job.result.connect(self._on_check_result)
+        job.failed.connect(self._on_check_failed)
+        self.check_job = job
+        self.busyChanged.emit(True)
+        self.runner.start(job)
+
+    def _on_check_result(self, report: object) -> None:
+        self.check_job = None
+        self.busyChanged.emit(False)
+        self.checkDone.emit(report)
+
+    def _on_check_failed(self, message: str) -> None:
+        self.check_job = None
+        self.busyChanged.emit(False)
+        self.checkFailed.emit(message)
+
+
+def restore_messages(stored: list[StoredMessage], max_pixels: int,
+                     vision: bool) -> tuple[list[Message], list[str]]:
+    """Stored messages as engine messages; images re-read (vision models only). Images
+    that are gone are left out, with a note saying so."""
+    messages, notes = [], []
+    for message in stored:
+        if message.role == "assistant" and not message.content:
+            continue
+        inputs: list[ImageInput] = []
+        if message.images and not vision:
+            notes.append(f"{len(message.images)} earlier image(s) left out: this model "
+                         "cannot see images")
+        for path in message.images if vision else ():
+            try:
+                inputs.append(preprocess(path, max_pixels=max_pixels))
+            except ImageError as error:
+                notes.append(f"an earlier image is left out of the conversation: {error}")
+        messages.append(Message(message.role, message.content, tuple(inputs)))
+    return messages, notes

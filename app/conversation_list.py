@@ -1,0 +1,63 @@
+"""The saved conversations, newest first, as a list model over History."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt
+
+from app.history import Conversation, History
+
+
+def when(updated: float, now: float | None = None) -> str:
+    """A short age: "just now", "5 min ago", "3 h ago", "2 d ago", else the date."""
+    seconds = max(0.0, (now or time.time()) - updated)
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)} h ago"
+    if seconds < 7 * 86400:
+        return f"{int(seconds // 86400)} d ago"
+    return time.strftime("%Y-%m-%d", time.localtime(updated))
+
+
+class ConversationListModel(QAbstractListModel):
+    ConversationRole = Qt.UserRole + 1
+    DetailsRole = Qt.UserRole + 2
+
+    def __init__(self, history: History, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.history = history
+        self.conversations: list[Conversation] = []
+        self.refresh()
+
+    def roleNames(self) -> dict[int, bytes]:  # noqa: N802 (Qt override)
+        return {Qt.DisplayRole: b"title", self.ConversationRole: b"conversation",
+                self.DetailsRole: b"details"}
+
+    def refresh(self) -> None:
+        self.beginResetModel()
+        self.conversations = self.history.conversations()
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.conversations)
+
+    def data(self, index: QModelIndex, role: int = Qt.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        conversation = self.conversations[index.row()]
+        if role == Qt.DisplayRole:
+            return conversation.title
+        if role == self.DetailsRole:
+            return f"{conversation.model} · {when(conversation.updated)}"
+        if role == Qt.ToolTipRole:
+            return f"{conversation.title}\n{conversation.model}"
+        if role == self.ConversationRole:
+            return conversation
+        return None
+
+    def row_of(self, conversation_id: int) -> int:
+        return next((r for r, c in enumerate(self.conversations) if c.id == conversation_id), -1)

@@ -1,0 +1,295 @@
+"""Where the user writes: multi-line text (Enter sends, Shift+Enter breaks the line),
+images attached by button, paste or drag & drop, shown as removable thumbnails, and the
+Send button that becomes Stop while an answer streams.
+
+Every image is checked when it arrives, so an unreadable file is reported at once (the
+`imageRejected` signal carries the engine's ImageError message) rather than at send time.
+Pasted images are saved under the data dir so the history can show them again later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QSize, Qt, Signal
+from PySide6.QtGui import QIcon, QImage, QKeyEvent, QPixmap
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.theme import RESOURCES
+from engine.errors import ImageError
+from engine.paths import data_dir
+from engine.vision.preprocess import load_image
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+THUMB_SIZE = 64
+MAX_LINES = 8                # the input grows up to this many lines, then scrolls
+
+
+@dataclass(frozen=True)
+class Submission:
+    text: str
+    images: tuple[str, ...]     # image file paths
+    edit: bool                  # True: replaces the last user message
+
+
+def image_paths_of(mime: QMimeData) -> list[str]:
+    """Local files in a drop / paste that look like images (by suffix)."""
+    if not mime.hasUrls():
+        return []
+    return [url.toLocalFile() for url in mime.urls()
+            if url.isLocalFile() and Path(url.toLocalFile()).suffix.lower() in IMAGE_SUFFIXES]
+
+
+def save_pasted_image(image: QImage) -> str:
+    """Store a pasted bitmap as PNG under the data dir, named by its content."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.WriteOnly)
+    image.save(buffer, "PNG")
+    raw = bytes(data.data())
+    folder = data_dir() / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"pasted-{hashlib.sha256(raw).hexdigest()[:16]}.png"
+    if not path.exists():
+        path.write_bytes(raw)
+    return str(path)
+
+
+class PromptEdit(QPlainTextEdit):
+    """Enter submits, Shift+Enter inserts a line break; images pasted or dropped are
+    handed to the input box instead of being inserted as text."""
+
+    submitted = Signal()
+    imagesPasted = Signal(list)          # list[str] paths
+    escapePressed = Signal()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
+        if event.key() in (Qt.Key_Return, Qt.Key_Enter) and \
+                not event.modifiers() & Qt.ShiftModifier:
+            self.submitted.emit()
+            return
+        if event.key() == Qt.Key_Escape:
+            self.escapePressed.emit()
+            return
+        super().keyPressEvent(event)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
+        return source.hasImage() or bool(image_paths_of(source)) or \
+            super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
+        paths = image_paths_of(source)
+        if not paths and source.hasImage():
+            image = source.imageData()
+            if isinstance(image, QImage) and not image.isNull():
+                paths = [save_pasted_image(image)]
+        if paths:
+            self.imagesPasted.emit(paths)
+        else:
+            super().insertFromMimeData(source)
+
+
+class Thumbnail(QFrame):
+    removeRequested = Signal(str)
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.setObjectName("thumbnail")
+        self.path = path
+        self.setToolTip(path)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(3, 3, 3, 3)
+        layout.setSpacing(2)
+        picture = QLabel()
+        pixmap = QPixmap(path)
+        if not pixmap.isNull():
+            picture.setPixmap(pixmap.scaled(THUMB_SIZE, THUMB_SIZE, Qt.KeepAspectRatio,
+                                            Qt.SmoothTransformation))
+        else:
+            picture.setText(Path(path).name)
+        layout.addWidget(picture)
+        remove = QToolButton()
+        remove.setObjectName("removeImage")
+        remove.setText("✕")
+        remove.setToolTip("Remove this image")
+        remove.setCursor(Qt.PointingHandCursor)
+        remove.clicked.connect(lambda: self.removeRequested.emit(self.path))
+        layout.addWidget(remove, 0, Qt.AlignTop)
+
+
+class InputBox(QFrame):
+    submitted = Signal(object)           # Submission
+    stopRequested = Signal()
+    imagesAttached = Signal(list)        # list[str]: paths that were added
+    imageRejected = Signal(str)          # a readable reason
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("inputBox")
+        self.images: list[str] = []
+        self.editing = False
+        self.busy = False
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 10)
+        layout.setSpacing(6)
+
+        self.edit_label = QLabel("Editing your last message · Enter resends · Esc cancels")
+        self.edit_label.setObjectName("editLabel")
+        self.edit_label.hide()
+        layout.addWidget(self.edit_label)
+
+        self.strip = QScrollArea()
+        self.strip.setObjectName("thumbnailStrip")
+        self.strip.setFrameShape(QFrame.NoFrame)
+        self.strip.setWidgetResizable(True)
+        self.strip.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.strip.setFixedHeight(THUMB_SIZE + 14)
+        strip_inner = QWidget()
+        self.strip_layout = QHBoxLayout(strip_inner)
+        self.strip_layout.setContentsMargins(0, 0, 0, 0)
+        self.strip_layout.addStretch(1)
+        self.strip.setWidget(strip_inner)
+        self.strip.hide()
+        layout.addWidget(self.strip)
+
+        row = QHBoxLayout()
+        row.setSpacing(8)
+        self.attach_button = QToolButton()
+        self.attach_button.setObjectName("attachButton")
+        self.attach_button.setIcon(QIcon(str(RESOURCES / "icons" / "attach-image.svg")))
+        self.attach_button.setIconSize(QSize(22, 22))
+        self.attach_button.setToolTip("Attach images (or paste / drop them here)")
+        self.attach_button.setCursor(Qt.PointingHandCursor)
+        self.attach_button.clicked.connect(self._choose_images)
+        row.addWidget(self.attach_button, 0, Qt.AlignBottom)
+        self.editor = PromptEdit()
+        self.editor.setObjectName("promptEdit")
+        self.editor.setPlaceholderText("Message the model…  (Enter sends, Shift+Enter: new line)")
+        self.editor.setTabChangesFocus(True)
+        self.editor.submitted.connect(self.submit)
+        self.editor.imagesPasted.connect(self.attach)
+        self.editor.escapePressed.connect(self.cancel_edit)
+        self.editor.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        row.addWidget(self.editor, 1)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.setCursor(Qt.PointingHandCursor)
+        self.send_button.clicked.connect(self._send_or_stop)
+        row.addWidget(self.send_button, 0, Qt.AlignBottom)
+        layout.addLayout(row)
+        self._fit_height()
+
+    # -- images ---------------------------------------------------------------------------
+
+    def attach(self, paths: list[str]) -> None:
+        """Check and add images; each unreadable one is reported through imageRejected."""
+        added = []
+        for path in paths:
+            if path in self.images:
+                continue
+            try:
+                load_image(Path(path))
+            except ImageError as error:
+                self.imageRejected.emit(str(error))
+                continue
+            self.images.append(path)
+            thumb = Thumbnail(path)
+            thumb.removeRequested.connect(self.remove_image)
+            self.strip_layout.insertWidget(self.strip_layout.count() - 1, thumb)
+            added.append(path)
+        self.strip.setVisible(bool(self.images))
+        if added:
+            self.imagesAttached.emit(added)
+
+    def remove_image(self, path: str) -> None:
+        if path in self.images:
+            self.images.remove(path)
+        for thumb in self.thumbnails():
+            if thumb.path == path:
+                thumb.setParent(None)
+                thumb.deleteLater()
+        self.strip.setVisible(bool(self.images))
+
+    def thumbnails(self) -> list[Thumbnail]:
+        return [w for w in self.strip.widget().findChildren(Thumbnail) if w.path in self.images]
+
+    def _choose_images(self) -> None:
+        suffixes = " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES))
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "",
+                                                f"Images ({suffixes})")
+        self.attach(paths)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def submit(self) -> None:
+        if self.busy:
+            return
+        text = self.editor.toPlainText().strip()
+        if not text and not self.images:
+            return
+        images = () if self.editing else tuple(self.images)
+        self.submitted.emit(Submission(text, images, self.editing))
+
+    def accept_submission(self) -> None:
+        """The window took the message: clear the box for the next one."""
+        self.editor.clear()
+        if not self.editing:
+            for path in list(self.images):
+                self.remove_image(path)
+        self.cancel_edit()
+
+    def begin_edit(self, text: str) -> None:
+        self.editing = True
+        self.editor.setPlainText(text)
+        self.editor.moveCursor(self.editor.textCursor().MoveOperation.End)
+        self.edit_label.show()
+        self.attach_button.setEnabled(False)
+        self.editor.setFocus()
+
+    def cancel_edit(self) -> None:
+        if self.editing:
+            self.editing = False
+            self.edit_label.hide()
+            self.attach_button.setEnabled(True)
+            self.editor.clear()
+
+    def set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.send_button.setText("Stop" if busy else "Send")
+        self.send_button.setProperty("stop", busy)
+        self.send_button.style().unpolish(self.send_button)
+        self.send_button.style().polish(self.send_button)
+
+    def set_ready(self, ready: bool) -> None:
+        """Whether a model is loaded (the user may type anyway)."""
+        self.send_button.setEnabled(ready or self.busy)
+
+    def _send_or_stop(self) -> None:
+        if self.busy:
+            self.stopRequested.emit()
+        else:
+            self.submit()
+
+    def _fit_height(self) -> None:
+        needed = int(self.editor.document().size().height())
+        lines = max(1, min(MAX_LINES, needed))
+        self.editor.setVerticalScrollBarPolicy(
+            Qt.ScrollBarAsNeeded if needed > MAX_LINES else Qt.ScrollBarAlwaysOff)
+        metrics = self.editor.fontMetrics()
+        self.editor.setFixedHeight(lines * metrics.lineSpacing() + 18)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt override)
+        return QSize(400, super().sizeHint().height())

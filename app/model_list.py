@@ -1,0 +1,187 @@
+"""The models of the store as a list model: listed at once from the manifests, then
+described one by one on a worker thread (opening a GGUF reads its whole header).
+
+Models that cannot run stay in the list, disabled, with the reason as their second line,
+so a user sees why their download is not usable instead of wondering where it went.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt, Signal
+
+from app.workers import Job
+from engine.errors import LanternError
+from engine.gguf import open_model
+from engine.store import LocalModel, ModelName, Store
+from engine.store.humanize import human_bytes
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """What the sidebar shows about one model."""
+
+    name: str                           # display name, e.g. "qwen2.5vl:latest"
+    size: int = 0                       # bytes on disk (all layers)
+    family: str = ""                    # GGUF architecture
+    parameter_size: str = ""            # "494.03M"
+    quantization: str = ""              # "Q4_K_M"
+    vision: bool = False
+    problem: str | None = None          # why it cannot run; None when it can
+    checked: bool = False               # the GGUF has been opened (family etc. confirmed)
+    model: LocalModel | None = None
+
+    @property
+    def runnable(self) -> bool:
+        return self.problem is None and self.model is not None
+
+    @property
+    def brief_problem(self) -> str | None:
+        """The problem in one short line: file paths cut to their names, digests shortened,
+        the "where:" prefix dropped (the tooltip keeps the whole message)."""
+        return brief(self.problem) if self.problem else None
+
+    @property
+    def details(self) -> str:
+        parts = [self.parameter_size, self.family, self.quantization,
+                 human_bytes(self.size) if self.size else ""]
+        return " · ".join(p for p in parts if p)
+
+
+def brief(message: str) -> str:
+    text = re.sub(r"(?:/[^\s/:;,]+)+/?", lambda m: Path(m.group()).name or m.group(), message)
+    text = re.sub(r"\b([0-9a-f]{8})[0-9a-f]{8,}\b", r"\1…", text)
+    head, sep, tail = text.partition(": ")
+    return tail if sep and tail else text
+
+
+def listed_entry(model: LocalModel) -> ModelEntry:
+    """An entry from the manifest and config blob alone (fast; not yet checked)."""
+    config = model.config
+    return ModelEntry(
+        name=model.name.display,
+        size=model.size,
+        family=str(config.get("model_family") or ""),
+        parameter_size=str(config.get("model_type") or ""),
+        quantization=str(config.get("file_type") or ""),
+        vision=model.projector_path is not None,
+        model=model,
+    )
+
+
+def described_entry(entry: ModelEntry) -> ModelEntry:
+    """Open the GGUF (and projector) to confirm what the model is and that it can run."""
+    if entry.model is None:          # a broken manifest: nothing to open
+        return entry
+    try:
+        config = open_model(entry.model.model_path, entry.model.projector_path).config
+    except LanternError as error:
+        return replace(entry, problem=str(error), checked=True)
+    return replace(
+        entry,
+        family=config.architecture,
+        parameter_size=config.parameter_size or entry.parameter_size,
+        quantization=config.quantization or entry.quantization,
+        vision=config.vision is not None,
+        checked=True,
+    )
+
+
+def problem_name(store: Store, path: Path) -> str:
+    """The model name a broken manifest path stands for (its path when not a valid name)."""
+    try:
+        return ModelName.from_parts(*path.relative_to(store.manifests_dir).parts).display
+    except (LanternError, ValueError, TypeError):
+        return str(path)
+
+
+class StoreScanJob(Job):
+    """Lists the store, then describes each model; cancel stops between models."""
+
+    listed = Signal(object)        # list[ModelEntry]
+    described = Signal(int, object)  # row, ModelEntry
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def work(self) -> None:
+        models, problems = self.store.scan()
+        entries = [listed_entry(m) for m in models]
+        entries += [ModelEntry(problem_name(self.store, p.path), problem=p.message, checked=True)
+                    for p in problems]
+        self.listed.emit(entries)
+        for row, entry in enumerate(entries):
+            if self.cancel_event.is_set():
+                return
+            if not entry.checked:
+                self.described.emit(row, described_entry(entry))
+
+
+class ModelListModel(QAbstractListModel):
+    """Rows of ModelEntry; models that cannot run are disabled, their reason as tooltip."""
+
+    EntryRole = Qt.UserRole + 1
+    DetailsRole = Qt.UserRole + 2
+    VisionRole = Qt.UserRole + 3
+    ProblemRole = Qt.UserRole + 4
+    CheckedRole = Qt.UserRole + 5
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.entries: list[ModelEntry] = []
+
+    def roleNames(self) -> dict[int, bytes]:  # noqa: N802 (Qt override)
+        return {Qt.DisplayRole: b"name", self.EntryRole: b"entry", self.DetailsRole: b"details",
+                self.VisionRole: b"vision", self.ProblemRole: b"problem",
+                self.CheckedRole: b"checked"}
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.entries)
+
+    def data(self, index: QModelIndex, role: int = Qt.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        entry = self.entries[index.row()]
+        if role == Qt.DisplayRole:
+            return entry.name
+        if role == self.DetailsRole:
+            return entry.details
+        if role == self.ProblemRole:
+            return entry.brief_problem
+        if role == self.VisionRole:
+            return entry.vision
+        if role == self.CheckedRole:
+            return entry.checked
+        if role == self.EntryRole:
+            return entry
+        if role == Qt.ToolTipRole:
+            return entry.problem or f"{entry.name}\n{entry.details}"
+        return None
+
+    def flags(self, index: QModelIndex) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.NoItemFlags
+        entry = self.entries[index.row()]
+        return Qt.ItemIsEnabled | Qt.ItemIsSelectable if entry.problem is None \
+            else Qt.NoItemFlags
+
+    def set_entries(self, entries: list[ModelEntry]) -> None:
+        self.beginResetModel()
+        self.entries = list(entries)
+        self.endResetModel()
+
+    def update_entry(self, row: int, entry: ModelEntry) -> None:
+        if 0 <= row < len(self.entries) and self.entries[row].name == entry.name:
+            self.entries[row] = entry
+            index = self.index(row)
+            self.dataChanged.emit(index, index)
+
+    def row_of(self, name: str) -> int:
+        return next((r for r, e in enumerate(self.entries) if e.name == name), -1)
+
+    def entry(self, row: int) -> ModelEntry:
+        return self.entries[row]

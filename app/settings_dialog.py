@@ -1,0 +1,172 @@
+"""Settings: sampling options under Ollama's names (empty = the model's own value, shown
+as the placeholder), system prompt, context size, provider, exact mode, image size cap.
+
+Only values the user typed are stored, so a model's params layer keeps supplying the
+rest. The options are checked with the engine's own Options.resolve before the dialog
+closes, so a typo is reported here rather than at the next message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields, replace
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.settings import Settings
+from engine.errors import LanternError
+from engine.runtime.providers import available_providers
+from engine.runtime.sampler import Options
+
+SAMPLING = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty",
+            "repeat_last_n", "presence_penalty", "frequency_penalty", "seed", "num_predict")
+KINDS = {f.name: f.type for f in fields(Options)}
+HINTS = {
+    "temperature": "0 = always the most likely token",
+    "top_k": "keep the k most likely tokens (0: off)",
+    "top_p": "keep tokens up to this cumulative probability",
+    "min_p": "drop tokens below this fraction of the best one",
+    "typical_p": "locally typical sampling (1: off)",
+    "repeat_penalty": "penalise recently seen tokens (1: off)",
+    "repeat_last_n": "how far back the penalties look (-1: all)",
+    "presence_penalty": "subtract once per seen token",
+    "frequency_penalty": "subtract per occurrence",
+    "seed": "-1: a new random seed each time",
+    "num_predict": "most tokens per answer (-1: until done)",
+}
+PROVIDER_LABELS = {"cpu": "CPU", "cuda": "CUDA (NVIDIA GPU)", "coreml": "Core ML (Apple)"}
+
+
+def parse_option(name: str, text: str) -> object:
+    """The typed value of a field's text ("" is not set); ValueError names the option."""
+    text = text.strip()
+    kind = KINDS[name]
+    try:
+        return int(text) if kind is int else float(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise ValueError(f"{name} must be {what}, got {text!r}") from None
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, params_layer: Mapping[str, object] | None = None,
+                 system_layer: str | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setObjectName("settingsDialog")
+        self.setMinimumWidth(560)
+        self.original = settings
+        self.params_layer = dict(params_layer or {})
+        defaults = Options.resolve(self.params_layer)
+        layout = QVBoxLayout(self)
+
+        sampling = QGroupBox("Sampling (empty: the model's value, shown in grey)")
+        form = QFormLayout(sampling)
+        self.option_edits: dict[str, QLineEdit] = {}
+        for name in SAMPLING:
+            edit = QLineEdit()
+            edit.setPlaceholderText(str(getattr(defaults, name)))
+            edit.setToolTip(HINTS[name])
+            if name in settings.options:
+                edit.setText(str(settings.options[name]))
+            self.option_edits[name] = edit
+            form.addRow(name, edit)
+        self.stop_edit = QPlainTextEdit()
+        self.stop_edit.setPlaceholderText("\n".join(defaults.stop) or "one stop string per line")
+        self.stop_edit.setFixedHeight(60)
+        if isinstance(settings.options.get("stop"), list):
+            self.stop_edit.setPlainText("\n".join(settings.options["stop"]))
+        form.addRow("stop", self.stop_edit)
+        layout.addWidget(sampling)
+
+        conversation = QGroupBox("Conversation")
+        form = QFormLayout(conversation)
+        self.system_edit = QPlainTextEdit(settings.system)
+        self.system_edit.setPlaceholderText(system_layer or "the model's own system prompt")
+        self.system_edit.setFixedHeight(70)
+        form.addRow("system prompt", self.system_edit)
+        self.num_ctx = QSpinBox()
+        self.num_ctx.setRange(256, 131072)
+        self.num_ctx.setSingleStep(1024)
+        self.num_ctx.setValue(settings.num_ctx)
+        self.num_ctx.setToolTip("num_ctx: tokens the model can see at once (reloads the model)")
+        form.addRow("context size (num_ctx)", self.num_ctx)
+        layout.addWidget(conversation)
+
+        engine = QGroupBox("Engine (changes reload the model)")
+        form = QFormLayout(engine)
+        self.provider = QComboBox()
+        for name in available_providers():
+            self.provider.addItem(PROVIDER_LABELS.get(name, name), name)
+        index = self.provider.findData(settings.provider)
+        self.provider.setCurrentIndex(max(0, index))
+        form.addRow("provider", self.provider)
+        self.exact = QCheckBox("fp32 activations and exact weights (slower, closest to the "
+                               "reference)")
+        self.exact.setChecked(settings.exact)
+        form.addRow("exact mode", self.exact)
+        pixels = QHBoxLayout()
+        self.max_pixels = QSpinBox()
+        self.max_pixels.setRange(3136, 12_845_056)
+        self.max_pixels.setSingleStep(262_144)
+        self.max_pixels.setGroupSeparatorShown(True)
+        self.max_pixels.setValue(settings.max_pixels)
+        pixels.addWidget(self.max_pixels)
+        pixels.addWidget(QLabel("pixels (larger images are scaled down)"))
+        form.addRow("max image size", pixels)
+        layout.addWidget(engine)
+
+        self.error = QLabel("")
+        self.error.setObjectName("dialogError")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        layout.addWidget(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def options(self) -> dict[str, object]:
+        """The sampling values the user set (ValueError when one is not a number)."""
+        chosen: dict[str, object] = {}
+        for name, edit in self.option_edits.items():
+            if edit.text().strip():
+                chosen[name] = parse_option(name, edit.text())
+        stops = [line for line in self.stop_edit.toPlainText().splitlines() if line]
+        if stops:
+            chosen["stop"] = stops
+        return chosen
+
+    def result_settings(self) -> Settings:
+        return replace(
+            self.original,
+            options=self.options(),
+            system=self.system_edit.toPlainText().strip(),
+            num_ctx=self.num_ctx.value(),
+            provider=self.provider.currentData() or "cpu",
+            exact=self.exact.isChecked(),
+            max_pixels=self.max_pixels.value(),
+        )
+
+    def accept(self) -> None:
+        try:
+            Options.resolve(self.params_layer, self.options())
+        except (ValueError, LanternError) as error:
+            self.error.setText(str(error))
+            self.error.show()
+            return
+        super().accept()

@@ -1,0 +1,79 @@
+"""A read-only table model over a list of records, one Column per column: the debug
+panel's tables (top-5, prompt tokens, layer statistics, reference check) are all this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersistentModelIndex, Qt
+from PySide6.QtGui import QBrush, QColor, QFont
+
+BAR_ROLE = Qt.UserRole + 1          # float 0..1 drawn as a bar behind the cell text
+RECORD_ROLE = Qt.UserRole + 2       # the row's record
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    text: Callable[[object], str]
+    numeric: bool = False                           # right-aligned
+    bar: Callable[[object], float] | None = None    # fraction 0..1 for BAR_ROLE
+
+
+class RecordTableModel(QAbstractTableModel):
+    """Rows are records; `emphasis(record)` returns a highlight colour (or None) and bold."""
+
+    def __init__(self, columns: Sequence[Column],
+                 emphasis: Callable[[object], QColor | None] | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.columns = list(columns)
+        self.records: list[object] = []
+        self._emphasis = emphasis or (lambda record: None)
+
+    def set_records(self, records: Sequence[object]) -> None:
+        if len(records) == len(self.records) and records:
+            self.records = list(records)      # same shape: repaint in place
+            self.dataChanged.emit(self.index(0, 0),
+                                  self.index(len(records) - 1, len(self.columns) - 1))
+            return
+        self.beginResetModel()
+        self.records = list(records)
+        self.endResetModel()
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802, B008 (Qt override)
+        return 0 if parent.isValid() else len(self.records)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802, B008 (Qt override)
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802
+                   role: int = Qt.DisplayRole) -> object:
+        if role == Qt.DisplayRole and orientation == Qt.Horizontal:
+            return self.columns[section].header
+        return None
+
+    def data(self, index: QModelIndex | QPersistentModelIndex,
+             role: int = Qt.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        record, column = self.records[index.row()], self.columns[index.column()]
+        if role == Qt.DisplayRole:
+            return column.text(record)
+        if role == Qt.TextAlignmentRole:
+            return int(Qt.AlignRight | Qt.AlignVCenter) if column.numeric \
+                else int(Qt.AlignLeft | Qt.AlignVCenter)
+        if role == BAR_ROLE and column.bar is not None:
+            return column.bar(record)
+        if role == RECORD_ROLE:
+            return record
+        if role == Qt.BackgroundRole:
+            colour = self._emphasis(record)
+            return QBrush(colour) if colour is not None else None
+        if role == Qt.FontRole and self._emphasis(record) is not None:
+            font = QFont()
+            font.setBold(True)
+            return font
+        return None

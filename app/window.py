@@ -1,0 +1,403 @@
+"""The main window: composes the sidebar, the chat page (or the empty state), the debug
+panel dock, the banner and the status bar, and wires their signals together. The work
+itself lives in ModelLoader, ConversationController and the jobs they start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QInputDialog,
+    QLabel,
+    QMainWindow,
+    QSplitter,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.banner import Banner
+from app.chat_page import ChatPage, no_vision_text
+from app.conversation import ConversationController
+from app.conversation_list import ConversationListModel
+from app.debug_panel import DebugPanel
+from app.empty_state import EmptyState, suggested_name
+from app.history import History
+from app.input_box import image_paths_of
+from app.model_list import ModelEntry, ModelListModel, StoreScanJob
+from app.model_loader import ModelLoader
+from app.settings import Settings
+from app.settings_dialog import SettingsDialog
+from app.sidebar import Sidebar
+from app.workers import CallJob, JobRunner
+from engine.errors import LanternError
+from engine.paths import data_dir
+from engine.runtime.events import DoneEvent, TokenEvent
+from engine.runtime.loader import LoadedModel
+from engine.store import Store
+
+RELOAD_FIELDS = ("provider", "exact", "num_ctx", "layer_stats")
+
+
+def history_path() -> Path:
+    return data_dir() / "history.sqlite3"
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: Settings | None = None, history: History | None = None,
+                 auto_load: bool = True) -> None:
+        super().__init__()
+        self.setWindowTitle("Lantern")
+        self.setObjectName("mainWindow")
+        self.resize(1320, 840)
+        self.setAcceptDrops(True)
+        self.settings = settings or Settings.load()
+        self.history = history or History(history_path())
+        self.auto_load = auto_load
+        self.runner = JobRunner(self)
+        self.models = ModelListModel(self)
+        self.conversations = ConversationListModel(self.history, self)
+        self.loader = ModelLoader(self.runner, self)
+        self.controller = ConversationController(self.history, self.settings, self.runner, self)
+        self.scan_job: StoreScanJob | None = None
+        self.import_job: CallJob | None = None
+        self.entry: ModelEntry | None = None          # the loaded model's entry
+        self._first_listing = True
+
+        self.sidebar = Sidebar(self.models, self.conversations)
+        self.banner = Banner()
+        self.empty = EmptyState()
+        self.chat = ChatPage(self.controller)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.chat)
+        self.pages.addWidget(self.empty)
+        centre = QWidget()
+        centre.setObjectName("centre")
+        centre_layout = QVBoxLayout(centre)
+        centre_layout.setContentsMargins(0, 0, 0, 0)
+        centre_layout.setSpacing(0)
+        centre_layout.addWidget(self.banner)
+        centre_layout.addWidget(self.pages, 1)
+        splitter = QSplitter(Qt.Horizontal)
+        splitter.setObjectName("mainSplitter")
+        splitter.addWidget(self.sidebar)
+        splitter.addWidget(centre)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([270, 900])
+        splitter.setChildrenCollapsible(False)
+        self.setCentralWidget(splitter)
+        self.panel = DebugPanel(self)
+        self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
+        self.resizeDocks([self.panel], [400], Qt.Horizontal)
+        self.panel.stats_toggle.setChecked(self.settings.layer_stats)
+        self.panel.color_toggle.setChecked(self.settings.color_by_probability)
+        self.chat.set_color_tokens(self.settings.color_by_probability)
+        self._build_menus()
+        self._build_status_bar()
+        self._connect()
+        self.rescan()
+
+    # -- construction ----------------------------------------------------------------------
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        new_chat = file_menu.addAction("New chat")
+        new_chat.setShortcut(QKeySequence.New)
+        new_chat.triggered.connect(self.new_chat)
+        file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
+        file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
+        file_menu.addAction("Look for models again").triggered.connect(self.rescan)
+        file_menu.addSeparator()
+        settings = file_menu.addAction("Settings…")
+        settings.setShortcut(QKeySequence.Preferences)
+        settings.triggered.connect(self.open_settings)
+        file_menu.addSeparator()
+        quit_action = file_menu.addAction("Quit")
+        quit_action.setShortcut(QKeySequence.Quit)
+        quit_action.triggered.connect(self.close)
+        view_menu = self.menuBar().addMenu("&View")
+        toggle: QAction = self.panel.toggleViewAction()
+        toggle.setText("Debug panel")
+        toggle.setShortcut(QKeySequence("Ctrl+D"))
+        view_menu.addAction(toggle)
+
+    def _build_status_bar(self) -> None:
+        self.status_model = QLabel("no model loaded")
+        self.status_provider = QLabel("")
+        self.status_speed = QLabel("")
+        for label in (self.status_model, self.status_provider, self.status_speed):
+            label.setObjectName("statusItem")
+            self.statusBar().addPermanentWidget(label)
+
+    def _connect(self) -> None:
+        sidebar, controller, loader = self.sidebar, self.controller, self.loader
+        sidebar.modelChosen.connect(self.load_model)
+        sidebar.newChatRequested.connect(self.new_chat)
+        sidebar.conversationChosen.connect(self.open_conversation)
+        sidebar.conversationDeleteRequested.connect(controller.delete)
+        sidebar.settingsRequested.connect(self.open_settings)
+        loader.progress.connect(self._load_progress)
+        loader.loaded.connect(self._loaded)
+        loader.failed.connect(self._load_failed)
+        loader.cancelled.connect(self.banner.dismiss_progress)
+        self.banner.cancelRequested.connect(self._cancel_banner_job)
+        controller.conversationChanged.connect(self._conversation_changed)
+        controller.listChanged.connect(self._refresh_conversations)
+        controller.token.connect(self._token)
+        controller.answerDone.connect(self._done)
+        controller.notice.connect(lambda text: self.banner.show_message("info", text))
+        controller.promptReady.connect(self.panel.show_prompt)
+        controller.checkDone.connect(self.panel.show_check)
+        controller.checkFailed.connect(self.panel.show_check_failed)
+        self.chat.message.connect(self.banner.show_message)
+        self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
+        self.chat.input.imagesAttached.connect(self._images_attached)
+        self.chat.input.imageRejected.connect(lambda text: self.banner.show_message("error",
+                                                                                    text))
+        self.panel.colorTokensToggled.connect(self._color_tokens)
+        self.panel.layerStatsToggled.connect(self._layer_stats)
+        self.panel.checkRequested.connect(self._check)
+        self.empty.folderChosen.connect(self.set_models_dir)
+        self.empty.importRequested.connect(self.import_gguf)
+        self.empty.rescanRequested.connect(self.rescan)
+
+    # -- the store -------------------------------------------------------------------------
+
+    def store(self) -> Store:
+        return Store.open(self.settings.models_dir)
+
+    def rescan(self) -> None:
+        if self.scan_job is not None:
+            self.scan_job.cancel()
+        job = StoreScanJob(self.store())
+        job.listed.connect(self._listed)
+        job.described.connect(self._described)
+        job.failed.connect(self._scan_failed)
+        self.scan_job = job
+        self.runner.start(job)
+
+    def _listed(self, entries: list[ModelEntry]) -> None:
+        self.models.set_entries(entries)
+        store = self.store()
+        self.empty.set_store(store.root, store.root.is_dir())
+        self.pages.setCurrentWidget(self.chat if entries else self.empty)
+        if self._first_listing:
+            self._first_listing = False
+            self.panel.setVisible(bool(entries))   # nothing to look inside yet
+        if self.entry is not None:
+            self.sidebar.select_model(self.entry.name)
+
+    def _described(self, row: int, entry: ModelEntry) -> None:
+        self.models.update_entry(row, entry)
+        if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
+                and self.entry is None and not self.loader.loading):
+            self.sidebar.select_model(entry.name)
+            self.load_model(entry)
+
+    def _scan_failed(self, message: str) -> None:
+        self.models.set_entries([])
+        store = self.store()
+        self.empty.set_store(store.root, store.root.is_dir())
+        self.pages.setCurrentWidget(self.empty)
+        if self._first_listing:
+            self._first_listing = False
+            self.panel.setVisible(False)
+
+    def set_models_dir(self, folder: str) -> None:
+        self.settings = replace(self.settings, models_dir=folder)
+        self.controller.settings = self.settings
+        self.settings.save()
+        self.rescan()
+
+    def _choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Ollama model store")
+        if folder:
+            self.set_models_dir(folder)
+
+    def _choose_gguf(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF model", "",
+                                              "GGUF models (*.gguf)")
+        if path:
+            self.import_gguf(path)
+
+    def import_gguf(self, path: str, name: str | None = None) -> None:
+        """Copy a GGUF into the store as a model (asks for its name unless given)."""
+        if name is None:
+            name, ok = QInputDialog.getText(self, "Import a GGUF",
+                                            f"Name for {Path(path).name} in the store:",
+                                            text=suggested_name(path))
+            if not ok or not name.strip():
+                return
+        store = self.store()
+        self.import_job = job = CallJob(lambda: store.import_gguf(path, name.strip()))
+        job.result.connect(self._imported)
+        job.failed.connect(self._import_failed)
+        self.banner.show_progress(f"Importing {Path(path).name} as {name.strip()}…", None,
+                                  cancellable=False)
+        self.runner.start(job)
+
+    def _imported(self, model) -> None:
+        self.import_job = None
+        self.banner.show_message("info", f"Imported {model.name.display} into the store.")
+        self.rescan()
+
+    def _import_failed(self, message: str) -> None:
+        self.import_job = None
+        self.banner.show_message("error", message)
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load_model(self, entry: ModelEntry) -> None:
+        if self.entry is not None and entry.name == self.entry.name and \
+                not self.loader.loading:
+            return
+        self.banner.show_progress(f"Loading {entry.name}…", 0.0)
+        self.status_model.setText(f"loading {entry.name}…")
+        self.loader.load(entry, self.settings)
+
+    def _load_progress(self, stage: str, fraction: float) -> None:
+        name = self.loader.entry.name if self.loader.entry else ""
+        self.banner.show_progress(f"Loading {name}: {stage}…", fraction)
+
+    def _loaded(self, model: LoadedModel, entry: ModelEntry) -> None:
+        self.entry = entry
+        self.controller.set_model(model, entry.vision)
+        self.banner.dismiss_progress()
+        self.chat.input.set_ready(True)
+        self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
+        self.status_provider.setText(f"{model.decoder.provider} · "
+                                     f"{'exact' if self.settings.exact else 'int8'} · "
+                                     f"loaded in {model.load_duration / 1e9:.1f} s")
+        if self.settings.last_model != entry.name:
+            self.settings = replace(self.settings, last_model=entry.name)
+            self.controller.settings = self.settings
+            self.settings.save()
+
+    def _load_failed(self, message: str) -> None:
+        self.banner.show_message("error", message)
+        self.status_model.setText(self.entry.name if self.entry else "no model loaded")
+
+    def _cancel_banner_job(self) -> None:
+        self.loader.cancel()
+        self.status_model.setText(self.entry.name if self.entry else "no model loaded")
+
+    def reload_model(self) -> None:
+        if self.entry is not None:
+            entry, self.entry = self.entry, None
+            self.load_model(entry)
+
+    # -- conversations ---------------------------------------------------------------------
+
+    def new_chat(self) -> None:
+        self.controller.new_chat()
+        self.chat.clear()
+        self.panel.clear()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id == self.controller.conversation_id:
+            return
+        conversation = next((c for c in self.conversations.conversations
+                             if c.id == conversation_id), None)
+        messages = self.controller.open(conversation_id)
+        self.chat.show_conversation(messages, conversation.model if conversation else "")
+        self.panel.clear()
+
+    def _conversation_changed(self, conversation_id: int | None) -> None:
+        self._refresh_conversations()
+
+    def _refresh_conversations(self) -> None:
+        self.conversations.refresh()
+        self.sidebar.select_conversation(self.controller.conversation_id)
+
+    # -- streaming and the panel -----------------------------------------------------------
+
+    def _token(self, event: TokenEvent) -> None:
+        self.panel.show_token(event, latest=True)
+        speed = self.controller.tokens_per_second
+        self.panel.show_timing(event.elapsed_ns / 1e6, speed)
+        self.status_speed.setText(f"{speed:.1f} tok/s")
+
+    def _done(self, event: DoneEvent) -> None:
+        speed = event.eval_count / (event.eval_duration / 1e9) if event.eval_duration else 0.0
+        step = event.eval_duration / 1e6 / event.eval_count if event.eval_count else 0.0
+        self.panel.show_timing(step, speed, event.prompt_eval_count,
+                               event.prompt_eval_duration / 1e9)
+        self.status_speed.setText(f"{speed:.1f} tok/s · {event.eval_count} tokens")
+
+    def _color_tokens(self, enabled: bool) -> None:
+        self.chat.set_color_tokens(enabled)
+        self._save_settings(color_by_probability=enabled)
+
+    def _layer_stats(self, enabled: bool) -> None:
+        if enabled != self.settings.layer_stats:
+            self._save_settings(layer_stats=enabled)
+            self.reload_model()
+
+    def _check(self) -> None:
+        try:
+            self.controller.check()
+        except LanternError as error:
+            self.panel.show_check_failed(str(error))
+            return
+        self.panel.show_check_running()
+
+    def _images_attached(self, paths: list[str]) -> None:
+        if self.controller.model is not None and not self.controller.vision:
+            self.banner.show_message(
+                "warning", no_vision_text(self.controller.model_name, len(paths)))
+
+    # -- settings --------------------------------------------------------------------------
+
+    def open_settings(self) -> None:
+        model = self.controller.model
+        dialog = SettingsDialog(self.settings, model.params if model else None,
+                                model.system if model else None, self)
+        if dialog.exec():
+            before = self.settings
+            self.settings = dialog.result_settings()
+            self.controller.settings = self.settings
+            self.settings.save()
+            if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS):
+                self.reload_model()
+
+    def _save_settings(self, **changes: object) -> None:
+        self.settings = replace(self.settings, **changes)
+        self.controller.settings = self.settings
+        self.settings.save()
+
+    # -- drag & drop, closing --------------------------------------------------------------
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
+        mime = event.mimeData()
+        if image_paths_of(mime) or _gguf_paths(mime) or mime.hasImage():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
+        mime = event.mimeData()
+        for path in _gguf_paths(mime):
+            self.import_gguf(path)
+        images = image_paths_of(mime)
+        if images:
+            self.chat.input.attach(images)
+        elif mime.hasImage():
+            self.chat.input.editor.insertFromMimeData(mime)
+        event.acceptProposedAction()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
+        """Stop what runs, saving an answer in progress as far as it got."""
+        self.controller.shutdown()
+        self.loader.cancel()
+        self.runner.shutdown()
+        super().closeEvent(event)
+
+
+def _gguf_paths(mime) -> list[str]:
+    if not mime.hasUrls():
+        return []
+    return [u.toLocalFile() for u in mime.urls()
+            if u.isLocalFile() and u.toLocalFile().lower().endswith(".gguf")]

@@ -1,0 +1,134 @@
+"""Jobs that run off the GUI thread: loading a model, generating an answer, checking the
+engine against the reference. Each is a QObject with typed signals and a cancel, moved
+to its own QThread; the GUI only ever sees the results through queued signals.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from engine.errors import LanternError
+from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
+
+
+def _message(error: BaseException) -> str:
+    if isinstance(error, LanternError):
+        return str(error)
+    return f"unexpected {type(error).__name__}: {error} (details in the log)"
+
+
+class Job(QObject):
+    """Base: `work()` runs on the job's thread; `failed` carries a readable message."""
+
+    failed = Signal(str)
+    finished = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cancel_event = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+
+    @Slot()
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as error:  # shown to the user, never lost
+            if not isinstance(error, LanternError):
+                traceback.print_exc()     # a bug: keep the details for the log
+            self.failed.emit(_message(error))
+        finally:
+            self.finished.emit()
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+
+class LoadJob(Job):
+    progress = Signal(str, float)
+    loaded = Signal(object)          # engine.runtime.loader.LoadedModel
+
+    def __init__(self, load: Callable[..., object]) -> None:
+        super().__init__()
+        self._load = load
+
+    def work(self) -> None:
+        model = self._load(progress=self.progress.emit, cancel=self.cancel_event)
+        if not self.cancel_event.is_set():
+            self.loaded.emit(model)
+
+
+class GenerateJob(Job):
+    token = Signal(object)           # TokenEvent
+    notice = Signal(str)
+    done = Signal(object)            # DoneEvent
+
+    def __init__(self, events: Callable[[], Iterator[Event]], cancel: Callable[[], None]) -> None:
+        super().__init__()
+        self._events = events
+        self._cancel_engine = cancel
+
+    def cancel(self) -> None:
+        super().cancel()
+        self._cancel_engine()
+
+    def work(self) -> None:
+        for event in self._events():
+            if isinstance(event, TokenEvent):
+                self.token.emit(event)
+            elif isinstance(event, NoticeEvent):
+                self.notice.emit(event.message)
+            elif isinstance(event, DoneEvent):
+                self.done.emit(event)
+
+
+class CallJob(Job):
+    """Any other engine call (e.g. the reference check) whose result the GUI shows."""
+
+    result = Signal(object)
+
+    def __init__(self, call: Callable[[], object]) -> None:
+        super().__init__()
+        self._call = call
+
+    def work(self) -> None:
+        self.result.emit(self._call())
+
+
+class JobRunner(QObject):
+    """Starts each job on a fresh QThread and cleans both up when the job finishes."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._running: dict[Job, QThread] = {}
+
+    def start(self, job: Job) -> Job:
+        thread = QThread(self)
+        job.moveToThread(thread)
+        thread.started.connect(job.run)
+        job.finished.connect(thread.quit)
+        thread.finished.connect(lambda: self._running.pop(job, None))
+        thread.finished.connect(thread.deleteLater)
+        self._running[job] = thread
+        thread.start()
+        return job
+
+    def busy(self) -> bool:
+        return bool(self._running)
+
+    def wait(self, job: Job, timeout_ms: int = 10000) -> bool:
+        """Block until `job`'s thread has ended (True) or the timeout passed (False)."""
+        thread = self._running.get(job)
+        return thread is None or thread.wait(timeout_ms)
+
+    def shutdown(self, timeout_ms: int = 5000) -> None:
+        """Cancel everything and wait (used when the window closes)."""
+        for job, thread in list(self._running.items()):
+            job.cancel()
+            thread.quit()
+            thread.wait(timeout_ms)

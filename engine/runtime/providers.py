@@ -1,0 +1,17 @@
+"""Which execution providers this onnxruntime build can run, under Lantern's short names.
+
+The settings dialog offers only these, so a user never picks a provider that would
+silently fall back to the CPU.
+"""
+
+from __future__ import annotations
+
+import onnxruntime as ort
+
+from engine.runtime.decoder import PROVIDERS
+
+
+def available_providers() -> list[str]:
+    """Short names ("cpu", "cuda", "coreml") of the providers this build has, CPU first."""
+    have = set(ort.get_available_providers())
+    return [name for name, provider in PROVIDERS.items() if provider in have]
