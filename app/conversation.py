@@ -269,17 +269,7 @@ class ConversationController(QObject):
         session = self.session
         if session is None or session.last_prompt is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
-        model, prompt = self.model, session.last_prompt
-
-        def call() -> object:
-            try:
-                from engine.runtime.check import check_against_reference
-            except ImportError as error:
-                raise GenerationError(
-                    "the reference check is not available in this build yet") from error
-            return check_against_reference(model, prompt)
-
-        job = CallJob(call)
+        job = CallJob(session.check_against_reference)
         job.result.connect(self._on_check_result)
         job.failed.connect(self._on_check_failed)
         self.check_job = job

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from engine.errors import GenerationError
+from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import CacheState, Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
@@ -72,6 +73,22 @@ class ChatSession:
                                    num_top=self.num_top,
                                    load_duration=self._take_load_duration(),
                                    max_cache_len=self.model.decoder.max_cache_len)
+
+    def check_against_reference(self) -> CheckReport:
+        """Compare the engine with the numpy reference on the last prompt, layer by layer.
+
+        The check runs on the model's decoder when it has the debug outputs, which
+        overwrites its cache: the next turn then prefills the conversation again.
+        """
+        if self.last_prompt is None:
+            raise GenerationError("send a message first: the check runs on the last prompt")
+        try:
+            return check_against_reference(
+                self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
+                exact=self.model.exact, decoder=self.model.decoder,
+            )
+        finally:
+            self._generator.cache.keys.clear()
 
     def clear(self) -> None:
         self.messages.clear()

@@ -20,7 +20,7 @@ from engine.runtime.generate import PromptTokens
 
 # (rtol, atol) relative to each layer's largest |value|
 EXACT_TOLERANCE = (2e-3, 1e-4)
-FAST_TOLERANCE = (6e-2, 2e-2)
+FAST_TOLERANCE = (2e-2, 5e-3)
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def check_against_reference(
     if decoder is None or not decoder.layer_stats:
         decoder = DecoderSession(model, exact=exact, max_cache_len=len(prompt) + 1,
                                  layer_stats=True)
-    decoder.reset()
+    decoder.reset()  # the caller's cache state must be dropped too (ChatSession does)
     embeds = None
     if prompt.image_rows is not None and len(prompt.image_rows):
         embeds = decoder.embed(prompt.ids)

@@ -38,6 +38,7 @@ class LoadedModel:
     params: dict = field(default_factory=dict)
     preset_messages: list[dict] = field(default_factory=list)
     load_duration: int = 0                 # ns
+    exact: bool = False                    # fp32 activations (reference-exact mode)
 
     def tokenize_chat(self, messages: Sequence, system: str | None = None) -> PromptTokens:
         """Render messages with the model's template and tokenize them, only the template's
@@ -115,6 +116,6 @@ def load_model(
     )
     checkpoint("Ready", 1.0)
     return LoadedModel(
-        name=name, gguf=gguf, tokenizer=tokenizer, decoder=decoder,
+        name=name, gguf=gguf, tokenizer=tokenizer, decoder=decoder, exact=exact,
         load_duration=time.perf_counter_ns() - start, **layers,
     )
