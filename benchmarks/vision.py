@@ -1,0 +1,73 @@
+"""Vision-tower encode time on a random-weight tower of Qwen2.5-VL-3B's vision shape.
+
+32 blocks, width 1280, 16 heads, FFN 3420, full attention in blocks 7/15/23/31, F16
+weights (as in the real GGUFs), written once to a temp GGUF by the test fixtures' writer.
+Each image size is encoded ``--runs`` times after one warm-up run; the yardstick is
+llama.cpp on the same machine and thread count (DESIGN §5: 10.8 s for 448x448, 51 s for
+1024x768).
+
+    .venv/bin/python -m benchmarks.vision [--threads 2] [--runs 2] [--sizes 448x448 1024x768]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from engine.gguf import open_model
+from engine.runtime.vision import VisionEncoder
+from engine.vision import preprocess
+from tests.fixtures.synthetic_gguf import T, TextSpec, VisionSpec, write_model
+
+VISION_3B = VisionSpec(hidden=1280, heads=16, layers=32, ffn=3420,
+                       fullatt_blocks=(7, 15, 23, 31))
+TEXT_3B_WIDTH = TextSpec(hidden=2048, heads=16, kv_heads=2, layers=1, ffn=256)  # only the
+#                        merger's output width matters here
+LLAMA_CPP_SECONDS = {"448x448": 10.8, "1024x768": 51.0}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--sizes", nargs="+", default=["448x448", "1024x768"])
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        path = write_model(Path(tmp) / "vision-3b.gguf", "qwen25vl", TEXT_3B_WIDTH, VISION_3B,
+                           default_type=T.F16, std=0.02)
+        print(f"wrote random tower in {time.perf_counter() - started:.1f} s")
+        model = open_model(path)
+        encoder = VisionEncoder(model, threads=args.threads, cache_size=0)
+        print(f"graph + session: {encoder.load_seconds:.1f} s, {args.threads} threads")
+        rng = np.random.default_rng(0)
+        for size in args.sizes:
+            width, height = (int(v) for v in size.split("x"))
+            pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+            image = preprocess(Image.fromarray(pixels))
+            encoder.encode(image)  # warm-up
+            times, cpu = [], []
+            for _ in range(args.runs):
+                started, cpu_started = time.perf_counter(), time.process_time()
+                encoder.encode(image)
+                times.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - cpu_started)
+            best = min(times)
+            yardstick = LLAMA_CPP_SECONDS.get(size)
+            versus = f", llama.cpp {yardstick:.1f} s ({yardstick / best:.2f}x)" if yardstick else ""
+            print(f"{size}: grid {image.grid[1]}x{image.grid[2]}, {image.n_tokens} tokens, "
+                  f"best {best:.2f} s of {args.runs} (all: "
+                  f"{', '.join(f'{t:.2f}' for t in times)}), CPU {min(cpu):.1f} s{versus}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores: CPU time / threads "
+          "is the wall time an otherwise idle machine would give")
+
+
+if __name__ == "__main__":
+    main()
