@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.cli import add_models_dir
-from engine.errors import GenerationError, LanternError
+from engine.errors import GenerationError, ImageError, LanternError
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.sampler import Options
 from engine.store import LocalModel, Store
@@ -69,26 +69,40 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
-    if args.image:
-        raise GenerationError(
-            f"{args.model}: image input is not available in this version of Lantern yet; "
-            "send text only"
-        )
     source = resolve_source(args.model, args.models_dir)
     overrides = _overrides(args)
     params = dict(getattr(source, "params", {}) or {})
     options = Options.resolve(params, overrides)
     model = load_model(source, exact=args.exact, provider=args.provider, num_ctx=options.num_ctx)
     chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
+    images = _load_images(model, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
     if prompt is not None:
-        events = chat.raw(prompt) if args.raw else chat.send(prompt)
+        events = chat.raw(prompt) if args.raw else chat.send(prompt, images)
         done = _print_events(events, chat.cancel, args)
         return 0 if done is None or done.done_reason != "cancel" else 130
+    if images:
+        raise GenerationError("--image needs a PROMPT to go with the image(s)")
     _interactive(chat, args, overrides, params)
     return 0
+
+
+def _load_images(model, paths: list[str], raw: bool) -> tuple:
+    """Preprocess --image files for a vision model; a clear error for any other."""
+    if not paths:
+        return ()
+    if not model.has_vision:
+        raise ImageError(
+            f"{model.name} has no vision: it cannot read images. Drop --image, or pick a "
+            "vision model such as qwen2.5vl"
+        )
+    if raw:
+        raise GenerationError("--raw sends text verbatim and cannot carry --image")
+    from engine.vision.preprocess import preprocess
+
+    return tuple(preprocess(Path(path)) for path in paths)
 
 
 def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:

@@ -12,13 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import GenerationError, LanternError
+from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.generate import PromptTokens
+from engine.runtime.vision import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
+from engine.vision.prompt import image_prompt
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
 
@@ -39,6 +41,8 @@ class LoadedModel:
     preset_messages: list[dict] = field(default_factory=list)
     load_duration: int = 0                 # ns
     exact: bool = False                    # fp32 activations (reference-exact mode)
+    _vision: VisionEncoder | None = field(default=None, repr=False)
+    _vision_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def tokenize_chat(self, messages: Sequence, system: str | None = None) -> PromptTokens:
         """Render messages with the model's template and tokenize them, only the template's
@@ -52,11 +56,26 @@ class LoadedModel:
             special_tokens=self.special_token_strings(),
         )
         ids = self.tokenizer.encode_prompt(rendered.segments)
-        if any(getattr(m, "images", ()) for m in messages):
-            raise GenerationError(
-                f"{self.name}: images are not supported by this build yet; send text only"
+        images = [image for m in messages for image in _images_of(m)]
+        if not images:
+            return PromptTokens.text(ids)
+        return image_prompt(ids, images, self.gguf.config, self.vision_encoder().encode)
+
+    @property
+    def has_vision(self) -> bool:
+        return self.gguf.config.vision is not None
+
+    def vision_encoder(self) -> VisionEncoder:
+        """The vision tower's session, built on first use (one per model, reused)."""
+        if not self.has_vision:
+            raise ImageError(
+                f"{self.name} has no vision: it cannot read images. Send text only, or pick "
+                "a vision model such as qwen2.5vl"
             )
-        return PromptTokens.text(ids)
+        with self._vision_lock:
+            if self._vision is None:
+                self._vision = VisionEncoder(self.gguf)
+            return self._vision
 
     def tokenize_raw(self, text: str) -> PromptTokens:
         """A raw prompt, sent verbatim: control-token strings in it are parsed."""
@@ -69,6 +88,12 @@ class LoadedModel:
             if token_id is not None:
                 strings[key] = self.tokenizer.id_to_piece(token_id)
         return strings
+
+
+def _images_of(message) -> tuple:
+    if isinstance(message, dict):
+        return tuple(message.get("images") or ())
+    return tuple(message.images)
 
 
 def _as_dict(message) -> dict:
