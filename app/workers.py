@@ -9,7 +9,7 @@ import threading
 import traceback
 from collections.abc import Callable, Iterator
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from engine.errors import LanternError
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
@@ -100,6 +100,11 @@ class CallJob(Job):
         self.result.emit(self._call())
 
 
+# Every running job and its thread, whoever started them: a job's thread must outlive
+# the runner (or test) that started it, or Qt aborts ("QThread destroyed while running").
+_ACTIVE: dict[Job, QThread] = {}
+
+
 class JobRunner(QObject):
     """Starts each job on a fresh QThread and cleans both up when the job finishes."""
 
@@ -108,27 +113,39 @@ class JobRunner(QObject):
         self._running: dict[Job, QThread] = {}
 
     def start(self, job: Job) -> Job:
-        thread = QThread(self)
+        thread = QThread(QCoreApplication.instance())  # owned by the app, not by us
         job.moveToThread(thread)
         thread.started.connect(job.run)
         job.finished.connect(thread.quit)
-        thread.finished.connect(lambda: self._running.pop(job, None))
-        thread.finished.connect(thread.deleteLater)
+        thread.finished.connect(self._reap)  # queued: runs on the GUI thread
         self._running[job] = thread
+        _ACTIVE[job] = thread
         thread.start()
         return job
 
+    @Slot()
+    def _reap(self) -> None:
+        for job, thread in list(self._running.items()):
+            if thread.isFinished():
+                del self._running[job]
+                _ACTIVE.pop(job, None)
+                thread.deleteLater()
+
     def busy(self) -> bool:
-        return bool(self._running)
+        return any(not thread.isFinished() for thread in self._running.values())
 
     def wait(self, job: Job, timeout_ms: int = 10000) -> bool:
         """Block until `job`'s thread has ended (True) or the timeout passed (False)."""
-        thread = self._running.get(job)
+        thread = _ACTIVE.get(job)
         return thread is None or thread.wait(timeout_ms)
 
     def shutdown(self, timeout_ms: int = 5000) -> None:
         """Cancel everything and wait (used when the window closes)."""
         for job, thread in list(self._running.items()):
-            job.cancel()
-            thread.quit()
-            thread.wait(timeout_ms)
+            if job in _ACTIVE:
+                job.cancel()
+                thread.quit()
+                thread.wait(timeout_ms)
+        self._reap()
+
+
