@@ -111,11 +111,13 @@ class ChatPage(QWidget):
         else:
             self._add("user", submission.text, submission.images, turn.user_id)
         self.input.accept_submission()
-        self._start_answer(turn)
+        self._start_answer(turn, len(submission.images))
 
-    def _start_answer(self, turn: Turn) -> None:
+    def _start_answer(self, turn: Turn, images: int = 0) -> None:
         self.answer = self._add("assistant", "", (), turn.answer_id)
-        self.answer.set_status("writing…")
+        # the vision tower runs before the first token (built on first use: seconds)
+        self.answer.set_status("looking at the image…" if images == 1 else
+                               f"looking at {images} images…" if images else "writing…")
         self._update_actions()
 
     def _regenerate(self, widget: MessageWidget) -> None:
@@ -142,6 +144,8 @@ class ChatPage(QWidget):
     def _on_token(self, event: TokenEvent) -> None:
         if self.answer is None:
             return
+        if not self.answer.tokens:
+            self.answer.set_status("writing…")
         self.answer.tokens.append(event)
         self.answer.set_text(self.controller.answer_text)
 
@@ -163,12 +167,14 @@ class ChatPage(QWidget):
         self._update_actions()
         self.message.emit("error", message)
 
-    def _on_busy(self, busy: bool) -> None:
-        self.input.set_busy(busy)
+    def _on_busy(self, _busy: bool) -> None:
+        # an answer makes Send a Stop button; the reference check just holds sending
+        self.input.set_busy(self.controller.busy)
+        self.input.set_ready(self.controller.model is not None and not self.controller.checking)
         self._update_actions()
 
     def _update_actions(self) -> None:
-        busy = self.controller.busy
+        busy = self.controller.busy or self.controller.checking
         last_user = next((w for w in reversed(self.view.messages) if w.role == "user"), None)
         last = self.view.messages[-1] if self.view.messages else None
         for widget in self.view.messages:

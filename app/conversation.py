@@ -52,7 +52,7 @@ class ConversationController(QObject):
     answerFailed = Signal(str)
     notice = Signal(str)
     busyChanged = Signal(bool)
-    promptReady = Signal(list, list)         # token ids, pieces of the last prompt
+    promptReady = Signal(object, object)     # PromptTokens being answered, id -> piece
     checkDone = Signal(object)               # engine.runtime.check.CheckReport
     checkFailed = Signal(str)
 
@@ -76,7 +76,13 @@ class ConversationController(QObject):
 
     @property
     def busy(self) -> bool:
+        """An answer is being generated (Stop applies)."""
         return self.job is not None
+
+    @property
+    def checking(self) -> bool:
+        """The reference check runs (nothing can be sent until it ends)."""
+        return self.check_job is not None
 
     @property
     def tokens_per_second(self) -> float:
@@ -172,7 +178,9 @@ class ConversationController(QObject):
     def _require_idle(self) -> None:
         if self.model is None:
             raise GenerationError("no model is loaded: choose one in the sidebar first")
-        if self.busy or self.check_job is not None:
+        if self.checking:
+            raise GenerationError("the reference check is still running: wait for its verdict")
+        if self.busy:
             raise GenerationError("the model is still busy: wait for it or press Stop")
 
     def _last_stored(self, role: str) -> StoredMessage | None:
@@ -226,9 +234,7 @@ class ConversationController(QObject):
     def _on_token(self, event: TokenEvent) -> None:
         if self._first_token and self.session is not None and self.session.last_prompt:
             self._first_token = False
-            ids = [int(i) for i in self.session.last_prompt.ids]
-            tokenizer = self.model.tokenizer
-            self.promptReady.emit(ids, [tokenizer.id_to_piece(i) for i in ids])
+            self.promptReady.emit(self.session.last_prompt, self.model.tokenizer.id_to_piece)
         if event.index > 0:
             self._decode_ns += event.elapsed_ns
             self._decoded += 1

@@ -9,9 +9,9 @@ Each table is a RecordTableModel over small records; the panel only fills them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 
+import numpy as np
 from PySide6.QtCore import QModelIndex, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 from PySide6.QtWidgets import (
@@ -31,57 +31,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.panel_rows import (
+    TOP_ROWS,
+    layer_rows,
+    prompt_rows,
+    top_pairs,
+    top_rows,
+    visible_piece,
+)
 from app.table_model import BAR_ROLE, Column, RecordTableModel
 
-TOP_ROWS = 5
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
 FAILED_COLOUR = QColor(230, 80, 70, 70)
 BAR_COLOUR = QColor(70, 130, 240, 70)
-
-
-def visible_piece(piece: str) -> str:
-    """Show whitespace so ' the' and 'the' and '\\n' are told apart."""
-    return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
-
-
-@dataclass(frozen=True)
-class TopRow:
-    id: int
-    piece: str
-    logit: float
-    probability: float
-    logit_fraction: float          # position between the lowest and highest shown logit
-    chosen: bool
-
-
-@dataclass(frozen=True)
-class PromptRow:
-    position: int
-    id: int
-    piece: str
-
-
-@dataclass(frozen=True)
-class LayerRow:
-    label: str
-    stats: tuple[float, float, float, float]   # mean, std, min, max
-
-
-def top_rows(event) -> list[TopRow]:
-    """The first five candidates of a TokenEvent, ready for the table."""
-    tops = event.top[:TOP_ROWS]
-    if not tops:
-        return []
-    low, high = min(t.logit for t in tops), max(t.logit for t in tops)
-    return [TopRow(t.id, t.piece, t.logit, t.probability,
-                   (t.logit - low) / (high - low) if high > low else 1.0, t.id == event.id)
-            for t in tops]
-
-
-def layer_rows(stats) -> list[LayerRow]:
-    """stats: float [n_layers + 1, 4]; row 0 is the embeddings."""
-    return [LayerRow("embeddings" if r == 0 else f"layer {r - 1}",
-                     tuple(float(v) for v in row)) for r, row in enumerate(stats)]
+IMAGE_COLOUR = QColor(140, 90, 220, 45)
 
 
 def _number(value: float) -> str:
@@ -125,6 +88,23 @@ def _table(model: RecordTableModel, stretch_column: int | None = None) -> QTable
     else:
         header.setSectionResizeMode(stretch_column, QHeaderView.Stretch)
     return view
+
+
+def _check_tip(row) -> str:
+    """A LayerCheck in full: both sides' statistics and the tolerance (the bar under
+    max |Δ| shows how much of it is used)."""
+    names = ("mean", "std", "min", "max")
+    lines = [f"{who}: " + "  ".join(f"{n} {_number(v)}"
+                                    for n, v in zip(names, stats, strict=True))
+             for who, stats in (("engine", row.stats), ("reference", row.reference_stats))]
+    return "\n".join([row.label, *lines, f"max |Δ| {row.max_abs_diff:.3g} of tolerance "
+                       f"{row.tolerance:.3g}"])
+
+
+def _section(text: str) -> QLabel:
+    label = QLabel(text)
+    label.setObjectName("panelSection")
+    return label
 
 
 def _hint(text: str) -> QLabel:
@@ -188,9 +168,7 @@ class DebugPanel(QDockWidget):
         self.color_toggle = QCheckBox("Colour the reply by token probability (hover a token)")
         self.color_toggle.toggled.connect(self.colorTokensToggled)
         layout.addWidget(self.color_toggle)
-        timing_title = QLabel("Timing")
-        timing_title.setObjectName("panelSection")
-        layout.addWidget(timing_title)
+        layout.addWidget(_section("Timing"))
         self.timing_label = QLabel("–")
         self.timing_label.setObjectName("timing")
         self.timing_label.setWordWrap(True)
@@ -236,19 +214,31 @@ class DebugPanel(QDockWidget):
         self.prompt_label = _hint("The prompt the model saw, token by token, appears here "
                                   "after the next message.")
         layout.addWidget(self.prompt_label)
-        self.prompt_model = RecordTableModel([
-            Column("#", lambda r: str(r.position), numeric=True),
-            Column("id", lambda r: str(r.id), numeric=True),
-            Column("piece", lambda r: visible_piece(r.piece)),
-        ])
-        layout.addWidget(_table(self.prompt_model))
+        self.prompt_model = RecordTableModel(
+            [
+                Column("#", lambda r: str(r.position), numeric=True),
+                Column("id", lambda r: str(r.id), numeric=True),
+                Column("piece", lambda r: visible_piece(r.piece),
+                       tip=lambda r: "replaced by the image's embeddings" if r.image else ""),
+                Column("t · h · w", lambda r: r.rope,
+                       tip=lambda r: "M-RoPE position: time, row, column"),
+            ],
+            emphasis=lambda r: IMAGE_COLOUR if r.image else None,
+            bold=False,
+        )
+        self.prompt_table = _table(self.prompt_model, stretch_column=2)
+        layout.addWidget(self.prompt_table)
         return page
 
-    def show_prompt(self, ids: Sequence[int], pieces: Sequence[str]) -> None:
-        self.prompt_label.setText(f"{len(ids)} prompt tokens (template markup included)")
-        self.prompt_model.set_records(
-            [PromptRow(p, int(i), piece) for p, (i, piece) in enumerate(zip(ids, pieces,
-                                                                            strict=True))])
+    def show_prompt(self, prompt, piece: Callable[[int], str]) -> None:
+        """prompt: engine PromptTokens; image rows are tinted and, where positions are
+        M-RoPE's three axes, each row shows its (t, h, w)."""
+        rows = prompt_rows(prompt, piece)
+        images = sum(r.image for r in rows)
+        note = f"; {images} of them carry image embeddings" if images else ""
+        self.prompt_label.setText(f"{len(rows)} prompt tokens (template markup included{note})")
+        self.prompt_model.set_records(rows)
+        self.prompt_table.setColumnHidden(3, np.ndim(prompt.positions) == 1)
 
     # -- layers tab -----------------------------------------------------------------------
 
@@ -278,8 +268,9 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        layout.addWidget(_hint("Runs the current context through a plain numpy forward pass "
-                               "and compares every layer with the engine."))
+        layout.addWidget(_hint("Runs the last prompt through a plain numpy forward pass and "
+                               "compares the engine with it after every layer and at the "
+                               "next token."))
         row = QHBoxLayout()
         self.check_button = QPushButton("Check against reference")
         self.check_button.setObjectName("checkButton")
@@ -291,27 +282,61 @@ class DebugPanel(QDockWidget):
         self.verdict.setObjectName("verdict")
         self.verdict.setWordWrap(True)
         layout.addWidget(self.verdict)
+
+        layout.addWidget(_section("Next token: top 5"))
+        self.pair_model = RecordTableModel(
+            [
+                Column("#", lambda r: str(r.rank), numeric=True),
+                Column("engine", lambda r: visible_piece(r.engine.piece),
+                       tip=lambda r: f"id {r.engine.id}"),
+                Column("logit", lambda r: f"{r.engine.logit:.3f}", numeric=True),
+                Column("reference", lambda r: visible_piece(r.reference.piece),
+                       tip=lambda r: f"id {r.reference.id}"),
+                Column("logit", lambda r: f"{r.reference.logit:.3f}", numeric=True),
+            ],
+            emphasis=lambda r: None if r.same else CHOSEN_COLOUR,
+        )
+        self.pair_table = _table(self.pair_model)
+        header = self.pair_table.horizontalHeader()
+        for column in (1, 3):
+            header.setSectionResizeMode(column, QHeaderView.Stretch)
+        header.setStretchLastSection(False)
+        self.pair_table.setFixedHeight(26 * TOP_ROWS + header.sizeHint().height() + 4)
+        layout.addWidget(self.pair_table)
+
+        layout.addWidget(_section("Last token's hidden state, layer by layer"))
+        layout.addWidget(_hint("The bar under max |Δ| is the share of that layer's tolerance "
+                               "used; hover a row for both sides' statistics."))
         self.check_model = RecordTableModel(
             [
-                Column("layer", lambda r: r.label),
-                *(Column(name, lambda r, i=i: _number(r.stats[i]), numeric=True)
-                  for i, name in enumerate(("mean", "std", "min", "max"))),
-                Column("max |Δ|", lambda r: f"{r.max_abs_diff:.3g}", numeric=True),
+                Column("layer", lambda r: r.label, tip=_check_tip),
+                Column("std", lambda r: _number(r.stats[1]), numeric=True, tip=_check_tip),
+                Column("ref std", lambda r: _number(r.reference_stats[1]), numeric=True,
+                       tip=_check_tip),
+                Column("max |Δ|", lambda r: f"{r.max_abs_diff:.3g}", numeric=True,
+                       bar=lambda r: r.max_abs_diff / r.tolerance if r.tolerance else 1.0,
+                       tip=_check_tip),
             ],
             emphasis=lambda r: None if r.ok else FAILED_COLOUR,
         )
-        layout.addWidget(_table(self.check_model, stretch_column=0))
+        self.check_table = _table(self.check_model)
+        self.check_table.setItemDelegateForColumn(3, BarDelegate(self.check_table))
+        layout.addWidget(self.check_table, 1)
         return page
 
     def show_check_running(self) -> None:
         self.check_button.setEnabled(False)
-        self._set_verdict("Running the numpy reference on the current context…", None)
+        self._set_verdict("Running the numpy reference on the last prompt…", None)
 
     def show_check(self, report) -> None:
-        """report: engine.runtime.check.CheckReport (rows, verdict, ok)."""
+        """report: engine.runtime.check.CheckReport: the verdict (green or red), the two
+        top-5 lists side by side, and one row per layer (the first one off in view)."""
         self.check_button.setEnabled(True)
         self._set_verdict(report.verdict, bool(report.ok))
+        self.pair_model.set_records(top_pairs(report))
         self.check_model.set_records(list(report.rows))
+        if report.first_off is not None:
+            self.check_table.scrollTo(self.check_model.index(report.first_off, 0))
 
     def show_check_failed(self, message: str) -> None:
         self.check_button.setEnabled(True)

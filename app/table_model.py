@@ -20,18 +20,21 @@ class Column:
     text: Callable[[object], str]
     numeric: bool = False                           # right-aligned
     bar: Callable[[object], float] | None = None    # fraction 0..1 for BAR_ROLE
+    tip: Callable[[object], str] | None = None      # tooltip text
 
 
 class RecordTableModel(QAbstractTableModel):
-    """Rows are records; `emphasis(record)` returns a highlight colour (or None) and bold."""
+    """Rows are records; `emphasis(record)` returns a highlight colour (or None), drawn
+    bold unless `bold` is False."""
 
     def __init__(self, columns: Sequence[Column],
                  emphasis: Callable[[object], QColor | None] | None = None,
-                 parent: QObject | None = None) -> None:
+                 parent: QObject | None = None, *, bold: bool = True) -> None:
         super().__init__(parent)
         self.columns = list(columns)
         self.records: list[object] = []
         self._emphasis = emphasis or (lambda record: None)
+        self._bold = bold
 
     def set_records(self, records: Sequence[object]) -> None:
         if len(records) == len(self.records) and records:
@@ -65,6 +68,8 @@ class RecordTableModel(QAbstractTableModel):
         if role == Qt.TextAlignmentRole:
             return int(Qt.AlignRight | Qt.AlignVCenter) if column.numeric \
                 else int(Qt.AlignLeft | Qt.AlignVCenter)
+        if role == Qt.ToolTipRole and column.tip is not None:
+            return column.tip(record)
         if role == BAR_ROLE and column.bar is not None:
             return column.bar(record)
         if role == RECORD_ROLE:
@@ -72,7 +77,7 @@ class RecordTableModel(QAbstractTableModel):
         if role == Qt.BackgroundRole:
             colour = self._emphasis(record)
             return QBrush(colour) if colour is not None else None
-        if role == Qt.FontRole and self._emphasis(record) is not None:
+        if role == Qt.FontRole and self._bold and self._emphasis(record) is not None:
             font = QFont()
             font.setBold(True)
             return font
