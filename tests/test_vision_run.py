@@ -34,6 +34,8 @@ def store(tmp_path_factory) -> Path:
                  "--models-dir", models]) == 0
     assert main(["import", str(text), "tiny-vl:split", "--projector", str(projector),
                  "--template", str(TEMPLATE), "--models-dir", models]) == 0
+    # no template layer: the GGUF's own (text-only, string concatenating) chat template
+    assert main(["import", str(inline), "tiny-vl:jinja", "--models-dir", models]) == 0
     return root / "models"
 
 
@@ -51,7 +53,7 @@ def test_show_reports_vision(store, name, capsys):
     assert "vision" in json.loads(capsys.readouterr().out)["capabilities"]
 
 
-@pytest.mark.parametrize("name", ["tiny-vl:inline", "tiny-vl:split"])
+@pytest.mark.parametrize("name", ["tiny-vl:inline", "tiny-vl:split", "tiny-vl:jinja"])
 def test_run_with_image_streams_jsonl(store, photo, name, capsys):
     code = main(["run", name, "describe this", "--image", str(photo), "--format", "jsonl",
                  "--num-predict", "3", "--temperature", "0", "--models-dir", str(store)])

@@ -89,12 +89,25 @@ def render_prompt(
     else:
         kind = "jinja" if chat_template else "chatml"
         source = chat_template or CHATML_TEMPLATE
+        inline = [None]  # image placeholders inline in the text (template wants strings)?
 
         def render(texts: list[str]) -> str:
-            return render_jinja(source, _jinja_messages(msgs, texts), tools=tools,
-                                add_generation_prompt=add_generation_prompt,
-                                special_tokens=special_tokens,
-                                image_placeholder=image_placeholder)
+            def attempt(as_text: str | None) -> str:
+                return render_jinja(source, _jinja_messages(msgs, texts, as_text), tools=tools,
+                                    add_generation_prompt=add_generation_prompt,
+                                    special_tokens=special_tokens,
+                                    image_placeholder=image_placeholder)
+            if not n_images or inline[0] is not None:
+                return attempt(inline[0] or None)
+            try:
+                text = attempt(None)
+                inline[0] = ""
+            except TemplateError:
+                # a text-only template (string concatenation): put each image's
+                # placeholder in front of its message's text instead of image items
+                text = attempt(image_placeholder)
+                inline[0] = image_placeholder
+            return text
         image_marks = [image_placeholder] * n_images
 
     plain = render(contents)
@@ -108,14 +121,18 @@ def render_prompt(
     return RenderedPrompt("".join(t for t, _ in segments), segments, image_segments, kind)
 
 
-def _jinja_messages(msgs: list[dict], texts: list[str]) -> list[dict]:
+def _jinja_messages(msgs: list[dict], texts: list[str],
+                    inline_placeholder: str | None = None) -> list[dict]:
     """HF-style messages: a message with images carries a content list of image items
-    followed by its text (as Qwen2.5-VL's processor builds them)."""
+    followed by its text (as Qwen2.5-VL's processor builds them); for templates that only
+    take strings, `inline_placeholder` is put in front of the text once per image."""
     out = []
     for m, text in zip(msgs, texts, strict=True):
         message = {k: v for k, v in m.items() if k != "images"}
         images = m.get("images") or []
-        if images:
+        if images and inline_placeholder:
+            message["content"] = inline_placeholder * len(images) + text
+        elif images:
             items = [{"type": "image"} for _ in images]
             message["content"] = items + [{"type": "text", "text": text}]
         else:

@@ -62,3 +62,8 @@ def render_jinja(source: str, messages: Sequence[Mapping[str, Any]], *,
                                **dict(special_tokens or {}), **extra)
     except jinja2.exceptions.TemplateError as error:
         raise TemplateError(f"chat template: {error}") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
+        raise TemplateError(
+            f"the chat template failed on these messages ({type(error).__name__}: {error}); "
+            "the model's template may not support them (e.g. images or tool calls)"
+        ) from None
