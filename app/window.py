@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.about import AboutDialog, about_facts
 from app.banner import Banner
 from app.chat_page import ChatPage, no_vision_text
 from app.conversation import ConversationController
@@ -125,6 +126,9 @@ class MainWindow(QMainWindow):
         toggle.setText("Debug panel")
         toggle.setShortcut(QKeySequence("Ctrl+D"))
         view_menu.addAction(toggle)
+        about = self.menuBar().addMenu("&Help").addAction("About Lantern")
+        about.setMenuRole(QAction.AboutRole)
+        about.triggered.connect(self.show_about)
 
     def _build_status_bar(self) -> None:
         self.status_model = QLabel("no model loaded")
@@ -364,6 +368,9 @@ class MainWindow(QMainWindow):
             self.settings.save()
             if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS):
                 self.reload_model()
+
+    def show_about(self) -> None:
+        AboutDialog(about_facts(self.store().root, self.history.path), self).exec()
 
     def _save_settings(self, **changes: object) -> None:
         self.settings = replace(self.settings, **changes)

@@ -5,14 +5,16 @@ to its own QThread; the GUI only ever sees the results through queued signals.
 
 from __future__ import annotations
 
+import logging
 import threading
-import traceback
 from collections.abc import Callable, Iterator
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from engine.errors import LanternError
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
+
+log = logging.getLogger(__name__)
 
 
 def _message(error: BaseException) -> str:
@@ -40,7 +42,7 @@ class Job(QObject):
             self.work()
         except BaseException as error:  # shown to the user, never lost
             if not isinstance(error, LanternError):
-                traceback.print_exc()     # a bug: keep the details for the log
+                log.exception("%s failed", type(self).__name__)  # a bug: keep the details
             self.failed.emit(_message(error))
         finally:
             self.finished.emit()

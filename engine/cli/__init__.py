@@ -26,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Chat with, and see inside, the models in your Ollama store.",
     )
     parser.add_argument("--version", action="version", version=f"lantern {__version__}")
+    parser.add_argument("--install-desktop-entry", action="store_true",
+                        help="add Lantern (and .gguf files) to this user's application menu")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(sub)
@@ -41,10 +43,11 @@ def add_models_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def launch_desktop() -> int:
-    """No subcommand: open the desktop window (the app package is a launch-time plug-in)."""
+def launch_desktop(module: str = "app.main", *args: object) -> int:
+    """Hand over to the desktop app's ``module.main(*args)``: the window, or its desktop-entry
+    installer (the app package is a launch-time plug-in)."""
     try:
-        app_main = importlib.import_module("app.main")
+        app_module = importlib.import_module(module)
     except ImportError:
         print(
             "lantern: the desktop window is not available in this install yet; "
@@ -52,14 +55,28 @@ def launch_desktop() -> int:
             file=sys.stderr,
         )
         return 2
-    return app_main.main()
+    return app_module.main(*args)
+
+
+def wants_desktop(argv: list[str]) -> bool:
+    """No command but the window's own business: nothing, a .gguf to open, or an option
+    this parser does not have (``--models-dir DIR``, ``--self-test``: see lantern-gui -h)."""
+    if not argv:
+        return True
+    first = argv[0]
+    return first.lower().endswith(".gguf") or (
+        first.startswith("-") and first not in ("-h", "--help", "--version",
+                                                "--install-desktop-entry"))
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if wants_desktop(argv):
+        return launch_desktop("app.main", argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
-        return launch_desktop()
+    if args.install_desktop_entry:
+        return launch_desktop("app.desktop_entry")
     try:
         return args.func(args) or 0
     except LanternError as error:

@@ -15,3 +15,8 @@ def available_providers() -> list[str]:
     """Short names ("cpu", "cuda", "coreml") of the providers this build has, CPU first."""
     have = set(ort.get_available_providers())
     return [name for name, provider in PROVIDERS.items() if provider in have]
+
+
+def runtime_version() -> str:
+    """The onnxruntime version (the About box shows it; app/ does not import onnxruntime)."""
+    return ort.__version__
