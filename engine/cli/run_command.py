@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
+    p.add_argument("--requantize", choices=["q4", "q4/64", "q4/128"],
+                   help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     add_models_dir(p)
     p.set_defaults(func=run)
 
@@ -73,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
     overrides = _overrides(args)
     params = dict(getattr(source, "params", {}) or {})
     options = Options.resolve(params, overrides)
-    model = load_model(source, exact=args.exact, provider=args.provider, num_ctx=options.num_ctx)
+    model = load_model(source, exact=args.exact, provider=args.provider, num_ctx=options.num_ctx,
+                       requantize=args.requantize)
+    if args.requantize or args.verbose:
+        print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
     chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
     images = _load_images(model, args.image, args.raw)
     prompt = args.prompt
@@ -272,6 +277,7 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
         print(f"    embedding length    {config.text.hidden_size}")
         print(f"    quantization        {config.quantization}")
         print(f"    provider            {chat.model.decoder.provider}")
+        print(f"    weights             {chat.model.decoder.weights}")
         print("  Options\n    " + "\n    ".join(
             f"{k:<20}{v}" for k, v in vars(chat.options).items()))
     else:

@@ -29,6 +29,7 @@ import onnx
 from engine.gguf import GGUFModel
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight, pack
+from engine.gguf.requantize import Requantization, requantize
 from engine.graph.attention import AttentionWeights, CacheStep, LayerCache, attention, last_position
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import stack_rows
@@ -53,6 +54,7 @@ class DecoderOptions:
     max_cache_len: int = 4096
     layer_stats: bool = False
     all_logits: bool = False
+    requantize: Requantization | None = None  # opt-in 4-bit weights, NOT the GGUF's exact ones
 
     @property
     def dtype(self) -> type:
@@ -78,14 +80,19 @@ class MLPWeights:
 class DecoderWeights:
     """Packs the GGUF's text tensors on demand; the only place this graph spells GGUF names."""
 
-    def __init__(self, model: GGUFModel):
+    def __init__(self, model: GGUFModel, requantization: Requantization | None = None):
         self.model = model
+        self.requantization = requantization
 
     def matrix(self, name: str) -> PackedWeight:
         """A linear weight as MatMulNBits inputs (or dense). Exact mode needs no other form:
         with accuracy level 0 ONNX Runtime multiplies float activations by the exact weights
-        (measured on the 0.5B demo model: faster than widening 8-bit weights to fp32 MatMul)."""
-        return pack(self.model.tensors[name])
+        (measured on the 0.5B demo model: faster than widening 8-bit weights to fp32 MatMul).
+        With a requantization every matrix is rounded again to 4-bit instead."""
+        tensor = self.model.tensors[name]
+        if self.requantization is None:
+            return pack(tensor)
+        return requantize(tensor, self.requantization)
 
     def vector(self, name: str) -> np.ndarray:
         return self.model.tensors[name].dequantize()
@@ -128,14 +135,11 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     cfg = model.config.text
     dtype = options.dtype
     g = GraphBuilder("decoder")
-    w = DecoderWeights(model)
+    w = DecoderWeights(model, options.requantize)
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
     step = CacheStep(seqlens_k=SEQLENS_K, total_len=TOTAL_LEN, cos=COS, sin=SIN)
-    caches = tuple(
-        LayerCache(f"past_key.{i}", f"past_value.{i}", f"present_key.{i}", f"present_value.{i}")
-        for i in range(cfg.n_layers)
-    )
+    caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
     x = INPUTS_EMBEDS  # [1, S, H]
@@ -160,23 +164,31 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         [logits] = g.add_node("Cast", [logits], [LOGITS + "/float32"], to=onnx.TensorProto.FLOAT)
     [logits] = g.add_node("Identity", [logits], [LOGITS])
 
-    kv_heads, head_dim = cfg.n_kv_heads, cfg.head_dim
-    cache_shape = (1, kv_heads, options.max_cache_len, head_dim)
+    cache_shape = (1, cfg.n_kv_heads, options.max_cache_len, cfg.head_dim)
+    buffer = [1, cfg.n_kv_heads, "max_cache_len", cfg.head_dim]  # any length: one graph per model
     inputs = [
         (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
         (SEQLENS_K, np.int32, [1]),
         (TOTAL_LEN, np.int32, []),
-        (COS, dtype, ["T", head_dim // 2]),
-        (SIN, dtype, ["T", head_dim // 2]),
+        (COS, dtype, ["T", cfg.head_dim // 2]),
+        (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
     outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else 1, cfg.vocab_size])]
     for c in caches:
-        inputs += [(c.past_key, dtype, cache_shape), (c.past_value, dtype, cache_shape)]
-        outputs += [(c.present_key, dtype, cache_shape), (c.present_value, dtype, cache_shape)]
+        inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
+        outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]
     if options.layer_stats:
         states = last_token_states(g, hidden_states, dtype)
         outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
     return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+
+
+def layer_caches(cfg: TextConfig) -> tuple[LayerCache, ...]:
+    """The KV buffer names of every block (graph inputs and outputs)."""
+    return tuple(
+        LayerCache(f"past_key.{i}", f"past_value.{i}", f"present_key.{i}", f"present_value.{i}")
+        for i in range(cfg.n_layers)
+    )
 
 
 def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str) -> str:

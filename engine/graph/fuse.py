@@ -31,12 +31,12 @@ def stack_rows(weights: Sequence[PackedWeight]) -> PackedWeight | None:
         ggml_type=first.ggml_type, n=n, k=first.k, bits=first.bits,
         block_size=first.block_size, data=cat("data"), scales=cat("scales"),
         zero_points=cat("zero_points"), offsets=cat("offsets"), offset_block=first.offset_block,
-        dense=cat("dense"), dequantized=first.dequantized,
+        dense=cat("dense"), dequantized=first.dequantized, requantized=first.requantized,
     )
 
 
 def _layout(w: PackedWeight) -> tuple:
     return (
         w.k, w.bits, w.block_size, w.offset_block, w.zero_points is None, w.offsets is None,
-        None if w.dense is None else w.dense.dtype,
+        None if w.dense is None else w.dense.dtype, w.requantized,
     )

@@ -19,10 +19,12 @@ from gguf.quants import dequantize
 
 from engine.errors import GenerationError
 from engine.gguf import GGUFModel
+from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.reference.rope import rope_angles
 from engine.reference.stats import layer_stats
+from engine.runtime.graph_cache import GraphCache, entry_key
 
 PROVIDERS = {
     "cpu": "CPUExecutionProvider",
@@ -59,44 +61,93 @@ class DecoderSession:
     reference); otherwise int8 activations on CPU (MatMulNBits accuracy level 4).
     provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
     an unavailable one falls back to CPU and ``provider`` says which ran.
+    requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
+    names what runs, so every status line can say when it is NOT the GGUF's exact weights.
+    cache: reuse the built graph from disk (engine.runtime.graph_cache; not in exact mode,
+    whose fp32 weights are 4x the GGUF); ``cache_state`` says "hit", "stored" or "off".
     """
 
     def __init__(self, model: GGUFModel, *, exact: bool = False, provider: str = "cpu",
                  max_cache_len: int = 4096, layer_stats: bool = False,
-                 all_logits: bool = False, threads: int | None = None):
+                 all_logits: bool = False, threads: int | None = None,
+                 requantize: str | Requantization | None = None, cache: bool = True):
         started = time.perf_counter()
         self.config = model.config.text
         self.provider = available_provider(provider)
         self.max_cache_len = max_cache_len
         self.cache_len = 0
+        if isinstance(requantize, str):
+            requantize = Requantization.parse(requantize)
+        if requantize is not None and exact:
+            raise GenerationError(f"exact mode runs the GGUF's own weights, {requantize.spec} "
+                                  "re-quantizes them; choose one of exact and requantize")
+        self.requantization = requantize
+        self.weights = "exact GGUF weights" if requantize is None else requantize.label
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
-                                       all_logits=all_logits)
+                                       all_logits=all_logits, requantize=requantize)
         self._dtype = np.dtype(options.dtype)
         self._token_embd = model.tensors["token_embd.weight"]
-        built = graph.build_decoder(model, options)
-        self.build_seconds = time.perf_counter() - started
 
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:  # default: ONNX Runtime uses one thread per physical core
             session_options.intra_op_num_threads = threads
+        # Measured on 2 shared cores (0.5B decode): with spinning workers, any other busy
+        # process halves the speed (20 vs 33 tok/s); without spinning and with shrinking
+        # work blocks a quiet machine loses nothing (44 vs 40 tok/s, prefill equal).
+        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session_options.add_session_config_entry("session.dynamic_block_base", "4")
         providers = [PROVIDERS[self.provider]] + (["CPUExecutionProvider"]
                                                   if self.provider != "cpu" else [])
-        self._session = create_session(built.model, built.external, session_options, providers)
+        # exact mode's fp32 weights are 4x the GGUF: built in memory, never cached
+        store = GraphCache() if cache and not exact else None
+        self._session = self._open(model, options, store, session_options, providers, started)
         self.load_seconds = time.perf_counter() - started
 
         device = "cuda" if self.provider == "cuda" else "cpu"
-        self._caches = [
-            (c, ort.OrtValue.ortvalue_from_shape_and_type(built.cache_shape, self._dtype, device),
-             ort.OrtValue.ortvalue_from_shape_and_type(built.cache_shape, self._dtype, device))
-            for c in built.caches
-        ]
+        # one binding for the session's life: every KV buffer is bound once, as its
+        # layer's past input and present output; a step rebinds only its inputs and outputs
+        self._binding = self._session.io_binding()
+        caches = graph.layer_caches(self.config)
+        cache_shape = (1, self.config.n_kv_heads, max_cache_len, self.config.head_dim)
+        self._kv_buffers = []
+        for names in caches:
+            for past, present in ((names.past_key, names.present_key),
+                                  (names.past_value, names.present_value)):
+                buffer = ort.OrtValue.ortvalue_from_shape_and_type(cache_shape, self._dtype,
+                                                                   device)
+                self._binding.bind_ortvalue_input(past, buffer)
+                self._binding.bind_ortvalue_output(present, buffer)
+                self._kv_buffers.append(buffer)
         half = self.config.head_dim // 2
         self._cos = np.zeros((max_cache_len, half), self._dtype)  # rotary row per cache slot
         self._sin = np.zeros((max_cache_len, half), self._dtype)
         self.layer_stats = layer_stats
         self._all_logits = all_logits
+
+    def _open(self, model: GGUFModel, options: graph.DecoderOptions, store: GraphCache | None,
+              session_options: ort.SessionOptions, providers: list[str],
+              started: float) -> ort.InferenceSession:
+        """The session, from the graph cache when it holds this build; sets build_seconds and
+        cache_state ("hit", "stored", "off" or "off (why)")."""
+        key = None if store is None or not store.enabled else entry_key(model.path, options)
+        path = store.lookup(key) if key else None
+        self.cache_state = "hit" if path else "off"
+        if path is None:
+            built = graph.build_decoder(model, options)
+            if key:
+                try:
+                    path = store.store(key, built)
+                    self.cache_state = "stored"
+                except OSError as error:  # a full or read-only disk only costs load time
+                    self.cache_state = f"off ({error})"
+            if path is None:
+                self.build_seconds = time.perf_counter() - started
+                return create_session(built.model, built.external, session_options, providers)
+            del built  # the session maps the stored weights instead
+        self.build_seconds = time.perf_counter() - started
+        return ort.InferenceSession(str(path), session_options, providers=providers)
 
     def embed(self, ids) -> np.ndarray:
         """Token embeddings of ``ids`` [S] -> float32 [S, H], straight from the GGUF rows."""
@@ -130,25 +181,20 @@ class DecoderSession:
         self._cos[past:total] = np.cos(angles)  # [S, D/2]
         self._sin[past:total] = np.sin(angles)
 
-        binding = self._session.io_binding()
+        binding = self._binding
         binding.bind_cpu_input(graph.INPUTS_EMBEDS,
                                np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.COS, self._cos[:total])
         binding.bind_cpu_input(graph.SIN, self._sin[:total])
-        for names, key, value in self._caches:
-            binding.bind_ortvalue_input(names.past_key, key)
-            binding.bind_ortvalue_input(names.past_value, value)
-            binding.bind_ortvalue_output(names.present_key, key)
-            binding.bind_ortvalue_output(names.present_value, value)
-        binding.bind_output(graph.LOGITS)
+        binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
         self._session.run_with_iobinding(binding)
         self.cache_len = total
 
-        outputs = binding.get_outputs()[2 * len(self._caches):]  # after the KV buffers
+        outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
         logits = outputs[0].numpy()  # [1, S or 1, V]
         logits = logits[0] if self._all_logits else logits[0, -1]
         hidden = outputs[1].numpy() if self.layer_stats else None

@@ -112,10 +112,14 @@ def load_model(
     provider: str = "cpu",
     num_ctx: int = 4096,
     layer_stats: bool = False,
+    requantize: str | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> LoadedModel:
-    """Open the GGUF, build its tokenizer and decoder; raises LanternError subclasses."""
+    """Open the GGUF, build its tokenizer and decoder; raises LanternError subclasses.
+
+    requantize: opt-in 4-bit weights ("q4", "q4/64", "q4/128"), NOT the GGUF's exact ones;
+    ``decoder.weights`` says which ran."""
     start = time.perf_counter_ns()
     report = progress or (lambda stage, fraction: None)
 
@@ -137,7 +141,8 @@ def load_model(
     tokenizer = load_tokenizer(path)
     checkpoint("Building the ONNX graph and session", 0.25)
     decoder = DecoderSession(
-        gguf, exact=exact, provider=provider, max_cache_len=num_ctx, layer_stats=layer_stats
+        gguf, exact=exact, provider=provider, max_cache_len=num_ctx, layer_stats=layer_stats,
+        requantize=requantize,
     )
     checkpoint("Ready", 1.0)
     return LoadedModel(

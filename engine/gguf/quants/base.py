@@ -34,6 +34,7 @@ class PackedWeight:
     offset_block: int = 0
     dense: np.ndarray | None = None     # float16 / float32 [n, k]
     dequantized: bool = False           # dense only because the format has no exact mapping
+    requantized: bool = False           # rounded again (engine.gguf.requantize): not exact
 
     @property
     def k_blocks(self) -> int:
