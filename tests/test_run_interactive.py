@@ -67,23 +67,31 @@ def test_interactive_session(tmp_path):
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 def test_ctrl_c_stops_the_answer_not_the_program(tmp_path):
+    import re
     import signal
 
-    model = write_model(tmp_path / "tiny.gguf", "qwen2", seed=5)
+    # greedy on this random model never samples an end-of-turn token: the answer would run
+    # for 100k tokens unless Ctrl-C stops it
+    model = write_model(tmp_path / "tiny.gguf", "qwen2", seed=6)
     main, child = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-m", "engine.cli", "run", str(model), "--num-predict", "100000",
-         "--temperature", "1", "--top-k", "0", "--top-p", "1", "--seed", "3"],
+         "--num-ctx", "100000", "--temperature", "0", "--verbose"],
         stdin=child, stdout=child, stderr=child, close_fds=True,
     )
     os.close(child)
     try:
         read_until(main, b">>> ")
         os.write(main, b"Hello\n")
-        time.sleep(1.5)                      # the answer is streaming
-        process.send_signal(signal.SIGINT)   # what Ctrl-C delivers
-        read_until(main, b">>> ", timeout=20)
+        read_until(main, b"Hello\r\n")
+        streamed = b""
+        while len(streamed) < 200:               # the answer is streaming
+            streamed += os.read(main, 4096)
+        process.send_signal(signal.SIGINT)       # what Ctrl-C delivers
+        after = read_until(main, b">>> ", timeout=30)
         assert process.poll() is None, "Ctrl-C ended the program"
+        count = re.search(rb"eval count:\s+(\d+)", after)
+        assert count and int(count[1]) < 100000, after[-400:]
         os.write(main, b"/bye\n")
         assert process.wait(timeout=30) == 0
     finally:

@@ -118,10 +118,13 @@ def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:
     return Store.open(models_dir).get(name)
 
 
-def _in_thread(events: Iterator[Event]) -> Iterator[Event | BaseException]:
-    """Run the event iterator on a worker thread; yield its events (or its exception)."""
+_END = object()
+
+
+def _start_worker(events: Iterator[Event]) -> queue.Queue:
+    """Run the event iterator on a worker thread; its events (or its exception), then
+    _END, arrive in the returned queue."""
     box: queue.Queue = queue.Queue()
-    end = object()
 
     def work() -> None:
         try:
@@ -130,26 +133,26 @@ def _in_thread(events: Iterator[Event]) -> Iterator[Event | BaseException]:
         except BaseException as error:  # handed to the terminal thread
             box.put(error)
         finally:
-            box.put(end)
+            box.put(_END)
 
     threading.Thread(target=work, daemon=True, name="lantern-generate").start()
-    while (item := box.get()) is not end:
-        yield item
+    return box
 
 
 def _print_events(events: Iterator[Event], cancel: Callable[[], None],
                   args: argparse.Namespace) -> DoneEvent | None:
-    """Print events as they come; Ctrl-C cancels the answer and printing goes on to its end."""
+    """Print events as they come. Ctrl-C cancels the answer; we keep reading until the
+    worker has really finished, so the next prompt never races a running answer."""
     done: DoneEvent | None = None
-    stream = _in_thread(events)
+    box = _start_worker(events)
     while True:
         try:
-            item = next(stream)
+            item = box.get()
+            if item is _END:
+                return done
             if isinstance(item, BaseException):
                 raise item
             done = _print_event(item, args) or done
-        except StopIteration:
-            return done
         except KeyboardInterrupt:
             cancel()
 
