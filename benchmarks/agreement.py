@@ -31,8 +31,8 @@ for key in sys.argv[1:]:
         llm.eval(prompt + tokens[:-1])
         scores = np.asarray(llm.scores[len(prompt) - 1: len(prompt) - 1 + CONTINUATION])
         llama_tokens = scores.argmax(-1).tolist()
-        a = sum(x == y for x, y in zip(fast_tokens, tokens))
-        b = sum(x == y for x, y in zip(llama_tokens, tokens))
+        a = sum(x == y for x, y in zip(fast_tokens, tokens, strict=True))
+        b = sum(x == y for x, y in zip(llama_tokens, tokens, strict=True))
         print(f"{key} {name}: lantern fast {a}/{len(tokens)}, llama.cpp {b}/{len(tokens)}",
               flush=True)
         total, ours, theirs = total + len(tokens), ours + a, theirs + b
