@@ -180,3 +180,17 @@ def test_real_model_stop_string_straddling_tokens_is_never_shown(qwen):
             done = event
     assert done.done_reason == "stop"
     assert "".join(shown) + done.tail == done.text == "Here's a "
+
+
+def test_sessions_sharing_a_model_never_reuse_each_others_cache(tiny):
+    model = load_model(tiny, num_ctx=512)
+    first = ChatSession(model, GREEDY)
+    answer(first.send("Hello world"))
+    other = ChatSession(model, GREEDY)
+    answer(other.send("the thing with the world"))     # overwrites the one KV cache
+    _, done, _ = answer(first.send("and then?"))
+
+    fresh = ChatSession(load_model(tiny, num_ctx=512), GREEDY, messages=list(first.messages[:2]))
+    answer(fresh.send("and then?"))
+    assert done.prompt_eval_count > 1
+    assert first.messages[-1].content == fresh.messages[-1].content

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from engine.errors import GenerationError
 from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
-from engine.runtime.generate import CacheState, Generator, PromptTokens
+from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
 
@@ -36,7 +36,9 @@ class ChatSession:
     cancel_event: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        self._generator = Generator(self.model.decoder, self.model.tokenizer, CacheState())
+        # the cache record belongs to the model: every session on it sees what the one KV
+        # cache really holds, so switching conversations can never reuse another's rows
+        self._generator = Generator(self.model.decoder, self.model.tokenizer, self.model.cache)
         self.last_prompt: PromptTokens | None = None
         self._load_duration = self.model.load_duration
 

@@ -16,7 +16,7 @@ from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import PromptTokens
+from engine.runtime.generate import CacheState, PromptTokens
 from engine.runtime.vision import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
@@ -41,6 +41,7 @@ class LoadedModel:
     preset_messages: list[dict] = field(default_factory=list)
     load_duration: int = 0                 # ns
     exact: bool = False                    # fp32 activations (reference-exact mode)
+    cache: CacheState = field(default_factory=CacheState)  # what the decoder's KV cache holds
     _vision: VisionEncoder | None = field(default=None, repr=False)
     _vision_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
