@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import CorruptModel, DigestMismatch, MissingBlob, ModelNotFound
+from engine.gojson import dumps, sorted_map
 from engine.store import Store
 from engine.store import manifest as mf
-from engine.store.gojson import dumps, sorted_map
 from engine.store.params import format_parameters
 from engine.store.store import default_root
 from tests.fixtures.stores import FAKE_GGUF, StoreBuilder

@@ -28,8 +28,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine import gojson
 from engine.errors import CorruptModel, ModelNotFound
-from engine.store import gojson
 from engine.store import manifest as mf
 from engine.store.blobs import blob_name, copy_hashed, find_blob, hash_file
 from engine.store.names import ModelName

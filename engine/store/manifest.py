@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import gojson
 from engine.errors import CorruptModel
-from engine.store import gojson
 
 SCHEMA_VERSION = 2
 MANIFEST_MEDIA_TYPE = "application/vnd.docker.distribution.manifest.v2+json"

@@ -15,6 +15,8 @@ import math
 from decimal import Decimal
 from typing import Any
 
+from engine.gojson import go_float, go_string
+
 
 class _NoValue:
     """Go's invalid reflect.Value: what a missing map key yields; prints "<no value>"."""
@@ -150,48 +152,10 @@ def sprint(*args: Any) -> str:
 # ---------------------------------------------------------------- encoding/json
 
 
-def _json_string(s: str) -> str:
-    out = ['"']
-    for ch in s:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif code < 0x20 or ch in "<>&\u2028\u2029":
-            out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\ufffd")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
 def _json_float(value: float) -> str:
     if math.isnan(value) or math.isinf(value):
         raise ValueError(f"json: unsupported value: {format_float_g(value)}")
-    if value == 0:
-        return "-0" if math.copysign(1, value) < 0 else "0"
-    absolute = abs(value)
-    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    exp = len(text) + exponent - 1
-    prefix = "-" if sign else ""
-    if absolute < 1e-6 or absolute >= 1e21:
-        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
-        return f"{prefix}{mantissa}e{'-' if exp < 0 else '+'}{abs(exp)}"
-    return prefix + _fixed_form(text, exp)
+    return go_float(value)
 
 
 def _omit_empty(value: Any) -> bool:
@@ -217,12 +181,12 @@ def to_json(value: Any) -> str:
     if isinstance(value, float):
         return _json_float(value)
     if isinstance(value, str):
-        return _json_string(value)
+        return go_string(value)
     if isinstance(value, list | tuple):
         return "[" + ",".join(to_json(v) for v in value) + "]"
     if isinstance(value, dict):
         return "{" + ",".join(
-            f"{_json_string(str(k))}:{to_json(v)}" for k, v in sorted_items(value)
+            f"{go_string(str(k))}:{to_json(v)}" for k, v in sorted_items(value)
         ) + "}"
     if is_struct(value):
         parts = []
@@ -233,6 +197,6 @@ def to_json(value: Any) -> str:
             item = getattr(value, f.name)
             if "omitempty" in options and _omit_empty(item):
                 continue
-            parts.append(f"{_json_string(name)}:{to_json(item)}")
+            parts.append(f"{go_string(name)}:{to_json(item)}")
         return "{" + ",".join(parts) + "}"
     raise ValueError(f"json: unsupported type: {type(value).__name__}")

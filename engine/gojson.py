@@ -1,5 +1,6 @@
-"""JSON bytes as Go's ``encoding/json`` Encoder writes them, so imported blobs and
-manifests are byte-identical to what ``ollama create`` writes (same digests).
+"""JSON as Go's ``encoding/json`` writes it: imported blobs and manifests byte-identical
+to what ``ollama create`` writes (same digests), and the ``json`` function of Ollama's
+templates (engine.prompt.gotemplate).
 
 Go's rules that differ from Python's ``json``: no spaces, a trailing newline, ``<``,
 ``>``, ``&``, U+2028 and U+2029 escaped, floats in shortest form without exponent
@@ -10,13 +11,12 @@ pass maps through ``sorted_map`` and structs as dicts in field order.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import numpy as np
 
-_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
-               "\u2029": "\\u2029"}
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+                  "\b": "\\b", "\f": "\\f"}
 
 
 def sorted_map(mapping: Mapping[str, object]) -> dict[str, object]:
@@ -24,12 +24,26 @@ def sorted_map(mapping: Mapping[str, object]) -> dict[str, object]:
     return {key: mapping[key] for key in sorted(mapping)}
 
 
-def _string(value: str) -> str:
-    text = json.dumps(value, ensure_ascii=False)
-    return "".join(_GO_ESCAPES.get(c, c) for c in text)
+def go_string(text: str) -> str:
+    """A quoted JSON string: Go escapes <, >, &, U+2028/9 and control characters, and
+    replaces lone surrogates (invalid UTF-8 in Go) with U+FFFD."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in _SHORT_ESCAPES:
+            out.append(_SHORT_ESCAPES[ch])
+        elif code < 0x20 or ch in "<>&\u2028\u2029":
+            out.append(f"\\u{code:04x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 
-def _float(value: float | np.float32) -> str:
+def go_float(value: float | np.float32) -> str:
+    """Shortest digits (float32 ones for a float32), exponent form outside [1e-6, 1e21)."""
     if not np.isfinite(value):
         raise ValueError(f"JSON cannot hold the float {value!r}")
     number = value if isinstance(value, np.float32) else np.float64(value)
@@ -47,11 +61,11 @@ def _encode(value: object) -> str:
     if isinstance(value, int | np.integer):
         return str(int(value))
     if isinstance(value, float | np.floating):
-        return _float(value)
+        return go_float(value)
     if isinstance(value, str):
-        return _string(value)
+        return go_string(value)
     if isinstance(value, Mapping):
-        items = (f"{_string(str(k))}:{_encode(v)}" for k, v in value.items())
+        items = (f"{go_string(str(k))}:{_encode(v)}" for k, v in value.items())
         return "{" + ",".join(items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(_encode(v) for v in value) + "]"
