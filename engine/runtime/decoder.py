@@ -58,7 +58,8 @@ class DecoderSession:
     """Runs the decoder graph of ``model`` step by step (batch 1).
 
     exact: fp32 activations and float-exact weights (logits within ~1e-3 of the numpy
-    reference); otherwise int8 activations on CPU (MatMulNBits accuracy level 4).
+    reference); otherwise int8 activations on CPU (MatMulNBits accuracy level 4; float
+    activations into a 4-bit ffn_down, engine.graph.decoder.down_accuracy).
     provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
     an unavailable one falls back to CPU and ``provider`` says which ran.
     requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
