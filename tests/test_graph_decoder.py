@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 
 from engine.gguf import open_model
+from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.reference import forward
@@ -41,6 +42,28 @@ def test_projections_fuse_only_when_layouts_match(tmp_path):
                                    types={"attn_v": T.Q4_0, "ffn_up": T.Q4_0}))
     counts_mixed = op_counts(graph.build_decoder(mixed, graph.DecoderOptions(max_cache_len=16)))
     assert counts_mixed["MatMulNBits"] == 2 * 7 + 1  # q, k, v, output, gate, up, down; lm_head
+
+
+def accuracy_levels(built: graph.DecoderGraph) -> dict[str, int]:
+    return {node.name.removesuffix("/MatMulNBits"): attr.i for node in built.model.graph.node
+            if node.op_type == "MatMulNBits" for attr in node.attribute
+            if attr.name == "accuracy_level"}
+
+
+def test_fast_mode_feeds_float_activations_only_to_4bit_ffn_down(tmp_path):
+    """The GGUF's 4-bit ffn_down takes float activations (its int8 blocks were fast mode's
+    largest error); 8-bit ones and every other matmul keep int8, and so does a
+    re-quantized model, whose every weight is 4-bit."""
+    fast = graph.DecoderOptions(max_cache_len=16)
+    for down_type, down_level in ((T.Q4_K, graph.EXACT_ACCURACY), (T.Q6_K, graph.FAST_ACCURACY)):
+        model = open_model(write_model(tmp_path / f"{down_type.name}.gguf", "qwen2", SPEC,
+                                       default_type=T.Q5_0, types={"ffn_down": down_type}))
+        levels = accuracy_levels(graph.build_decoder(model, fast))
+        assert [levels.pop(f"blk.{i}.ffn.down") for i in range(2)] == [down_level] * 2
+        assert set(levels.values()) == {graph.FAST_ACCURACY} and "lm_head" in levels
+    requantized = graph.DecoderOptions(max_cache_len=16, requantize=Requantization.parse("q4"))
+    levels = accuracy_levels(graph.build_decoder(model, requantized))
+    assert len(levels) == 9 and set(levels.values()) == {graph.FAST_ACCURACY}
 
 
 def test_float16_variant_runs_on_cpu_kernels(tmp_path):
