@@ -34,7 +34,8 @@ class ModelLoader(QObject):
     def load(self, entry: ModelEntry, settings: Settings) -> None:
         self.cancel()
         load = partial(load_model, entry.model, exact=settings.exact, provider=settings.provider,
-                       num_ctx=settings.num_ctx, layer_stats=settings.layer_stats)
+                       num_ctx=settings.num_ctx, layer_stats=settings.layer_stats,
+                       requantize=None if settings.exact else settings.requantize or None)
         job = LoadJob(load)
         job.progress.connect(self._on_progress)
         job.loaded.connect(self._on_loaded)

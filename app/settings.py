@@ -24,6 +24,7 @@ class Settings:
     num_ctx: int = 4096
     provider: str = "cpu"
     exact: bool = False
+    requantize: str = ""                    # "": the GGUF's exact weights; else e.g. "q4/128"
     max_pixels: int = 2_097_152
     layer_stats: bool = False
     color_by_probability: bool = False

@@ -1,5 +1,6 @@
 """Settings: sampling options under Ollama's names (empty = the model's own value, shown
-as the placeholder), system prompt, context size, provider, exact mode, image size cap.
+as the placeholder), system prompt, context size, provider, exact mode, weights (the
+GGUF's own, or an opt-in re-quantization labelled NOT exact), image size cap.
 
 Only values the user typed are stored, so a model's params layer keeps supplying the
 rest. The options are checked with the engine's own Options.resolve before the dialog
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.settings import Settings
 from engine.errors import LanternError
+from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers
 from engine.runtime.sampler import Options
 
@@ -115,10 +117,21 @@ class SettingsDialog(QDialog):
         index = self.provider.findData(settings.provider)
         self.provider.setCurrentIndex(max(0, index))
         form.addRow("provider", self.provider)
-        self.exact = QCheckBox("fp32 activations and exact weights (slower, closest to the "
-                               "reference)")
+        self.exact = QCheckBox("fp32 activations: slower, closest to the reference")
         self.exact.setChecked(settings.exact)
         form.addRow("exact mode", self.exact)
+        self.requantize = QComboBox()
+        self.requantize.addItem("the GGUF's own weights, exactly", "")
+        for spec in REQUANTIZATIONS:
+            block = spec.partition("/")[2] or "32"
+            self.requantize.addItem(f"re-quantized to 4-bit, blocks of {block}: faster, "
+                                    "NOT exact", spec)
+        self.requantize.setCurrentIndex(max(0, self.requantize.findData(settings.requantize)))
+        self.requantize.setToolTip("Rounds every weight again to 4 bits for speed: answers "
+                                   "change slightly. Exact mode always runs the GGUF's own.")
+        self.requantize.setEnabled(not settings.exact)
+        self.exact.toggled.connect(lambda on: self.requantize.setEnabled(not on))
+        form.addRow("weights", self.requantize)
         pixels = QHBoxLayout()
         self.max_pixels = QSpinBox()
         self.max_pixels.setRange(3136, 12_845_056)
@@ -159,6 +172,7 @@ class SettingsDialog(QDialog):
             num_ctx=self.num_ctx.value(),
             provider=self.provider.currentData() or "cpu",
             exact=self.exact.isChecked(),
+            requantize="" if self.exact.isChecked() else self.requantize.currentData() or "",
             max_pixels=self.max_pixels.value(),
         )
 

@@ -42,7 +42,7 @@ from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
 
-RELOAD_FIELDS = ("provider", "exact", "num_ctx", "layer_stats")
+RELOAD_FIELDS = ("provider", "exact", "requantize", "num_ctx", "layer_stats")
 
 
 def history_path() -> Path:
@@ -274,9 +274,12 @@ class MainWindow(QMainWindow):
         self.banner.dismiss_progress()
         self.chat.input.set_ready(True)
         self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
-        self.status_provider.setText(f"{model.decoder.provider} · "
-                                     f"{'exact' if self.settings.exact else 'int8'} · "
-                                     f"loaded in {model.load_duration / 1e9:.1f} s")
+        weights = model.decoder.requantization
+        self.status_provider.setText(
+            f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
+            + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
+            + f"loaded in {model.load_duration / 1e9:.1f} s")
+        self.status_provider.setToolTip(model.decoder.weights)
         if self.settings.last_model != entry.name:
             self.settings = replace(self.settings, last_model=entry.name)
             self.controller.settings = self.settings

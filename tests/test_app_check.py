@@ -84,3 +84,25 @@ def test_a_layer_off_is_shown_red_and_named(qtbot):
     assert panel.check_model.index(2, 0).data(Qt.BackgroundRole).color() == FAILED_COLOUR
     assert panel.check_model.index(1, 0).data(Qt.BackgroundRole) is None
     assert [p.same for p in panel.pair_model.records] == [False, False, True, True, True]
+
+
+def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbot, tmp_path,
+                                                                           tiny_store):
+    window = MainWindow(Settings(models_dir=str(tiny_store), requantize="q4", layer_stats=True,
+                                 options={"temperature": 0.0, "num_predict": 2}),
+                        History(tmp_path / "h.sqlite3"), auto_load=False)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.models.row_of("tiny:latest") >= 0, timeout=TIMEOUT_MS)
+    window.load_model(window.models.entry(window.models.row_of("tiny:latest")))
+    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
+    assert window.controller.model.decoder.requantization.spec == "q4"
+    assert "q4 re-quantized, NOT exact" in window.status_provider.text()
+    assert "NOT the GGUF's exact weights" in window.status_provider.toolTip()
+    send(qtbot, window, "Hello")
+
+    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
+        window.panel.check_button.click()
+    report = checked.args[0]
+    assert report.requantized == "q4"
+    assert not report.ok  # 4-bit rounding of random weights: layers move past tolerance
+    assert "Expected: the weights are re-quantized to q4" in window.panel.verdict.text()

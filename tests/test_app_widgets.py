@@ -192,3 +192,19 @@ def test_settings_dialog_stores_only_changed_options_and_checks_them(qtbot):
     dialog.accept()
     assert dialog.error.isVisibleTo(dialog) and "top_p" in dialog.error.text()
     assert dialog.result() == 0                               # stays open
+
+
+def test_settings_dialog_offers_requantization_only_outside_exact_mode(qtbot):
+    from app.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(Settings(requantize="q4/128"), params_layer={}, system_layer="")
+    qtbot.addWidget(dialog)
+    combo = dialog.requantize
+    assert [combo.itemData(i) for i in range(combo.count())] == ["", "q4", "q4/64", "q4/128"]
+    assert combo.currentData() == "q4/128" and "NOT exact" in combo.currentText()
+    assert dialog.result_settings().requantize == "q4/128"
+    dialog.exact.setChecked(True)               # exact mode runs the GGUF's own weights
+    assert not combo.isEnabled() and dialog.result_settings().requantize == ""
+    dialog.exact.setChecked(False)
+    combo.setCurrentIndex(0)
+    assert combo.isEnabled() and dialog.result_settings().requantize == ""

@@ -17,6 +17,7 @@ from pathlib import Path
 from engine.cli import add_models_dir
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.sampler import Options
 from engine.store import LocalModel, Store
 
@@ -52,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
-    p.add_argument("--requantize", choices=["q4", "q4/64", "q4/128"],
+    p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     add_models_dir(p)
     p.set_defaults(func=run)

@@ -22,6 +22,7 @@ from engine.gguf.quants import PackedWeight, pack_bits
 from engine.gguf.repack import QuantTensor, pack
 
 BLOCK_SIZES = (32, 64, 128)
+SPECS = ("q4", *(f"q4/{b}" for b in BLOCK_SIZES[1:]))  # what users type: "q4" is block 32
 ROWS_PER_CHUNK = 4096  # de-quantize a few rows at a time: the 151936-row embedding is 0.5 GB
 
 
@@ -35,7 +36,7 @@ class Requantization:
     def parse(cls, spec: str) -> Requantization:
         """"q4" (block 32) or "q4/64", "q4/128"; a ValueError names the accepted forms."""
         name, _, block = spec.strip().lower().partition("/")
-        choices = ", ".join(["q4", *(f"q4/{b}" for b in BLOCK_SIZES)])
+        choices = ", ".join(SPECS)
         if name != "q4" or (block and block not in {str(b) for b in BLOCK_SIZES}):
             raise ValueError(f"unknown re-quantization {spec!r}; choose one of {choices}")
         return cls(block_size=int(block) if block else 32)

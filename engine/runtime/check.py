@@ -51,6 +51,7 @@ class CheckReport:
     max_logit_diff: float
     exact: bool
     n_tokens: int
+    requantized: str | None = None  # the decoder's re-quantization spec: it cannot match
 
     @property
     def first_off(self) -> int | None:
@@ -70,10 +71,16 @@ class CheckReport:
                     f"max |Δlogit| {self.max_logit_diff:.3g}.")
         if self.first_off is not None:
             row = self.rows[self.first_off]
-            return (f"Engine and reference disagree ({mode} mode): {row.label} is the first "
-                    f"layer off, max |Δ| {row.max_abs_diff:.4g} > tolerance {row.tolerance:.4g}.")
-        return (f"Engine and reference pick different next tokens ({mode} mode): "
-                f"{self.engine_top[0].piece!r} vs {self.reference_top[0].piece!r}.")
+            found = (f"Engine and reference disagree ({mode} mode): {row.label} is the first "
+                     f"layer off, max |Δ| {row.max_abs_diff:.4g} > tolerance {row.tolerance:.4g}.")
+        else:
+            found = (f"Engine and reference pick different next tokens ({mode} mode): "
+                     f"{self.engine_top[0].piece!r} vs {self.reference_top[0].piece!r}.")
+        if self.requantized:
+            found += (f" Expected: the weights are re-quantized to {self.requantized}, NOT the "
+                      "GGUF's own, which the reference runs; turn re-quantization off in "
+                      "Settings to check the engine itself.")
+        return found
 
 
 def check_against_reference(
@@ -125,6 +132,7 @@ def check_against_reference(
         max_logit_diff=float(np.abs(step.logits - ref_logits).max()),
         exact=exact,
         n_tokens=len(prompt),
+        requantized=None if decoder.requantization is None else decoder.requantization.spec,
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
+from engine.gguf.requantize import SPECS
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.generate import CacheState, PromptTokens
@@ -23,6 +24,8 @@ from engine.tokenizer import Tokenizer, load_tokenizer
 from engine.vision.prompt import image_prompt
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
+
+REQUANTIZATIONS = SPECS  # the opt-in re-quantizations offered to users (CLI, app)
 
 
 class LoadCancelled(LanternError):
@@ -119,7 +122,7 @@ def load_model(
 ) -> LoadedModel:
     """Open the GGUF, build its tokenizer and decoder; raises LanternError subclasses.
 
-    requantize: opt-in 4-bit weights ("q4", "q4/64", "q4/128"), NOT the GGUF's exact ones;
+    requantize: opt-in 4-bit weights (one of REQUANTIZATIONS), NOT the GGUF's exact ones;
     ``decoder.weights`` says which ran."""
     start = time.perf_counter_ns()
     report = progress or (lambda stage, fraction: None)
