@@ -18,11 +18,9 @@ import time
 import numpy as np
 
 import engine.graph.decoder as decoder
-from benchmarks.agreement import WIDER, chat
-from engine.gguf import open_model
+from benchmarks.agreement import exact_paths
 from engine.runtime.decoder import DecoderSession
-from tests.fixtures.demo_models import DEMO_MODELS, fetch
-from tests.hf_oracle import PROMPTS, step_through
+from tests.hf_oracle import step_through
 
 TOKENS = 40
 linear = decoder.linear
@@ -42,13 +40,8 @@ def float_where(variant: str):
 
 
 def main(key: str, variants: list[str]) -> None:
-    gguf = fetch(DEMO_MODELS[key])
-    model = open_model(gguf)
-    prompts = chat(gguf, [p.text for p in PROMPTS] + list(WIDER))
+    model, prompts, reference = exact_paths(key, TOKENS)
     cache_len = max(map(len, prompts)) + TOKENS
-    exact = DecoderSession(model, exact=True, max_cache_len=cache_len)
-    reference = [step_through(exact, p, TOKENS) for p in prompts]
-    del exact
     for variant in variants:
         decoder.linear = float_where(variant)
         session = DecoderSession(model, max_cache_len=cache_len, cache=False)

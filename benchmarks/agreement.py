@@ -56,19 +56,24 @@ def llama_logits(llm, prompt: list[int], path: list[int]) -> np.ndarray:
     return np.asarray(llm.scores[len(prompt) - 1: len(prompt) - 1 + len(path)])
 
 
+def exact_paths(key: str, tokens: int):
+    """The demo model, the ids of every prompt (oracle's, then WIDER), and exact mode's
+    greedy path of ``tokens`` tokens with its logits for each."""
+    gguf = fetch(DEMO_MODELS[key])
+    model = open_model(gguf)
+    prompts = chat(gguf, [p.text for p in PROMPTS] + list(WIDER))
+    exact = DecoderSession(model, exact=True, max_cache_len=max(map(len, prompts)) + tokens)
+    return model, prompts, [step_through(exact, p, tokens) for p in prompts]
+
+
 def main(keys: list[str]) -> None:
     from llama_cpp import Llama  # optional: not a Lantern dependency
 
     for key in keys:
-        gguf = fetch(DEMO_MODELS[key])
-        model = open_model(gguf)
-        prompts = chat(gguf, [p.text for p in PROMPTS] + list(WIDER))
+        model, prompts, reference = exact_paths(key, CONTINUATION)
         cache_len = max(map(len, prompts)) + CONTINUATION
-        exact = DecoderSession(model, exact=True, max_cache_len=cache_len)
-        reference = [step_through(exact, p, CONTINUATION) for p in prompts]
-        del exact
         fast = DecoderSession(model, max_cache_len=cache_len)
-        llm = Llama(model_path=str(gguf), n_threads=2, n_ctx=cache_len, logits_all=True,
+        llm = Llama(model_path=str(model.path), n_threads=2, n_ctx=cache_len, logits_all=True,
                     verbose=False)
         rows = []  # per prompt: (ours agree, llama agree, ours rms [N], llama rms [N])
         for prompt, (path, exact_logits) in zip(prompts, reference, strict=True):

@@ -29,6 +29,16 @@ def tiny_store(tmp_path_factory) -> Path:
     return root
 
 
+def loaded_window(qtbot, settings: Settings, tmp_path: Path) -> MainWindow:
+    """A window on the tiny store with its model loaded."""
+    window = MainWindow(settings, History(tmp_path / "h.sqlite3"), auto_load=False)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.models.row_of("tiny:latest") >= 0, timeout=TIMEOUT_MS)
+    window.load_model(window.models.entry(window.models.row_of("tiny:latest")))
+    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
+    return window
+
+
 def send(qtbot, window: MainWindow, text: str):
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
         window.chat.input.editor.setPlainText(text)
@@ -38,13 +48,9 @@ def send(qtbot, window: MainWindow, text: str):
 
 def test_check_shows_every_layer_a_green_verdict_and_the_chat_goes_on(qtbot, tmp_path,
                                                                        tiny_store):
-    window = MainWindow(Settings(models_dir=str(tiny_store),
-                                 options={"temperature": 0.0, "num_predict": 4}),
-                        History(tmp_path / "h.sqlite3"), auto_load=False)
-    qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: window.models.row_of("tiny:latest") >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of("tiny:latest")))
-    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
+    window = loaded_window(qtbot, Settings(models_dir=str(tiny_store),
+                                           options={"temperature": 0.0, "num_predict": 4}),
+                           tmp_path)
     first = send(qtbot, window, "Hello")
     assert window.panel.prompt_table.isColumnHidden(3)             # 1-D positions: no t·h·w
 
@@ -88,13 +94,10 @@ def test_a_layer_off_is_shown_red_and_named(qtbot):
 
 def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbot, tmp_path,
                                                                            tiny_store):
-    window = MainWindow(Settings(models_dir=str(tiny_store), requantize="q4", layer_stats=True,
-                                 options={"temperature": 0.0, "num_predict": 2}),
-                        History(tmp_path / "h.sqlite3"), auto_load=False)
-    qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: window.models.row_of("tiny:latest") >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of("tiny:latest")))
-    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
+    window = loaded_window(qtbot, Settings(models_dir=str(tiny_store), requantize="q4",
+                                           layer_stats=True,
+                                           options={"temperature": 0.0, "num_predict": 2}),
+                           tmp_path)
     assert window.controller.model.decoder.requantization.spec == "q4"
     assert "q4 re-quantized, NOT exact" in window.status_provider.text()
     assert "NOT the GGUF's exact weights" in window.status_provider.toolTip()
