@@ -94,8 +94,8 @@ def test_a_layer_off_is_shown_red_and_named(qtbot):
 
 def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbot, tmp_path,
                                                                            tiny_store):
+    # no layer statistics: the check builds its own debug decoder, with the same weights
     window = loaded_window(qtbot, Settings(models_dir=str(tiny_store), requantize="q4",
-                                           layer_stats=True,
                                            options={"temperature": 0.0, "num_predict": 2}),
                            tmp_path)
     assert window.controller.model.decoder.requantization.spec == "q4"

@@ -78,8 +78,8 @@ class CheckReport:
                      f"{self.engine_top[0].piece!r} vs {self.reference_top[0].piece!r}.")
         if self.requantized:
             found += (f" Expected: the weights are re-quantized to {self.requantized}, NOT the "
-                      "GGUF's own, which the reference runs; turn re-quantization off in "
-                      "Settings to check the engine itself.")
+                      "GGUF's own, which the reference runs; turn re-quantization off to "
+                      "check the engine itself.")
         return found
 
 
@@ -94,11 +94,13 @@ def check_against_reference(
     """Run `prompt` through a debug decoder and the numpy reference and compare them.
 
     `piece` turns a token id into display text. A decoder with layer statistics may be
-    passed in (its cache is reset); otherwise a temporary one is built.
+    passed in (its cache is reset); otherwise a temporary one is built, with the passed
+    decoder's weights (re-quantized ones included).
     """
-    if decoder is None or not decoder.layer_stats:
+    if decoder is None or not decoder.layer_stats:  # same weights, with the debug outputs
+        requantize = None if decoder is None else decoder.requantization
         decoder = DecoderSession(model, exact=exact, max_cache_len=len(prompt) + 1,
-                                 layer_stats=True)
+                                 layer_stats=True, requantize=requantize)
     decoder.reset()  # the caller's cache state must be dropped too (ChatSession does)
     embeds = None
     if prompt.image_rows is not None and len(prompt.image_rows):
