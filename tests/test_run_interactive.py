@@ -9,6 +9,8 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -34,17 +36,26 @@ def read_until(fd: int, marker: bytes, timeout: float = 60.0) -> bytes:
     return data
 
 
+@contextmanager
+def lantern_run_in_pty(*args: str) -> Iterator[tuple[int, subprocess.Popen]]:
+    """`lantern run ARGS` on a pseudo-terminal: (its fd, the process); killed if left running."""
+    main, child = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "engine.cli", "run", *args],
+                               stdin=child, stdout=child, stderr=child, close_fds=True)
+    os.close(child)
+    try:
+        yield main, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(main)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
 def test_interactive_session(tmp_path):
     model = write_model(tmp_path / "tiny.gguf", "qwen2", seed=5)
-    main, child = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(model), "--num-predict", "3",
-         "--temperature", "0"],
-        stdin=child, stdout=child, stderr=child, close_fds=True,
-    )
-    os.close(child)
-    try:
+    with lantern_run_in_pty(str(model), "--num-predict", "3", "--temperature", "0") as (
+            main, process):
         read_until(main, b">>> ")
         os.write(main, b"/set parameter num_predict 2\n")
         assert b"Set parameter 'num_predict' to '2'" in read_until(main, b">>> ")
@@ -59,10 +70,6 @@ def test_interactive_session(tmp_path):
         assert b"Cleared" in read_until(main, b">>> ")
         os.write(main, b"/bye\n")
         assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(main)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
@@ -73,14 +80,8 @@ def test_ctrl_c_stops_the_answer_not_the_program(tmp_path):
     # greedy on this random model never samples an end-of-turn token: the answer would run
     # for 100k tokens unless Ctrl-C stops it
     model = write_model(tmp_path / "tiny.gguf", "qwen2", seed=6)
-    main, child = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(model), "--num-predict", "100000",
-         "--num-ctx", "100000", "--temperature", "0", "--verbose"],
-        stdin=child, stdout=child, stderr=child, close_fds=True,
-    )
-    os.close(child)
-    try:
+    with lantern_run_in_pty(str(model), "--num-predict", "100000", "--num-ctx", "100000",
+                            "--temperature", "0", "--verbose") as (main, process):
         read_until(main, b">>> ")
         os.write(main, b"Hello\n")
         read_until(main, b"Hello\r\n")
@@ -94,7 +95,3 @@ def test_ctrl_c_stops_the_answer_not_the_program(tmp_path):
         assert count and int(count[1]) < 100000, after[-400:]
         os.write(main, b"/bye\n")
         assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-        os.close(main)

@@ -12,14 +12,14 @@ import torch
 from PIL import Image
 
 from engine.errors import ImageError
-from engine.gguf import GGUFModel, open_model
+from engine.gguf import GGUFModel
 from engine.reference import forward as reference_forward
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.vision import VisionEncoder
 from engine.vision import ImageInput, preprocess
 from engine.vision.prompt import image_prompt
-from tests.fixtures.hf_vision import HFVision, tiny_hf_model, write_inline, write_pair
+from tests.fixtures.hf_vision import LAYOUTS, HFVision, open_layout, tiny_hf_model
 from tests.fixtures.synthetic_gguf import vocabulary
 
 ATOL = 1e-3
@@ -50,12 +50,9 @@ def hf() -> HFVision:
     return tiny_hf_model(seed=3)
 
 
-@pytest.fixture(scope="module", params=["inline", "projector"])
+@pytest.fixture(scope="module", params=LAYOUTS)
 def model(request, hf, tmp_path_factory) -> GGUFModel:
-    tmp = tmp_path_factory.mktemp(request.param)
-    if request.param == "inline":
-        return open_model(write_inline(hf, tmp / "vl.gguf"))
-    return open_model(*write_pair(hf, tmp / "text.gguf", tmp / "mmproj.gguf"))
+    return open_layout(hf, request.param, tmp_path_factory.mktemp(request.param))
 
 
 @pytest.fixture(scope="module")

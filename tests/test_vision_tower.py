@@ -13,11 +13,11 @@ from PIL import Image
 from transformers.vision_utils import get_vision_position_ids, get_vision_window_index
 
 from engine.errors import ImageError
-from engine.gguf import GGUFModel, open_model
+from engine.gguf import GGUFModel
 from engine.reference import vision as reference
 from engine.runtime.vision import VisionEncoder
 from engine.vision import ImageInput, preprocess
-from tests.fixtures.hf_vision import HFVision, tiny_hf_model, write_inline, write_pair
+from tests.fixtures.hf_vision import LAYOUTS, HFVision, open_layout, tiny_hf_model
 
 RTOL = 1e-4  # max |ours - HF| / max |HF|
 SIZES = [(37, 513), (300, 200), (448, 448)]  # (width, height): 1x18, 7x11 and 16x16 merged
@@ -45,12 +45,9 @@ def hf() -> HFVision:
     return tiny_hf_model()
 
 
-@pytest.fixture(scope="module", params=["inline", "projector"])
+@pytest.fixture(scope="module", params=LAYOUTS)
 def model(request, hf, tmp_path_factory) -> GGUFModel:
-    tmp = tmp_path_factory.mktemp(request.param)
-    if request.param == "inline":
-        return open_model(write_inline(hf, tmp / "vl.gguf"))
-    return open_model(*write_pair(hf, tmp / "text.gguf", tmp / "mmproj.gguf"))
+    return open_layout(hf, request.param, tmp_path_factory.mktemp(request.param))
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from engine.errors import TemplateError
 from engine.prompt.gotemplate.lexer import Tok, Token, go_quote, parse_error, tokenize
@@ -91,16 +92,21 @@ class IdentifierNode(Node):
         return self.name
 
 
-@dataclass
-class DotNode(Node):
+class FixedNode(Node):
+    """A node that always prints the same text."""
+
+    text: ClassVar[str]
+
     def __str__(self) -> str:
-        return "."
+        return self.text
 
 
-@dataclass
-class NilNode(Node):
-    def __str__(self) -> str:
-        return "nil"
+class DotNode(FixedNode):
+    text = "."
+
+
+class NilNode(FixedNode):
+    text = "nil"
 
 
 @dataclass
@@ -157,28 +163,20 @@ class TemplateNode(Node):
         return "{{template " + go_quote(self.name) + (f" {self.pipe}" if self.pipe else "") + "}}"
 
 
-@dataclass
-class BreakNode(Node):
-    def __str__(self) -> str:
-        return "{{break}}"
+class BreakNode(FixedNode):
+    text = "{{break}}"
 
 
-@dataclass
-class ContinueNode(Node):
-    def __str__(self) -> str:
-        return "{{continue}}"
+class ContinueNode(FixedNode):
+    text = "{{continue}}"
 
 
-@dataclass
-class _End(Node):
-    def __str__(self) -> str:
-        return "{{end}}"
+class _End(FixedNode):
+    text = "{{end}}"
 
 
-@dataclass
-class _Else(Node):
-    def __str__(self) -> str:
-        return "{{else}}"
+class _Else(FixedNode):
+    text = "{{else}}"
 
 
 @dataclass(frozen=True)
