@@ -15,16 +15,16 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app import self_test, theme
-from app.logging_setup import setup_logging
-from app.settings import Settings
-from app.single_instance import (
+from app.desktop import self_test, theme
+from app.desktop.logging_setup import setup_logging
+from app.desktop.single_instance import (
     FileOpenEvents,
     InstanceServer,
     bring_to_front,
     send_to_running,
     server_name,
 )
+from app.settings.store import Settings
 from app.window import MainWindow
 from engine import __version__
 

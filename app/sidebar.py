@@ -22,8 +22,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.conversation_list import ConversationListModel
-from app.model_list import ModelEntry, ModelListModel
+from app.conversations.list_model import ConversationListModel
+from app.models.list_model import ModelEntry, ModelListModel
 
 ROW_HEIGHT = 46
 ERROR_COLOUR = QColor(200, 60, 50)

@@ -21,19 +21,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.about import AboutDialog, about_facts
-from app.banner import Banner
-from app.chat_page import ChatPage, no_vision_text
-from app.conversation import ConversationController
-from app.conversation_list import ConversationListModel
-from app.debug_panel import DebugPanel
-from app.empty_state import EmptyState, suggested_name
-from app.history import History
-from app.input_box import image_paths_of
-from app.model_list import ModelEntry, ModelListModel, StoreScanJob
-from app.model_loader import ModelLoader
-from app.settings import Settings
-from app.settings_dialog import SettingsDialog
+from app.chat.banner import Banner
+from app.chat.conversation import ConversationController
+from app.chat.empty_state import EmptyState, suggested_name
+from app.chat.input_box import image_paths_of
+from app.chat.page import ChatPage, no_vision_text
+from app.conversations.history import History
+from app.conversations.list_model import ConversationListModel
+from app.desktop.about import AboutDialog, about_facts
+from app.inspector.panel import DebugPanel
+from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
+from app.models.loader import ModelLoader
+from app.settings.dialog import SettingsDialog
+from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import CallJob, JobRunner
 from engine.errors import LanternError
@@ -41,6 +41,7 @@ from engine.paths import data_dir
 from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
+from engine.store.importer import import_gguf
 
 RELOAD_FIELDS = ("provider", "exact", "requantize", "num_ctx", "layer_stats")
 
@@ -238,7 +239,7 @@ class MainWindow(QMainWindow):
             if not ok or not name.strip():
                 return
         store = self.store()
-        self.import_job = job = CallJob(lambda: store.import_gguf(path, name.strip()))
+        self.import_job = job = CallJob(lambda: import_gguf(store, path, name.strip()))
         job.result.connect(self._imported)
         job.failed.connect(self._import_failed)
         self.banner.show_progress(f"Importing {Path(path).name} as {name.strip()}…", None,

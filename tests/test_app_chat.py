@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from app.history import History
-from app.settings import Settings
+from app.conversations.history import History
+from app.settings.store import Settings
 from app.window import MainWindow
 from engine.store import Store
+from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import write_model
 
 TIMEOUT_MS = 60_000
@@ -39,7 +40,7 @@ def send(window: MainWindow, text: str) -> None:
 def tiny_store(tmp_path) -> Path:
     root = tmp_path / "models"
     root.mkdir()
-    Store.open(root).import_gguf(write_model(tmp_path / "t.gguf", "qwen2"), "tiny")
+    import_gguf(Store.open(root), write_model(tmp_path / "t.gguf", "qwen2"), "tiny")
     return root
 
 
@@ -47,7 +48,7 @@ def tiny_store(tmp_path) -> Path:
 def real_store(demo_05b, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("real") / "models"
     root.mkdir()
-    Store.open(root).import_gguf(demo_05b, REAL_NAME)
+    import_gguf(Store.open(root), demo_05b, REAL_NAME)
     return root
 
 

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from app.debug_panel import FAILED_COLOUR, DebugPanel
-from app.history import History
-from app.settings import Settings
+from app.conversations.history import History
+from app.inspector.panel import FAILED_COLOUR, DebugPanel
+from app.settings.store import Settings
 from app.window import MainWindow
 from engine.reference import layer_label
 from engine.runtime.check import CheckReport, LayerCheck, TopCandidate
 from engine.store import Store
+from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 TIMEOUT_MS = 60_000
@@ -25,7 +26,7 @@ LAYERS = 3
 def tiny_store(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("check") / "models"
     gguf = write_model(root.parent / "t.gguf", "qwen2", TextSpec(layers=LAYERS), seed=3)
-    Store.open(root).import_gguf(gguf, "tiny")
+    import_gguf(Store.open(root), gguf, "tiny")
     return root
 
 

@@ -12,10 +12,11 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtWidgets import QLabel
 
-from app.history import History
-from app.settings import Settings
+from app.conversations.history import History
+from app.settings.store import Settings
 from app.window import MainWindow
 from engine.store import Store
+from engine.store.importer import import_gguf
 from engine.vision.preprocess import preprocess
 from tests.fixtures.synthetic_gguf import write_model
 
@@ -29,7 +30,7 @@ MAX_PIXELS = 100_000            # below the default, so the setting visibly matt
 def vision_store(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("vision") / "models"
     gguf = write_model(root.parent / "vl.gguf", "qwen25vl", seed=7)
-    Store.open(root).import_gguf(gguf, NAME, template=TEMPLATE.read_text(encoding="utf-8"))
+    import_gguf(Store.open(root), gguf, NAME, template=TEMPLATE.read_text(encoding="utf-8"))
     return root
 
 

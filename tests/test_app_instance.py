@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.history import History
+from app.conversations.history import History
+from app.desktop.single_instance import InstanceServer, send_to_running, server_name
 from app.main import offer_imports
-from app.settings import Settings
-from app.single_instance import InstanceServer, send_to_running, server_name
+from app.settings.store import Settings
 from app.window import MainWindow
 
 TIMEOUT_MS = 10_000
@@ -28,7 +28,7 @@ def server(qtbot):
 
 def second_start(name: str, paths: list[str]) -> subprocess.Popen:
     """A later Lantern is another process: it only runs the hand-off, then says if taken."""
-    code = ("import sys; from app.single_instance import send_to_running; "
+    code = ("import sys; from app.desktop.single_instance import send_to_running; "
             f"sys.exit(0 if send_to_running({name!r}, {paths!r}) else 3)")
     return subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
 

@@ -2,8 +2,8 @@
 
 import json
 
-from app.history import History
-from app.settings import Settings
+from app.conversations.history import History
+from app.settings.store import Settings
 
 
 def test_history_survives_reopen_and_keeps_partial_answer(tmp_path):

@@ -9,13 +9,14 @@ import pytest
 from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtGui import QColor, QImage
 
-from app.history import History
-from app.input_box import InputBox
-from app.model_list import ModelListModel, StoreScanJob
-from app.settings import Settings
+from app.chat.input_box import InputBox
+from app.conversations.history import History
+from app.models.list_model import ModelListModel, StoreScanJob
+from app.settings.store import Settings
 from app.window import MainWindow
 from app.workers import JobRunner
 from engine.store import Store
+from engine.store.importer import import_gguf
 from tests.fixtures.stores import FAKE_GGUF, StoreBuilder
 from tests.fixtures.synthetic_gguf import write_model
 
@@ -28,8 +29,8 @@ def synthetic_store(tmp_path) -> Path:
     root = tmp_path / "models"
     builder = StoreBuilder(root)
     store = Store.open(root)
-    store.import_gguf(write_model(tmp_path / "text.gguf", "qwen2"), "tiny-qwen2:test")
-    store.import_gguf(write_model(tmp_path / "vl.gguf", "qwen25vl"), "tiny-vision:test")
+    import_gguf(store, write_model(tmp_path / "text.gguf", "qwen2"), "tiny-qwen2:test")
+    import_gguf(store, write_model(tmp_path / "vl.gguf", "qwen25vl"), "tiny-vision:test")
     builder.add("broken:7b", FAKE_GGUF)
     manifest = builder.add("half-deleted", FAKE_GGUF + b"\0")
     digest = json.loads(manifest.read_text())["layers"][0]["digest"].split(":")[1]
@@ -168,7 +169,7 @@ def test_text_model_gets_a_notice_for_images_and_keeps_them(qtbot, tmp_path, syn
 
 
 def test_settings_dialog_stores_only_changed_options_and_checks_them(qtbot):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.dialog import SettingsDialog
     from engine.runtime.providers import available_providers
 
     dialog = SettingsDialog(Settings(options={"top_k": 20}), params_layer={"temperature": 0.2},
@@ -195,7 +196,7 @@ def test_settings_dialog_stores_only_changed_options_and_checks_them(qtbot):
 
 
 def test_settings_dialog_offers_requantization_only_outside_exact_mode(qtbot):
-    from app.settings_dialog import SettingsDialog
+    from app.settings.dialog import SettingsDialog
 
     dialog = SettingsDialog(Settings(requantize="q4/128"), params_layer={}, system_layer="")
     qtbot.addWidget(dialog)

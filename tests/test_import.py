@@ -1,4 +1,4 @@
-"""``Store.import_gguf``: Ollama's layout, byte-exact JSON, atomicity, idempotence."""
+"""``import_gguf``: Ollama's layout, byte-exact JSON, atomicity, idempotence."""
 
 import errno
 import hashlib
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import CorruptModel, InvalidName, ModelNotFound
-from engine.store import Store, importer
+from engine.store import Store, writer
 from engine.store import manifest as mf
+from engine.store.importer import import_gguf
 from engine.store.params import InvalidParameter, parse_params
 from tests.fixtures.synthetic_gguf import write_model, write_qwen2vl_pair
 
@@ -31,7 +32,7 @@ def _sha(path: Path) -> str:
 
 def test_import_writes_ollamas_layout(tmp_path, qwen2_gguf):
     store = Store.open(tmp_path / "models")
-    model = store.import_gguf(
+    model = import_gguf(store,
         qwen2_gguf, "me/tiny:v1", template="{{ .Prompt }}", system="Be brief.",
         params=parse_params(["temperature=0.7", "top_k=40", "stop=<|im_end|>", "stop=</s>",
                              "use_mmap=false"]),
@@ -69,7 +70,7 @@ def test_import_writes_ollamas_layout(tmp_path, qwen2_gguf):
 
 
 def test_same_filesystem_blob_is_a_hard_link(tmp_path, qwen2_gguf):
-    model = Store.open(tmp_path / "models").import_gguf(qwen2_gguf, "tiny")
+    model = import_gguf(Store.open(tmp_path / "models"), qwen2_gguf, "tiny")
     assert os.path.samefile(model.model_path, qwen2_gguf)
 
 
@@ -78,25 +79,25 @@ def test_other_filesystem_blob_is_a_streamed_copy(tmp_path, qwen2_gguf, monkeypa
         raise OSError(errno.EXDEV, "Invalid cross-device link")
 
     monkeypatch.setattr(os, "link", no_link)
-    model = Store.open(tmp_path / "models").import_gguf(qwen2_gguf, "tiny")
+    model = import_gguf(Store.open(tmp_path / "models"), qwen2_gguf, "tiny")
     assert not os.path.samefile(model.model_path, qwen2_gguf)
     assert _sha(model.model_path) == _sha(qwen2_gguf)
-    assert not list((tmp_path / "models/blobs").glob(importer.PARTIAL_PREFIX + "*"))
+    assert not list((tmp_path / "models/blobs").glob(writer.PARTIAL_PREFIX + "*"))
 
 
 def test_reimport_changes_nothing(tmp_path, qwen2_gguf):
     store = Store.open(tmp_path / "models")
-    first = store.import_gguf(qwen2_gguf, "tiny", system="s", params={"num_ctx": 2048})
+    first = import_gguf(store, qwen2_gguf, "tiny", system="s", params={"num_ctx": 2048})
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in _files(store.root)}
     time.sleep(0.01)
-    again = store.import_gguf(qwen2_gguf, "tiny", system="s", params={"num_ctx": "2048"})
+    again = import_gguf(store, qwen2_gguf, "tiny", system="s", params={"num_ctx": "2048"})
     assert again.digest == first.digest
     assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in _files(store.root)} == before
 
 
 def test_projector_becomes_a_projector_layer(tmp_path):
     text, mmproj = write_qwen2vl_pair(tmp_path / "text.gguf", tmp_path / "mmproj.gguf")
-    model = Store.open(tmp_path / "models").import_gguf(text, "vl", projector=mmproj)
+    model = import_gguf(Store.open(tmp_path / "models"), text, "vl", projector=mmproj)
     kinds = [(layer.media_type, layer.source) for layer in model.layers]
     assert kinds == [(mf.MEDIA_PROJECTOR, "mmproj.gguf"), (mf.MEDIA_MODEL, "text.gguf")]
     assert model.projector_path is not None and _sha(model.projector_path) == _sha(mmproj)
@@ -108,19 +109,19 @@ def test_invalid_gguf_writes_nothing(tmp_path, qwen2_gguf):
     broken.write_bytes(qwen2_gguf.read_bytes()[:300])
     store = Store.open(tmp_path / "models")
     with pytest.raises(CorruptModel):
-        store.import_gguf(broken, "broken")
+        import_gguf(store, broken, "broken")
     (tmp_path / "notgguf.gguf").write_text("hello")
     with pytest.raises(CorruptModel):
-        store.import_gguf(tmp_path / "notgguf.gguf", "broken")
+        import_gguf(store, tmp_path / "notgguf.gguf", "broken")
     assert _files(store.root) == []
 
 
 def test_bad_name_and_params_write_nothing(tmp_path, qwen2_gguf):
     store = Store.open(tmp_path / "models")
     with pytest.raises(InvalidName, match="namespace"):
-        store.import_gguf(qwen2_gguf, "my.team/tiny")
+        import_gguf(store, qwen2_gguf, "my.team/tiny")
     with pytest.raises(InvalidParameter, match="unknown parameter 'temprature'"):
-        store.import_gguf(qwen2_gguf, "tiny", params={"temprature": 0.5})
+        import_gguf(store, qwen2_gguf, "tiny", params={"temprature": 0.5})
     with pytest.raises(InvalidParameter, match="top_k='many'"):
         parse_params(["top_k=many"])
     assert _files(store.root) == []
@@ -138,25 +139,25 @@ def test_interrupted_import_leaves_no_manifest_and_is_cleaned_later(tmp_path, qw
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        store.import_gguf(qwen2_gguf, "tiny", system="hello")
+        import_gguf(store, qwen2_gguf, "tiny", system="hello")
     monkeypatch.setattr(os, "replace", real_replace)
     assert _files(store.manifests_dir) == []
     assert len(list(store.blobs_dir.glob("sha256-*"))) == 3    # model, system, config
-    assert [p for p in _files(store.root) if importer.PARTIAL_PREFIX in p.name] == []
+    assert [p for p in _files(store.root) if writer.PARTIAL_PREFIX in p.name] == []
 
     # A killed import (no chance to clean up) leaves temp files behind: the next one removes
     # those untouched for a while and keeps fresh ones (a concurrent import's).
-    stale_blob = store.blobs_dir / (importer.PARTIAL_PREFIX + "dead")
+    stale_blob = store.blobs_dir / (writer.PARTIAL_PREFIX + "dead")
     stale_manifest = store.manifests_dir / "registry.ollama.ai/library/x" / (
-        "." + importer.PARTIAL_PREFIX + "dead")
-    fresh_blob = store.blobs_dir / (importer.PARTIAL_PREFIX + "alive")
+        "." + writer.PARTIAL_PREFIX + "dead")
+    fresh_blob = store.blobs_dir / (writer.PARTIAL_PREFIX + "alive")
     stale_manifest.parent.mkdir(parents=True)
     for path in (stale_blob, stale_manifest, fresh_blob):
         path.write_bytes(b"partial")
     old = time.time() - 3600
     os.utime(stale_blob, (old, old))
     os.utime(stale_manifest, (old, old))
-    model = store.import_gguf(qwen2_gguf, "tiny", system="hello")
+    model = import_gguf(store, qwen2_gguf, "tiny", system="hello")
     assert model.system == "hello"
     assert not stale_blob.exists() and not stale_manifest.exists()
     assert fresh_blob.exists()
@@ -164,4 +165,4 @@ def test_interrupted_import_leaves_no_manifest_and_is_cleaned_later(tmp_path, qw
 
 def test_missing_source_file_is_a_clear_error(tmp_path):
     with pytest.raises(ModelNotFound, match="does not exist"):
-        Store.open(tmp_path / "models").import_gguf(tmp_path / "nope.gguf", "x")
+        import_gguf(Store.open(tmp_path / "models"), tmp_path / "nope.gguf", "x")

@@ -6,10 +6,10 @@ import onnxruntime
 import PySide6
 from PySide6.QtCore import qVersion
 
-from app.about import AboutDialog, about_facts
-from app.history import History
-from app.logging_setup import log_file
-from app.settings import Settings
+from app.conversations.history import History
+from app.desktop.about import AboutDialog, about_facts
+from app.desktop.logging_setup import log_file
+from app.settings.store import Settings
 from app.window import MainWindow
 from engine import __version__
 from engine.paths import cache_dir

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from app import desktop_entry
-from app.desktop_entry import exec_line, install, quote_exec_arg
-from app.resources import resources_dir
+from app.desktop import desktop_entry
+from app.desktop.desktop_entry import exec_line, install, quote_exec_arg
+from app.desktop.resources import resources_dir
 from engine import cli
 
 ROOT = Path(__file__).resolve().parents[1]

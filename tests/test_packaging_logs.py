@@ -8,7 +8,7 @@ import threading
 import pytest
 from PySide6.QtCore import qInstallMessageHandler, qWarning
 
-from app.logging_setup import LOG_NAME, log_file, setup_logging
+from app.desktop.logging_setup import LOG_NAME, log_file, setup_logging
 from engine.paths import log_dir
 
 

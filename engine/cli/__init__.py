@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.install_desktop_entry:
-        return launch_desktop("app.desktop_entry")
+        return launch_desktop("app.desktop.desktop_entry")
     try:
         return args.func(args) or 0
     except LanternError as error:

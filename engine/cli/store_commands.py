@@ -21,6 +21,7 @@ from engine.gguf.labels import human_number
 from engine.store import Store
 from engine.store.describe import show_info, tags_entry
 from engine.store.humanize import human_bytes, human_time
+from engine.store.importer import import_gguf
 from engine.store.params import parse_params
 
 SHOW_PARTS = ("license", "modelfile", "parameters", "system", "template")
@@ -165,7 +166,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     store = Store.open(args.models_dir)
-    model = store.import_gguf(args.gguf, args.name, projector=args.projector,
+    model = import_gguf(store, args.gguf, args.name, projector=args.projector,
                               template=template, system=args.system, params=params)
     print(f"imported {model.name.display} ({model.short_id}, {human_bytes(model.size)}) "
           f"into {store.root}")

@@ -19,79 +19,18 @@ left by a killed import are removed by the next one.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import secrets
-import time
 from collections.abc import Mapping
-from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine import gojson
 from engine.errors import CorruptModel, ModelNotFound
 from engine.store import manifest as mf
-from engine.store.blobs import blob_name, copy_hashed, find_blob, hash_file
+from engine.store.blobs import blob_name, find_blob, hash_file
 from engine.store.names import ModelName
 from engine.store.params import normalize_params
-
-if TYPE_CHECKING:
-    from engine.store.store import LocalModel, Store
-
-PARTIAL_PREFIX = "lantern-partial-"
-STALE_AFTER_S = 120        # a live copy rewrites its temp file every few milliseconds
-
-
-def _partial(directory: Path, hidden: bool = False) -> Path:
-    return directory / f"{'.' if hidden else ''}{PARTIAL_PREFIX}{secrets.token_hex(8)}"
-
-
-def remove_stale_partials(store: Store, now: float | None = None) -> list[Path]:
-    """Delete temp files of imports that died (untouched for STALE_AFTER_S seconds)."""
-    now = time.time() if now is None else now
-    removed = []
-    candidates = [*store.blobs_dir.glob(PARTIAL_PREFIX + "*"),
-                  *store.manifests_dir.rglob("." + PARTIAL_PREFIX + "*")]
-    for path in candidates:
-        with suppress(OSError):
-            if path.is_file() and now - path.stat().st_mtime > STALE_AFTER_S:
-                path.unlink()
-                removed.append(path)
-    return removed
-
-
-def _publish(temp: Path, target: Path) -> None:
-    """Move a finished temp file to its final name (an existing blob wins: same content)."""
-    if target.exists():
-        temp.unlink()
-    else:
-        os.replace(temp, target)
-
-
-def _write_bytes_blob(store: Store, data: bytes, media_type: str) -> mf.Layer:
-    digest = hashlib.sha256(data).hexdigest()
-    if find_blob(store.blobs_dir, digest) is None:
-        temp = _partial(store.blobs_dir)
-        try:
-            temp.write_bytes(data)
-            _publish(temp, store.blobs_dir / blob_name(digest))
-        finally:
-            temp.unlink(missing_ok=True)
-    return mf.Layer(media_type=media_type, digest=f"sha256:{digest}", size=len(data))
-
-
-def _copy_blob(store: Store, source: Path) -> tuple[str, int]:
-    temp = _partial(store.blobs_dir)
-    try:
-        with source.open("rb") as src, temp.open("wb") as dst:
-            digest, size = copy_hashed(src, dst)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.chmod(temp, 0o644)
-        _publish(temp, store.blobs_dir / blob_name(digest))
-    finally:
-        temp.unlink(missing_ok=True)
-    return digest, size
+from engine.store.store import LocalModel, Store
+from engine.store.writer import copy_blob, remove_stale_partials, write_bytes_blob, write_manifest
 
 
 def _file_blob(store: Store, source: Path, media_type: str) -> mf.Layer:
@@ -109,7 +48,7 @@ def _file_blob(store: Store, source: Path, media_type: str) -> mf.Layer:
             except OSError:               # no hard links here (FAT, permissions): copy
                 digest = ""
     if not digest:
-        digest, size = _copy_blob(store, source)
+        digest, size = copy_blob(store.blobs_dir, source)
     return mf.Layer(media_type=media_type, digest=f"sha256:{digest}", size=size,
                     source=source.name)
 
@@ -125,23 +64,7 @@ def _config_blob(store: Store, architecture: str, parameter_size: str, quantizat
         "architecture": "amd64",
         "os": "linux",
     }
-    return _write_bytes_blob(store, gojson.dumps(config), mf.CONFIG_MEDIA_TYPE)
-
-
-def write_manifest(path: Path, data: bytes) -> None:
-    """Atomically replace ``path`` with ``data``; identical content is left untouched."""
-    if path.is_file() and path.read_bytes() == data:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = _partial(path.parent, hidden=True)
-    try:
-        with temp.open("wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
+    return write_bytes_blob(store.blobs_dir, gojson.dumps(config), mf.CONFIG_MEDIA_TYPE)
 
 
 def _existing_file(path: str | Path, what: str) -> Path:
@@ -160,6 +83,7 @@ def import_gguf(
     system: str | None = None,
     params: Mapping[str, object] | None = None,
 ) -> LocalModel:
+    """Create a model from a GGUF file laid out as ``ollama create`` does."""
     from engine.gguf import open_model
 
     target = name if isinstance(name, ModelName) else ModelName.parse(name)
@@ -174,19 +98,20 @@ def import_gguf(
 
     store.blobs_dir.mkdir(parents=True, exist_ok=True)
     store.manifests_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(store)
+    remove_stale_partials(store.blobs_dir, store.manifests_dir)
 
     files = [(model_file, mf.MEDIA_MODEL)]
     if projector_file is not None:
         files.append((projector_file, mf.MEDIA_PROJECTOR))
     layers = [_file_blob(store, path, media) for path, media in sorted(files, key=_by_name)]
+    blobs = store.blobs_dir
     if template:
-        layers.append(_write_bytes_blob(store, template.encode("utf-8"), mf.MEDIA_TEMPLATE))
+        layers.append(write_bytes_blob(blobs, template.encode("utf-8"), mf.MEDIA_TEMPLATE))
     if system:
-        layers.append(_write_bytes_blob(store, system.encode("utf-8"), mf.MEDIA_SYSTEM))
+        layers.append(write_bytes_blob(blobs, system.encode("utf-8"), mf.MEDIA_SYSTEM))
     if typed_params:
         data = gojson.dumps(gojson.sorted_map(typed_params))
-        layers.append(_write_bytes_blob(store, data, mf.MEDIA_PARAMS))
+        layers.append(write_bytes_blob(blobs, data, mf.MEDIA_PARAMS))
     config_layer = _config_blob(store, config.architecture, config.parameter_size,
                                 config.quantization)
     manifest = mf.Manifest(config=config_layer, layers=tuple(layers))

@@ -1,4 +1,4 @@
-"""The user's Ollama model store, read in place: listing, lookup, verification, import.
+"""The user's Ollama model store, read in place: listing, lookup, verification.
 
 Layout (ollama manifest/paths.go, envconfig): root ``$OLLAMA_MODELS`` (spaces and quotes
 trimmed) or ``~/.ollama/models``; manifests at ``manifests/<host>/<ns>/<model>/<tag>``;
@@ -11,7 +11,6 @@ import difflib
 import hashlib
 import json
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +19,6 @@ from typing import Any
 from engine.errors import CorruptModel, InvalidName, LanternError, ModelNotFound
 from engine.store import manifest as mf
 from engine.store.blobs import require_blob, verify_blob
-from engine.store.importer import import_gguf
 from engine.store.names import ModelName
 
 
@@ -234,16 +232,3 @@ class Store:
             verify_blob(blob, layer.hex)
             checked.append(blob)
         return checked
-
-    def import_gguf(
-        self,
-        gguf: str | Path,
-        name: str | ModelName,
-        projector: str | Path | None = None,
-        template: str | None = None,
-        system: str | None = None,
-        params: Mapping[str, object] | None = None,
-    ) -> LocalModel:
-        """Create a model from a GGUF file laid out as ``ollama create`` does."""
-        return import_gguf(self, gguf, name, projector=projector, template=template,
-                           system=system, params=params)

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.settings import Settings
+from app.settings.store import Settings
 from engine.errors import LanternError
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers

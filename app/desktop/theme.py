@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
-from app.resources import resources_dir
+from app.desktop.resources import resources_dir
 
 RESOURCES = resources_dir()
 ICON_SIZES = (16, 24, 32, 48, 64, 128, 256, 512)

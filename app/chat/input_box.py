@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.theme import RESOURCES
+from app.desktop.theme import RESOURCES
 from engine.errors import ImageError
 from engine.paths import data_dir
 from engine.vision.preprocess import load_image

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from app.history import History, StoredMessage
-from app.settings import Settings
+from app.conversations.history import History, StoredMessage
+from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
 from engine.errors import GenerationError, ImageError
 from engine.runtime.chat import ChatSession, Message

@@ -8,8 +8,8 @@ from functools import partial
 
 from PySide6.QtCore import QObject, Signal
 
-from app.model_list import ModelEntry
-from app.settings import Settings
+from app.models.list_model import ModelEntry
+from app.settings.store import Settings
 from app.workers import JobRunner, LoadJob
 from engine.runtime.loader import LoadedModel, load_model
 

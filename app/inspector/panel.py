@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.panel_rows import (
+from app.inspector.rows import (
     TOP_ROWS,
     layer_rows,
     prompt_rows,
@@ -39,7 +39,7 @@ from app.panel_rows import (
     top_rows,
     visible_piece,
 )
-from app.table_model import BAR_ROLE, Column, RecordTableModel
+from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
 FAILED_COLOUR = QColor(230, 80, 70, 70)

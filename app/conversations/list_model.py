@@ -6,7 +6,7 @@ import time
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt
 
-from app.history import Conversation, History
+from app.conversations.history import Conversation, History
 
 
 def when(updated: float, now: float | None = None) -> str:

@@ -13,8 +13,8 @@ import PySide6
 from PySide6.QtCore import Qt, qVersion
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
-from app.logging_setup import log_file
-from app.settings import Settings
+from app.desktop.logging_setup import log_file
+from app.settings.store import Settings
 from engine import __version__
 from engine.paths import cache_dir
 from engine.runtime.providers import available_providers, runtime_version

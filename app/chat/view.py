@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.markdown_blocks import split_blocks
+from app.chat.markdown_blocks import split_blocks
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
 

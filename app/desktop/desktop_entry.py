@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.resources import resources_dir
+from app.desktop.resources import resources_dir
 
 APP_ID = "lantern"
 MIME_XML = "lantern-gguf.xml"

@@ -9,10 +9,10 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from app.chat_view import ChatView, MessageWidget
-from app.conversation import ConversationController, Turn
-from app.history import StoredMessage
-from app.input_box import InputBox, Submission
+from app.chat.conversation import ConversationController, Turn
+from app.chat.input_box import InputBox, Submission
+from app.chat.view import ChatView, MessageWidget
+from app.conversations.history import StoredMessage
 from engine.errors import LanternError
 from engine.runtime.events import DoneEvent, TokenEvent
 

@@ -32,7 +32,7 @@ def _installed() -> Path | None:
 def resources_dir() -> Path:
     """The first copy of resources/ that exists; the checkout's path when none does (so a
     missing file is reported under the path a developer expects)."""
-    source = Path(__file__).resolve().parent.parent / "resources"
+    source = Path(__file__).resolve().parents[2] / "resources"
     for candidate in (_frozen(), source):
         if candidate is not None and (candidate / MARKER).is_file():
             return candidate

@@ -1,0 +1,1 @@
+"""Saved conversations: the SQLite history and the sidebar's list of them."""

@@ -1,0 +1,1 @@
+"""The inspector beside the chat: what the model weighed at each token, layer by layer."""
