@@ -12,8 +12,8 @@ rotary (Qwen3), interleaved rotary pairs (llama GGUF), M-RoPE sections (Qwen2-VL
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,6 +32,8 @@ class ReferenceOutput:
     hidden_states: list[np.ndarray]  # n_layers + 1 of [S, H]: embeddings, then each block's
     #                                  output (the last one before output_norm)
     logits: np.ndarray               # [S, V]
+    attentions: list[np.ndarray] | None = None  # per layer [n_heads, R, T]: softmax
+    #                                  probabilities of the rows asked for (attention_rows)
 
 
 class KVCache:
@@ -78,9 +80,17 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+@dataclass
+class AttentionProbe:
+    """Asks attention() to keep the probabilities of some query rows (inspection)."""
+
+    rows: np.ndarray                                        # int [R], rows of this call
+    probs: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, T]
+
+
 def attention(
     x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
-    cache: KVCache | None = None, layer: int = 0,
+    cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
 ) -> np.ndarray:
     """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, D/2]."""
     s, d = len(x), cfg.head_dim
@@ -102,7 +112,10 @@ def attention(
     scores = q @ k.transpose(0, 2, 1) / math.sqrt(d)  # [n_heads, S, T]
     future = np.arange(t)[None, :] > np.arange(t - s, t)[:, None]  # [S, T]: key after query
     scores = np.where(future, -np.inf, scores)
-    out = softmax(scores) @ v  # [n_heads, S, D]
+    probs = softmax(scores)  # [n_heads, S, T]
+    if probe is not None:
+        probe.probs.append(probs[:, probe.rows, :])
+    out = probs @ v  # [n_heads, S, D]
     out = out.transpose(1, 0, 2).reshape(s, cfg.n_heads * d)  # [S, n_heads * D]
     return linear(out, w.attn_output)
 
@@ -114,11 +127,11 @@ def mlp(x: np.ndarray, w: LayerWeights) -> np.ndarray:
 
 def decoder_layer(
     x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
-    cache: KVCache | None = None, layer: int = 0,
+    cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
 ) -> np.ndarray:
     residual = x
     x = rms_norm(x, w.attn_norm, cfg.rms_eps)
-    x = attention(x, w, cfg, angles, cache, layer)
+    x = attention(x, w, cfg, angles, cache, layer, probe)
     x = x + residual
     residual = x
     x = rms_norm(x, w.ffn_norm, cfg.rms_eps)
@@ -135,13 +148,17 @@ def forward(
     *,
     weights: ReferenceWeights | None = None,
     cache: KVCache | None = None,
+    attention_rows: ArrayLike | None = None,
+    on_layer: Callable[[int], None] | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
     input_ids [S] or inputs_embeds [S, H] (exactly one). positions: [S], or [3, S] for
     M-RoPE; default: continue after ``cache`` (arange(past, past + S)). ``weights`` reuses
     de-quantized weights across calls (its dtype wins over ``dtype``); ``cache`` keeps keys
-    and values so the next call can pass only the new tokens.
+    and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
+    those rows' attention probabilities (``attentions``); ``on_layer(i)`` is called after
+    each block (progress; it may raise to cancel).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -158,13 +175,19 @@ def forward(
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
     angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
 
+    probe = None
+    if attention_rows is not None:
+        probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
     hidden_states = [x]
     for i in range(cfg.n_layers):
-        x = decoder_layer(x, weights.layer(i), cfg, angles, cache, i)
+        x = decoder_layer(x, weights.layer(i), cfg, angles, cache, i, probe)
         hidden_states.append(x)
+        if on_layer is not None:
+            on_layer(i)
     x = rms_norm(x, weights.output_norm(), cfg.rms_eps)
     logits = linear(x, weights.lm_head())  # [S, V]
-    return ReferenceOutput(hidden_states=hidden_states, logits=logits)
+    return ReferenceOutput(hidden_states=hidden_states, logits=logits,
+                           attentions=None if probe is None else probe.probs)
 
 
 def greedy(

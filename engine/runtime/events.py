@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from engine.runtime.reasons import SamplerReasons
+
 
 @dataclass(frozen=True)
 class TopToken:
@@ -34,6 +36,7 @@ class TokenEvent:
     top: tuple[TopToken, ...]       # best first, k <= 20
     elapsed_ns: int                 # time of this step (forward + sampling)
     layer_stats: np.ndarray | None = field(default=None, compare=False)  # [n_layers+1, 4]
+    reasons: SamplerReasons | None = field(default=None, compare=False)  # why this token
 
 
 @dataclass(frozen=True)

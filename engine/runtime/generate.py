@@ -16,7 +16,8 @@ import numpy as np
 
 from engine.errors import GenerationError
 from engine.runtime.events import DoneEvent, Event, TokenEvent, TopToken
-from engine.runtime.sampler import Options, Sampler, logprobs
+from engine.runtime.reasons import explain
+from engine.runtime.sampler import Options, Sampler, SampleTrace, logprobs
 from engine.runtime.stops import StopMatcher
 from engine.tokenizer import StreamDecoder
 
@@ -133,7 +134,8 @@ class Generator:
                 reason = "cancel"
                 break
             logits = step.logits
-            token = int(sampler.sample(logits, history))
+            trace = SampleTrace()
+            token = int(sampler.sample(logits, history, trace))
             if token in self.tokenizer.stop_ids:
                 reason = "stop"
                 break
@@ -157,6 +159,7 @@ class Generator:
                 ),
                 elapsed_ns=now - step_start,
                 layer_stats=step.layer_stats,
+                reasons=explain(trace, options, self.tokenizer.id_to_piece),
             )
             step_start = now
             if shown.stopped:

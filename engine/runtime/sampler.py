@@ -253,14 +253,18 @@ class Sampler:
         seed = None if options.seed == -1 else options.seed % 2**64
         self.rng = np.random.default_rng(seed)
 
-    def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
+    def sample(self, logits: np.ndarray, history: Sequence[int] = (),
+               trace: "SampleTrace | None" = None) -> int:
         """Next token id from the last position's logits [V] and the tokens so far
-        (prompt and reply, oldest first; llama-server penalises prompt tokens too)."""
+        (prompt and reply, oldest first; llama-server penalises prompt tokens too).
+        ``trace`` records each step's survivors as it happens (the sampler's reasons)."""
         o = self.options
         if not np.isfinite(logits.max()):
             raise GenerationError(
                 f"the model produced a logit of {logits.max()}; its output is unusable"
             )
+        if trace is not None:
+            trace.record("raw", Candidates.all(logits))
         logits = penalize(
             logits,
             history,
@@ -269,14 +273,47 @@ class Sampler:
             presence=o.presence_penalty,
             frequency=o.frequency_penalty,
         )
+        record = trace.record if trace is not None else _ignore
+        if trace is not None:
+            trace.record("penalties", Candidates.all(logits))
         if o.temperature <= 0.0:
-            return int(np.argmax(logits))
+            token = int(np.argmax(logits))
+            if trace is not None:
+                trace.record("greedy", Candidates(np.array([token]), logits[token:token + 1]))
+            return token
         c = top_k(Candidates.all(logits), o.top_k)
+        record("top_k", c)
         c = typical_p(c, o.typical_p)
+        record("typical_p", c)
         c = top_p(c, o.top_p)
+        record("top_p", c)
         c = min_p(c, o.min_p)
+        record("min_p", c)
         c = temperature(c, o.temperature)
-        return draw(c, self.rng)
+        record("temperature", c)
+        token = draw(c, self.rng)
+        if trace is not None:
+            trace.record("draw", Candidates(np.array([token]), c.logits[c.ids == token][:1]))
+        return token
+
+
+class SampleTrace:
+    """What one Sampler.sample call kept at each step, in order: (step, candidates).
+
+    Filled by the sampler itself while it picks, so an explanation built from it
+    (engine.runtime.reasons) is the pick's own account, not a re-run. Holding the
+    candidates costs nothing extra: they are the arrays the sampler made anyway.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, Candidates]] = []
+
+    def record(self, step: str, candidates: Candidates) -> None:
+        self.steps.append((step, candidates))
+
+
+def _ignore(step: str, candidates: Candidates) -> None:
+    """The sampler's recorder when nobody asked for a trace."""
 
 
 @dataclass(frozen=True)

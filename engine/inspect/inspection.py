@@ -1,0 +1,136 @@
+"""One inspection of one position in a context: the lens and the attention, as plain data.
+
+The context (prompt, and the reply so far, teacher-forced) runs once through the numpy
+fp32 reference; the chosen position's hidden states give the lens and its attention rows
+the maps. It is exact in every engine mode (the reference is what exact mode is checked
+against); `lantern inspect --json` prints `to_json()`, the app draws the same record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.errors import GenerationError, LanternError
+from engine.gguf import GGUFModel
+from engine.inspect.attention import ImageGrid, head_mean, image_grids
+from engine.inspect.lens import LensRow, lens_logits, logit_lens
+from engine.reference import ReferenceWeights, forward
+from engine.runtime.generate import PromptTokens
+
+SOURCE = "numpy fp32 reference"
+
+Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
+
+
+class InspectionCancelled(LanternError):
+    """The user cancelled an inspection."""
+
+
+@dataclass(frozen=True)
+class Inspection:
+    position: int                        # the query row inspected (0-based)
+    ids: tuple[int, ...]                 # the context, ids [position + 1]
+    tokens: tuple[str, ...]              # their display text
+    lens: tuple[LensRow, ...]            # n_layers + 1 rows
+    attention: np.ndarray                # float32 [n_layers, n_heads, position + 1]
+    images: tuple[ImageGrid, ...]        # images inside the context, in order
+    logprobs: np.ndarray                 # float64 [position]: row r's log-prob of ids[r + 1]
+    source: str = SOURCE
+
+    @property
+    def attention_mean(self) -> np.ndarray:
+        """[n_layers, position + 1]: averaged over heads."""
+        return head_mean(self.attention)
+
+    def to_json(self) -> dict:
+        return {
+            "position": self.position,
+            "source": self.source,
+            "tokens": [{"id": i, "token": t} for i, t in zip(self.ids, self.tokens, strict=True)],
+            "lens": [row.to_json() for row in self.lens],
+            "attention": self.attention.astype(float).tolist(),
+            "images": [grid.to_json() for grid in self.images],
+        }
+
+
+def continued(prompt: PromptTokens, reply: Sequence[int]) -> PromptTokens:
+    """The prompt followed by generated tokens, at the positions generation gave them."""
+    if not len(reply):
+        return prompt
+    ids = np.asarray(reply, dtype=np.int64)
+    steps = prompt.next_position + np.arange(len(ids), dtype=np.int64)  # [N]
+    if np.ndim(prompt.positions) == 2:
+        steps = np.broadcast_to(steps, (prompt.positions.shape[0], len(ids)))  # [3, N]
+    return PromptTokens(
+        ids=np.concatenate([prompt.ids, ids]),
+        positions=np.concatenate([prompt.positions, steps], axis=-1),
+        keys=prompt.keys + tuple(int(i) for i in ids),
+        next_position=prompt.next_position + len(ids),
+        image_rows=prompt.image_rows,
+        image_embeds=prompt.image_embeds,
+    )
+
+
+def inspect_context(
+    model: GGUFModel,
+    context: PromptTokens,
+    piece: Callable[[int], str],
+    position: int | None = None,
+    *,
+    top: int = 5,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> Inspection:
+    """Lens and attention of ``position`` (default: the last) over ``context``, computed
+    by the fp32 reference over the context up to that position."""
+    n = len(context)
+    position = n - 1 if position is None else position
+    if not 0 <= position < n:
+        raise GenerationError(f"position {position} is outside the context of {n} tokens "
+                              f"(0..{n - 1})")
+    report = progress or (lambda stage, fraction: None)
+    n_layers = model.config.text.n_layers
+
+    def on_layer(i: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise InspectionCancelled("the inspection was cancelled")
+        report(f"Reference forward: block {i + 1} of {n_layers}", (i + 1) / (n_layers + 1))
+
+    ids = context.ids[: position + 1]
+    positions = context.positions[..., : position + 1]
+    weights = ReferenceWeights(model)
+    embeds = None
+    if context.image_rows is not None and len(context.image_rows):
+        inside = context.image_rows <= position
+        if inside.any():
+            embeds = weights.embed(ids)
+            embeds[context.image_rows[inside]] = context.image_embeds[inside]
+    report("Reference forward", 0.0)
+    out = forward(model, None if embeds is not None else ids, positions, embeds,
+                  weights=weights, attention_rows=[position], on_layer=on_layer)
+    report("Logit lens", n_layers / (n_layers + 1))
+    states = np.stack([h[position] for h in out.hidden_states])  # [L + 1, H]
+    lens = logit_lens(lens_logits(states, weights), piece, top)
+    attention = np.stack([p[:, 0, :] for p in out.attentions]).astype(np.float32)  # [L, heads, T]
+    report("Done", 1.0)
+    return Inspection(
+        position=position,
+        ids=tuple(int(i) for i in ids),
+        tokens=tuple(piece(int(i)) for i in ids),
+        lens=lens,
+        attention=attention,
+        images=tuple(g for g in image_grids(context) if g.stop <= position + 1),
+        logprobs=_next_logprobs(out.logits, ids),
+    )
+
+
+def _next_logprobs(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """logits [S, V], ids [S] -> log-softmax of row r at ids[r + 1], [S - 1]."""
+    rows = logits[:-1].astype(np.float64)  # [S - 1, V]
+    peak = rows.max(axis=1, keepdims=True)
+    log_norm = peak[:, 0] + np.log(np.exp(rows - peak).sum(axis=1))
+    return rows[np.arange(len(rows)), ids[1:]] - log_norm

@@ -1,0 +1,117 @@
+"""The sampler's reasons for one token, from the trace its own pick recorded.
+
+For the few tokens worth showing (the chosen one and the best by raw and by penalised
+logit): the raw logit, the logit after penalties, after temperature, which of top-k /
+typical-p / top-p / min-p kept it, and its final probability; plus how many candidates
+each step left and whether the pick was greedy (temperature 0) or a draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.runtime.sampler import Candidates, Options, SampleTrace, _largest, softmax
+
+FILTERS = ("top_k", "typical_p", "top_p", "min_p")
+SHOWN = 5  # best tokens by raw and by penalised logit that are always explained
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    piece: str
+    raw_logit: float
+    penalized_logit: float
+    scaled_logit: float | None       # after temperature; None when a filter dropped it
+    kept: tuple[bool, ...]           # survived each of FILTERS (all True when greedy)
+    probability: float               # final: what the draw used (greedy: 1 or 0)
+    chosen: bool
+
+
+@dataclass(frozen=True)
+class SamplerReasons:
+    greedy: bool                     # temperature 0: argmax of the penalised logits
+    chosen: int
+    survivors: tuple[int, ...]       # candidates left after each of FILTERS
+    candidates: tuple[Candidate, ...]  # the chosen token first, then by raw logit
+    options: Options
+
+    @property
+    def raw_top(self) -> Candidate:
+        return max(self.candidates, key=lambda c: (c.raw_logit, -c.id))
+
+    @property
+    def summary(self) -> str:
+        """One sentence: how the pick was made, and why the raw favourite lost if it did."""
+        chosen = self.candidates[0]
+        o = self.options
+        if self.greedy:
+            text = f"greedy (temperature 0): {chosen.piece!r} had the highest logit after penalties"
+        else:
+            text = (f"drawn at temperature {o.temperature:g} from {self.survivors[-1]} "
+                    f"candidate(s), p = {chosen.probability:.3f}")
+        best = self.raw_top
+        if best.id != chosen.id:
+            why = []
+            if best.penalized_logit != best.raw_logit:
+                why.append(f"penalties (repeat {o.repeat_penalty:g}, presence "
+                           f"{o.presence_penalty:g}, frequency {o.frequency_penalty:g}) took "
+                           f"it from {best.raw_logit:.3f} to {best.penalized_logit:.3f}")
+            if not self.greedy:
+                why.append("the draw picked another candidate" if all(best.kept) else
+                           "dropped by " + ", ".join(f for f, k in zip(FILTERS, best.kept,
+                                                                        strict=True) if not k))
+            text += f"; the raw top-1 {best.piece!r} was not chosen: " + "; ".join(why)
+        return text
+
+    def to_json(self) -> dict:
+        return {
+            "greedy": self.greedy, "chosen": self.chosen, "summary": self.summary,
+            "survivors": dict(zip(FILTERS, self.survivors, strict=True)),
+            "candidates": [
+                {"id": c.id, "token": c.piece, "raw_logit": c.raw_logit,
+                 "penalized_logit": c.penalized_logit, "scaled_logit": c.scaled_logit,
+                 "kept": dict(zip(FILTERS, c.kept, strict=True)),
+                 "probability": c.probability, "chosen": c.chosen}
+                for c in self.candidates
+            ],
+        }
+
+
+def explain(trace: SampleTrace, options: Options, piece: Callable[[int], str],
+            shown: int = SHOWN) -> SamplerReasons:
+    """The reasons of the pick ``trace`` recorded (Sampler.sample(..., trace=trace))."""
+    steps = dict(trace.steps)
+    raw, penalized = steps["raw"].logits, steps["penalties"].logits    # [V] each
+    greedy = "greedy" in steps
+    chosen = int(steps["greedy" if greedy else "draw"].ids[0])
+    watch = _watched(raw, penalized, chosen, shown)
+    if greedy:
+        kept = np.ones((len(watch), len(FILTERS)), dtype=bool)
+        survivors = (len(raw),) * len(FILTERS)
+        scaled = {i: None for i in watch}
+        probability = {i: float(i == chosen) for i in watch}
+    else:
+        kept = np.stack([np.isin(watch, steps[f].ids) for f in FILTERS], axis=1)  # [n, 4]
+        survivors = tuple(len(steps[f].ids) for f in FILTERS)
+        final: Candidates = steps["temperature"]
+        probs = softmax(final.logits)
+        where = {int(i): k for k, i in enumerate(final.ids)}
+        scaled = {i: float(final.logits[where[i]]) if i in where else None for i in watch}
+        probability = {i: float(probs[where[i]]) if i in where else 0.0 for i in watch}
+    candidates = tuple(
+        Candidate(int(i), piece(int(i)), float(raw[i]), float(penalized[i]), scaled[i],
+                  tuple(bool(k) for k in kept[n]), probability[i], int(i) == chosen)
+        for n, i in enumerate(watch)
+    )
+    return SamplerReasons(greedy, chosen, survivors, candidates, options)
+
+
+def _watched(raw: np.ndarray, penalized: np.ndarray, chosen: int, shown: int) -> list[int]:
+    """The chosen token, then the best by raw and by penalised logit, by raw logit."""
+    best = set(_largest(raw, shown).tolist()) | set(_largest(penalized, shown).tolist())
+    best.discard(chosen)
+    return [chosen] + sorted(best, key=lambda i: (-float(raw[i]), i))
