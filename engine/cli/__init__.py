@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "engine.cli.tokenize_commands",  # tokenize
     "engine.cli.run_command",      # run
     "engine.cli.debug_command",    # debug
+    "engine.cli.inspect_command",  # inspect
     "engine.cli.prompt_commands",  # prompt
 )
 

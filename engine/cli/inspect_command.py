@@ -1,0 +1,93 @@
+"""`lantern inspect MODEL PROMPT`: the logit lens and attention of one position.
+
+Computed by the numpy fp32 reference over the prompt (exact whatever the engine mode).
+Prints, per layer, the lens' top tokens and where the position looked most; `--json`
+prints one object: {"lens": [n_layers + 1 rows of {"top": [...]}], "attention":
+[n_layers][n_heads][position + 1], ...}; `--llama` adds llama.cpp's second opinion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.cli import add_models_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("inspect", help="logit lens and attention of one position (fp32 reference)")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("prompt", metavar="PROMPT")
+    p.add_argument("--raw", action="store_true", help="PROMPT verbatim (control tokens parsed)")
+    p.add_argument("--exact", action="store_true",
+                   help="load the engine in exact mode (the views come from the fp32 "
+                        "reference either way)")
+    p.add_argument("--image", action="append", default=[], metavar="FILE")
+    p.add_argument("--position", type=int, metavar="N",
+                   help="token position to inspect, 0-based (default: the last)")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="lens tokens per layer")
+    p.add_argument("--llama", action="store_true",
+                   help="add llama.cpp's second opinion (needs lantern[llama])")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.add_argument("--system", metavar="TEXT")
+    add_models_dir(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.cli.run_command import _load_images, resolve_source
+    from engine.inspect import inspect_context
+    from engine.inspect.second_opinion import second_opinion
+    from engine.runtime.chat import Message
+    from engine.runtime.loader import load_model
+
+    model = load_model(resolve_source(args.model, args.models_dir), exact=args.exact)
+    images = _load_images(model, args.image, args.raw)
+    if args.raw:
+        prompt = model.tokenize_raw(args.prompt)
+    else:
+        prompt = model.tokenize_chat([Message("user", args.prompt, images)], system=args.system)
+    piece = model.tokenizer.id_to_piece
+    position = args.position
+    if position is not None and position < 0:
+        position += len(prompt)
+    inspection = inspect_context(model.gguf, prompt, piece, position, top=max(args.top, 5))
+    opinion = second_opinion(model.gguf.path, inspection, piece) if args.llama else None
+    if args.json:
+        out = inspection.to_json() | {"engine_mode": "exact" if args.exact else "fast"}
+        if opinion is not None:
+            out["second_opinion"] = opinion.to_json()
+        json.dump(out, sys.stdout, ensure_ascii=False)
+        print()
+        return 0
+    _print(inspection, opinion)
+    return 0
+
+
+def _print(inspection, opinion) -> None:
+    mean = inspection.attention_mean  # [L, T]
+    print(f"position {inspection.position}: {inspection.tokens[-1]!r} "
+          f"(id {inspection.ids[-1]}), computed by the {inspection.source}")
+    print(f"{'layer':<7}{'lens top-3 (probability)':<58}looked most at")
+    for row in inspection.lens:
+        top = "  ".join(f"{t.token!r} {t.prob:.2f}" for t in row.top[:3])
+        looked = ""
+        if row.layer > 0:
+            weights = mean[row.layer - 1]
+            best = int(weights.argmax())
+            looked = f"#{best} {inspection.tokens[best]!r} {weights[best]:.2f}"
+        print(f"{row.layer:<7}{top:<58}{looked}")
+    for n, grid in enumerate(inspection.images):
+        share = float(mean[:, grid.start:grid.stop].sum(axis=1).mean())
+        print(f"image {n + 1}: {grid.height} x {grid.width} patches at tokens "
+              f"{grid.start}..{grid.stop - 1}, {share:.1%} of the attention (mean over layers)")
+    if opinion is not None:
+        print()
+        print(f"{'#':<3}{'lantern':<28}{'logit':>9}    {'llama.cpp':<28}{'logit':>9}")
+        for rank, (a, b) in enumerate(zip(opinion.ours, opinion.theirs, strict=True), 1):
+            print(f"{rank:<3}{a.token!r:<28}{a.logit:>9.3f}    {b.token!r:<28}{b.logit:>9.3f}")
+        delta = opinion.delta
+        if len(delta):
+            print(f"teacher-forced |Δ logprob| over {len(delta)} positions: max "
+                  f"{delta.max():.3g} at #{int(delta.argmax()) + 1}, mean {delta.mean():.3g}")

@@ -1,0 +1,93 @@
+"""A second engine's opinion: llama.cpp (llama-cpp-python, an optional extra) on the same
+GGUF and the same token ids, teacher-forced, against Lantern's fp32 reference.
+
+Per position: both engines' log-probability of the token that actually came next, and
+|Δ logprob| between them; at the inspected position both top-5 lists side by side. This
+is the check to run when an engine prints garbage: where the two part, and by how much.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import LanternError
+from engine.inspect.inspection import Inspection
+from engine.inspect.lens import LensToken, logit_lens
+
+INSTALL_HINT = ("llama.cpp's second opinion needs llama-cpp-python: "
+                "pip install 'lantern[llama]' (or pip install 'llama-cpp-python>=0.3.36')")
+
+
+class SecondOpinionUnavailable(LanternError):
+    """llama-cpp-python is missing, or the context is one it cannot take."""
+
+
+@dataclass(frozen=True)
+class SecondOpinion:
+    version: str                           # llama-cpp-python's
+    position: int
+    ours: tuple[LensToken, ...]            # Lantern's reference top-5 at ``position``
+    theirs: tuple[LensToken, ...]          # llama.cpp's
+    ours_logprob: np.ndarray               # float64 [position]: row r's log-prob of ids[r+1]
+    theirs_logprob: np.ndarray             # float64 [position]
+
+    @property
+    def delta(self) -> np.ndarray:
+        """|Δ logprob| per position [position]."""
+        return np.abs(self.ours_logprob - self.theirs_logprob)
+
+    @property
+    def same_top1(self) -> bool:
+        return self.ours[0].id == self.theirs[0].id
+
+    def to_json(self) -> dict:
+        def tokens(top: tuple[LensToken, ...]) -> list[dict]:
+            return [{"id": t.id, "token": t.token, "logit": t.logit, "prob": t.prob}
+                    for t in top]
+        delta = self.delta
+        return {"engine": f"llama-cpp-python {self.version}", "position": self.position,
+                "ours": tokens(self.ours), "theirs": tokens(self.theirs),
+                "delta_logprob": delta.tolist(),
+                "max_delta_logprob": float(delta.max()) if len(delta) else 0.0}
+
+
+def missing() -> str | None:
+    """Why the second opinion cannot run here (how to get it), or None when it can."""
+    return None if importlib.util.find_spec("llama_cpp") is not None else INSTALL_HINT
+
+
+def second_opinion(path: Path, inspection: Inspection, piece: Callable[[int], str],
+                   top: int = 5) -> SecondOpinion:
+    """Run llama.cpp over ``inspection``'s context (GGUF at ``path``) and compare."""
+    if (hint := missing()) is not None:
+        raise SecondOpinionUnavailable(hint)
+    if inspection.images:
+        raise SecondOpinionUnavailable("llama.cpp's second opinion compares text contexts "
+                                       "only; this one holds an image")
+    import llama_cpp
+
+    ids = list(inspection.ids)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=max(len(ids), 16), logits_all=True,
+                          n_threads=os.cpu_count() or 1, verbose=False)
+    try:
+        llm.eval(ids)
+        scores = np.array(llm.scores[: len(ids)], dtype=np.float64)  # [S, V]
+    finally:
+        llm.close()
+    peak = scores.max(axis=1, keepdims=True)
+    log_probs = scores - (peak + np.log(np.exp(scores - peak).sum(axis=1, keepdims=True)))
+    rows = np.arange(len(ids) - 1)
+    return SecondOpinion(
+        version=llama_cpp.__version__,
+        position=inspection.position,
+        ours=inspection.lens[-1].top[:top],
+        theirs=logit_lens(scores[-1:], piece, top)[0].top,
+        ours_logprob=inspection.logprobs,
+        theirs_logprob=log_probs[rows, np.asarray(ids[1:], dtype=np.int64)],
+    )
