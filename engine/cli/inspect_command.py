@@ -38,10 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.cli.run_command import _load_images, resolve_source
     from engine.inspect import inspect_context
-    from engine.inspect.second_opinion import second_opinion
+    from engine.inspect.second_opinion import SecondOpinionUnavailable, missing, second_opinion
     from engine.runtime.chat import Message
     from engine.runtime.loader import load_model
 
+    if args.llama and (hint := missing()) is not None:
+        raise SecondOpinionUnavailable(hint)   # before minutes of work, not after
     model = load_model(resolve_source(args.model, args.models_dir), exact=args.exact)
     images = _load_images(model, args.image, args.raw)
     if args.raw:
