@@ -182,3 +182,16 @@ def _check_size(name: str, width: int, height: int) -> None:
             f"{name} is {width}x{height}, an aspect ratio of {ratio:.0f}:1; the vision model "
             f"accepts at most {MAX_ASPECT_RATIO}:1, so crop or pad it"
         )
+
+
+def pixels(image: ImageInput, mean: tuple[float, float, float] = IMAGE_MEAN,
+           std: tuple[float, float, float] = IMAGE_STD,
+           patch_size: int = PATCH_SIZE, merge_size: int = MERGE_SIZE) -> np.ndarray:
+    """The picture the model saw (resized, before normalising): uint8 [H, W, 3], undoing
+    ``preprocess``'s layout, so inspection draws attention over exactly these pixels."""
+    t, gh, gw = image.grid
+    bh, bw, m, p = gh // merge_size, gw // merge_size, merge_size, patch_size
+    x = image.pixel_values.reshape(bh, bw, m, m, 3, -1, p, p)[:, :, :, :, :, 0]
+    x = x.transpose(0, 2, 5, 1, 3, 6, 4).reshape(gh * p, gw * p, 3)  # [H, W, C]
+    x = x * np.asarray(std, np.float32) + np.asarray(mean, np.float32)
+    return np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)
