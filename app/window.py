@@ -29,6 +29,7 @@ from app.chat.page import ChatPage, no_vision_text
 from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop.about import AboutDialog, about_facts
+from app.inspector.inspector import Inspector
 from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
 from app.models.loader import ModelLoader
@@ -94,6 +95,7 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
         self.panel = DebugPanel(self)
+        self.inspector = Inspector(self.panel, self.controller, self.runner, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
         self.resizeDocks([self.panel], [400], Qt.Horizontal)
         self.panel.stats_toggle.setChecked(self.settings.layer_stats)
@@ -161,6 +163,7 @@ class MainWindow(QMainWindow):
         controller.checkFailed.connect(self.panel.show_check_failed)
         self.chat.message.connect(self.banner.show_message)
         self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
+        self.chat.tokenClicked.connect(self.inspector.select_token)
         self.chat.input.imagesAttached.connect(self._images_attached)
         self.chat.input.imageRejected.connect(lambda text: self.banner.show_message("error",
                                                                                     text))
@@ -305,6 +308,7 @@ class MainWindow(QMainWindow):
         self.controller.new_chat()
         self.chat.clear()
         self.panel.clear()
+        self.inspector.clear()
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.controller.conversation_id:
@@ -314,6 +318,7 @@ class MainWindow(QMainWindow):
         messages = self.controller.open(conversation_id)
         self.chat.show_conversation(messages, conversation.model if conversation else "")
         self.panel.clear()
+        self.inspector.clear()
 
     def _conversation_changed(self, conversation_id: int | None) -> None:
         self._refresh_conversations()

@@ -102,6 +102,29 @@ class CallJob(Job):
         self.result.emit(self._call())
 
 
+class ProgressJob(Job):
+    """An engine call that reports progress and honours cancel (e.g. an inspection):
+    ``call(progress, cancel_event)``; a cancelled job emits neither result nor failure."""
+
+    progress = Signal(str, float)
+    result = Signal(object)
+
+    def __init__(self, call: Callable[[Callable[[str, float], None], threading.Event], object]
+                 ) -> None:
+        super().__init__()
+        self._call = call
+
+    def work(self) -> None:
+        try:
+            value = self._call(self.progress.emit, self.cancel_event)
+        except LanternError:
+            if self.cancel_event.is_set():
+                return
+            raise
+        if not self.cancel_event.is_set():
+            self.result.emit(value)
+
+
 # Every running job and its thread, whoever started them: a job's thread must outlive
 # the runner (or test) that started it, or Qt aborts ("QThread destroyed while running").
 _ACTIVE: dict[Job, QThread] = {}

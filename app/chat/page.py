@@ -29,6 +29,7 @@ def no_vision_text(model_name: str, count: int) -> str:
 class ChatPage(QWidget):
     message = Signal(str, str)               # banner level, text
     tokenHovered = Signal(object)            # TokenEvent under the mouse
+    tokenClicked = Signal(object)            # TokenEvent clicked (inspect it)
 
     def __init__(self, controller: ConversationController,
                  parent: QWidget | None = None) -> None:
@@ -84,6 +85,8 @@ class ChatPage(QWidget):
         widget.editRequested.connect(self._edit)
         widget.regenerateRequested.connect(self._regenerate)
         widget.tokenHovered.connect(self._hovered)
+        widget.tokenClicked.connect(
+            lambda w, i: self.tokenClicked.emit(w.tokens[i]) if 0 <= i < len(w.tokens) else None)
         if role == "assistant":
             widget.set_color_tokens(self.color_tokens)
         return self.view.add(widget)

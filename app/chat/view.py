@@ -47,6 +47,7 @@ class AutoHeightBrowser(QTextBrowser):
     """A read-only rich-text view as tall as its content (the chat scrolls, not it)."""
 
     tokenHovered = Signal(int)
+    tokenClicked = Signal(int)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -73,14 +74,20 @@ class AutoHeightBrowser(QTextBrowser):
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.MouseMove:
             self._hover(event.position().toPoint())
+        elif event.type() == QEvent.MouseButtonRelease and event.button() == Qt.LeftButton:
+            index = self._token_at(event.position().toPoint())
+            if index is not None:
+                self.tokenClicked.emit(index)
         return False
 
+    def _token_at(self, point: QPoint) -> int | None:
+        value = self.cursorForPosition(point).charFormat().property(TOKEN_PROPERTY)
+        return None if value is None else int(value)
+
     def _hover(self, point: QPoint) -> None:
-        cursor = self.cursorForPosition(point)
-        value = cursor.charFormat().property(TOKEN_PROPERTY)
-        if value is None:
+        index = self._token_at(point)
+        if index is None:
             return
-        index = int(value)
         if index != self._last_token:
             self._last_token = index
             self.tokenHovered.emit(index)
@@ -125,6 +132,7 @@ class MessageWidget(QFrame):
     """One message. Assistant messages can show token spans coloured by probability."""
 
     tokenHovered = Signal(object, int)       # (this widget, token index)
+    tokenClicked = Signal(object, int)       # (this widget, token index)
     copyRequested = Signal(object)
     editRequested = Signal(object)
     regenerateRequested = Signal(object)
@@ -247,6 +255,7 @@ class MessageWidget(QFrame):
         font = QFont(browser.font())
         browser.setFont(font)
         browser.tokenHovered.connect(lambda i: self.tokenHovered.emit(self, i))
+        browser.tokenClicked.connect(lambda i: self.tokenClicked.emit(self, i))
         return browser
 
 

@@ -31,8 +31,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.inspector.charts import LineChart, Series
+from app.inspector.inside_page import InsidePage
+from app.inspector.opinion_page import OpinionPage
 from app.inspector.rows import (
     TOP_ROWS,
+    kept_text,
     layer_rows,
     prompt_rows,
     top_pairs,
@@ -40,10 +44,16 @@ from app.inspector.rows import (
     visible_piece,
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
+from app.inspector.widgets import hint, section
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
 FAILED_COLOUR = QColor(230, 80, 70, 70)
 BAR_COLOUR = QColor(70, 130, 240, 70)
+PROBABILITY_COLOUR = QColor(60, 150, 90)
+ENTROPY_COLOUR = QColor(70, 130, 240)
+MEAN_COLOUR = QColor(200, 120, 40)
+DIFF_COLOUR = QColor(220, 70, 60)
+TOLERANCE_COLOUR = QColor(130, 130, 130)
 IMAGE_COLOUR = QColor(140, 90, 220, 45)
 
 
@@ -101,23 +111,12 @@ def _check_tip(row) -> str:
                        f"{row.tolerance:.3g}"])
 
 
-def _section(text: str) -> QLabel:
-    label = QLabel(text)
-    label.setObjectName("panelSection")
-    return label
-
-
-def _hint(text: str) -> QLabel:
-    label = QLabel(text)
-    label.setObjectName("panelHint")
-    label.setWordWrap(True)
-    return label
-
-
 class DebugPanel(QDockWidget):
     colorTokensToggled = Signal(bool)
     layerStatsToggled = Signal(bool)
     checkRequested = Signal()
+    replyPointClicked = Signal(int)          # index of a token in the reply
+    promptRowClicked = Signal(int)           # a prompt position
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Inside the model", parent)
@@ -128,8 +127,13 @@ class DebugPanel(QDockWidget):
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self._token_tab(), "Token")
         self.tabs.addTab(self._prompt_tab(), "Prompt")
+        self.inside = InsidePage()
+        self.tabs.addTab(self.inside, "Inside")
         self.tabs.addTab(self._layers_tab(), "Layers")
         self.tabs.addTab(self._reference_tab(), "Reference")
+        self.opinion = OpinionPage(_table)
+        self.tabs.addTab(self.opinion, "llama.cpp")
+        self.reply: list = []                # TokenEvents of the latest answer
         self.setWidget(self.tabs)
 
     # -- token tab ------------------------------------------------------------------------
@@ -163,12 +167,41 @@ class DebugPanel(QDockWidget):
         self.top_table.setFixedHeight(26 * TOP_ROWS + self.top_table.horizontalHeader()
                                       .sizeHint().height() + 4)
         layout.addWidget(self.top_table)
-        self.entropy_label = _hint("")
+        self.entropy_label = hint("")
         layout.addWidget(self.entropy_label)
+        layout.addWidget(section("Why this token"))
+        self.reasons_label = hint("")
+        layout.addWidget(self.reasons_label)
+        self.reasons_model = RecordTableModel(
+            [
+                Column("token", lambda r: visible_piece(r.piece), tip=lambda r: f"id {r.id}"),
+                Column("raw", lambda r: f"{r.raw_logit:.2f}", numeric=True,
+                       tip=lambda r: "the model's logit"),
+                Column("penalised", lambda r: f"{r.penalized_logit:.2f}", numeric=True,
+                       tip=lambda r: "after repeat / presence / frequency penalties"),
+                Column("/T", lambda r: "–" if r.scaled_logit is None else
+                       f"{r.scaled_logit:.2f}", numeric=True,
+                       tip=lambda r: "after temperature (– : a filter dropped it)"),
+                Column("kept", kept_text, tip=lambda r: "which of top-k, typical-p, top-p, "
+                       "min-p kept it"),
+                Column("p", lambda r: f"{r.probability:.1%}", numeric=True,
+                       bar=lambda r: r.probability,
+                       tip=lambda r: "final probability in the draw"),
+            ],
+            emphasis=lambda r: CHOSEN_COLOUR if r.chosen else None,
+        )
+        self.reasons_table = _table(self.reasons_model, stretch_column=0)
+        self.reasons_table.setItemDelegateForColumn(5, BarDelegate(self.reasons_table))
+        self.reasons_table.setMinimumHeight(26 * 6)
+        layout.addWidget(self.reasons_table)
+        layout.addWidget(section("Along the reply"))
+        self.reply_chart = LineChart("probability and entropy per token (click a point)")
+        self.reply_chart.pointClicked.connect(self.replyPointClicked)
+        layout.addWidget(self.reply_chart)
         self.color_toggle = QCheckBox("Colour the reply by token probability (hover a token)")
         self.color_toggle.toggled.connect(self.colorTokensToggled)
         layout.addWidget(self.color_toggle)
-        layout.addWidget(_section("Timing"))
+        layout.addWidget(section("Timing"))
         self.timing_label = QLabel("–")
         self.timing_label.setObjectName("timing")
         self.timing_label.setWordWrap(True)
@@ -188,8 +221,24 @@ class DebugPanel(QDockWidget):
             f"chosen: p {math.exp(event.logprob):.2%} · logprob {event.logprob:.3f} · "
             f"entropy {event.entropy:.3f} nats"
         )
+        reasons = event.reasons
+        self.reasons_model.set_records(list(reasons.candidates) if reasons else [])
+        self.reasons_label.setText(reasons.summary if reasons else "")
         if event.layer_stats is not None:
             self.show_layer_stats(event.layer_stats)
+
+    def start_reply(self) -> None:
+        """A new answer begins: the chart along the reply starts over."""
+        self.reply = []
+        self.reply_chart.set_selected(None)
+        self.reply_chart.set_series([])
+
+    def add_reply_token(self, event) -> None:
+        self.reply.append(event)
+        self.reply_chart.set_series(
+            [Series("p", [math.exp(e.logprob) for e in self.reply], PROBABILITY_COLOUR),
+             Series("entropy (nats)", [e.entropy for e in self.reply], ENTROPY_COLOUR)],
+            [visible_piece(e.piece) for e in self.reply])
 
     def show_timing(self, step_ms: float, tokens_per_s: float, prompt_tokens: int | None = None,
                     prompt_s: float | None = None) -> None:
@@ -202,6 +251,10 @@ class DebugPanel(QDockWidget):
     def clear(self) -> None:
         self.token_title.setText("Send a message to see each token's candidates.")
         self.top_model.set_records([])
+        self.reasons_model.set_records([])
+        self.reasons_label.setText("")
+        self.start_reply()
+        self.inside.clear()
         self.entropy_label.setText("")
         self.timing_label.setText("–")
 
@@ -211,7 +264,7 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        self.prompt_label = _hint("The prompt the model saw, token by token, appears here "
+        self.prompt_label = hint("The prompt the model saw, token by token, appears here "
                                   "after the next message.")
         layout.addWidget(self.prompt_label)
         self.prompt_model = RecordTableModel(
@@ -227,6 +280,7 @@ class DebugPanel(QDockWidget):
             bold=False,
         )
         self.prompt_table = _table(self.prompt_model, stretch_column=2)
+        self.prompt_table.clicked.connect(lambda index: self.promptRowClicked.emit(index.row()))
         layout.addWidget(self.prompt_table)
         return page
 
@@ -236,7 +290,8 @@ class DebugPanel(QDockWidget):
         rows = prompt_rows(prompt, piece)
         images = sum(r.image for r in rows)
         note = f"; {images} of them carry image embeddings" if images else ""
-        self.prompt_label.setText(f"{len(rows)} prompt tokens (template markup included{note})")
+        self.prompt_label.setText(f"{len(rows)} prompt tokens (template markup included{note}); "
+                                  "click one to inspect it on the Inside tab")
         self.prompt_model.set_records(rows)
         self.prompt_table.setColumnHidden(3, np.ndim(prompt.positions) == 1)
 
@@ -249,8 +304,10 @@ class DebugPanel(QDockWidget):
         self.stats_toggle = QCheckBox("Record per-layer statistics (reloads the model)")
         self.stats_toggle.toggled.connect(self.layerStatsToggled)
         layout.addWidget(self.stats_toggle)
-        layout.addWidget(_hint("Mean, spread and range of the latest token's hidden state "
+        layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
                                "after each layer."))
+        self.stats_chart = LineChart("per layer (0 = embeddings)")
+        layout.addWidget(self.stats_chart)
         self.stats_model = RecordTableModel([
             Column("layer", lambda r: r.label),
             *(Column(name, lambda r, i=i: _number(r.stats[i]), numeric=True)
@@ -260,7 +317,12 @@ class DebugPanel(QDockWidget):
         return page
 
     def show_layer_stats(self, stats) -> None:
-        self.stats_model.set_records(layer_rows(stats))
+        rows = layer_rows(stats)
+        self.stats_model.set_records(rows)
+        self.stats_chart.set_series(
+            [Series("std", [r.stats[1] for r in rows], ENTROPY_COLOUR),
+             Series("mean", [r.stats[0] for r in rows], MEAN_COLOUR)],
+            [r.label for r in rows])
 
     # -- reference tab --------------------------------------------------------------------
 
@@ -268,7 +330,7 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        layout.addWidget(_hint("Runs the last prompt through a plain numpy forward pass and "
+        layout.addWidget(hint("Runs the last prompt through a plain numpy forward pass and "
                                "compares the engine with it after every layer and at the "
                                "next token."))
         row = QHBoxLayout()
@@ -283,7 +345,7 @@ class DebugPanel(QDockWidget):
         self.verdict.setWordWrap(True)
         layout.addWidget(self.verdict)
 
-        layout.addWidget(_section("Next token: top 5"))
+        layout.addWidget(section("Next token: top 5"))
         self.pair_model = RecordTableModel(
             [
                 Column("#", lambda r: str(r.rank), numeric=True),
@@ -304,8 +366,8 @@ class DebugPanel(QDockWidget):
         self.pair_table.setFixedHeight(26 * TOP_ROWS + header.sizeHint().height() + 4)
         layout.addWidget(self.pair_table)
 
-        layout.addWidget(_section("Last token's hidden state, layer by layer"))
-        layout.addWidget(_hint("The bar under max |Δ| is the share of that layer's tolerance "
+        layout.addWidget(section("Last token's hidden state, layer by layer"))
+        layout.addWidget(hint("The bar under max |Δ| is the share of that layer's tolerance "
                                "used; hover a row for both sides' statistics."))
         self.check_model = RecordTableModel(
             [
@@ -319,6 +381,8 @@ class DebugPanel(QDockWidget):
             ],
             emphasis=lambda r: None if r.ok else FAILED_COLOUR,
         )
+        self.check_chart = LineChart("max |Δ| per layer (log scale)", log=True)
+        layout.addWidget(self.check_chart)
         self.check_table = _table(self.check_model)
         self.check_table.setItemDelegateForColumn(3, BarDelegate(self.check_table))
         layout.addWidget(self.check_table, 1)
@@ -335,6 +399,11 @@ class DebugPanel(QDockWidget):
         self._set_verdict(report.verdict, bool(report.ok))
         self.pair_model.set_records(top_pairs(report))
         self.check_model.set_records(list(report.rows))
+        self.check_chart.set_series(
+            [Series("max |Δ|", [r.max_abs_diff for r in report.rows], DIFF_COLOUR),
+             Series("tolerance", [r.tolerance for r in report.rows], TOLERANCE_COLOUR,
+                    dashed=True)],
+            [r.label for r in report.rows])
         if report.first_off is not None:
             self.check_table.scrollTo(self.check_model.index(report.first_off, 0))
 

@@ -12,6 +12,7 @@ import numpy as np
 from engine.reference import layer_label
 from engine.runtime.check import CheckReport, TopCandidate
 from engine.runtime.generate import PromptTokens
+from engine.runtime.reasons import FILTERS
 
 TOP_ROWS = 5
 
@@ -91,3 +92,9 @@ def layer_rows(stats) -> list[LayerRow]:
     """stats: float [n_layers + 1, 4]; row 0 is the embeddings (labels as the check's)."""
     return [LayerRow(layer_label(r), tuple(float(v) for v in row))
             for r, row in enumerate(stats)]
+
+
+def kept_text(candidate) -> str:
+    """Which sampler filters dropped a candidate (engine.runtime.reasons.Candidate)."""
+    dropped = [name for name, kept in zip(FILTERS, candidate.kept, strict=True) if not kept]
+    return "all" if not dropped else "cut by " + ", ".join(dropped)

@@ -1,0 +1,199 @@
+"""The panel's "Inside" tab: the logit lens and the attention of one position.
+
+Filled from an engine.inspect.Inspection computed on demand (a job with progress and
+cancel), never while an answer streams. The page only draws; the Inspector decides what
+to compute.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.inspector.attention_map import ImageHeat, TokenHeat
+from app.inspector.lens_grid import LensGrid
+from app.inspector.rows import visible_piece
+from app.inspector.widgets import hint, section
+from engine.inspect import Inspection
+
+MEAN = -1
+
+
+class InsidePage(QWidget):
+    inspectRequested = Signal()          # the latest token
+    cancelRequested = Signal()
+    positionClicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.inspection: Inspection | None = None
+        self.pictures: list[np.ndarray | None] = []
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.NoFrame)
+        outer.addWidget(scroll)
+        body = QWidget()
+        scroll.setWidget(body)
+        layout = QVBoxLayout(body)
+        layout.setContentsMargins(12, 12, 12, 12)
+
+        self.title = hint("Click a token in the reply (with colouring on), a point on the "
+                          "Token tab's chart or a row of the Prompt tab, or inspect the "
+                          "latest token.")
+        self.title.setObjectName("tokenTitle")
+        layout.addWidget(self.title)
+        row = QHBoxLayout()
+        self.inspect_button = QPushButton("Inspect the latest token")
+        self.inspect_button.clicked.connect(self.inspectRequested)
+        row.addWidget(self.inspect_button)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 100)
+        self.progress.setVisible(False)
+        row.addWidget(self.progress, 1)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setVisible(False)
+        self.cancel_button.clicked.connect(self.cancelRequested)
+        row.addWidget(self.cancel_button)
+        layout.addLayout(row)
+        self.status = hint("")
+        layout.addWidget(self.status)
+
+        layout.addWidget(section("Logit lens"))
+        layout.addWidget(hint("What each layer would predict here: lm_head(final_norm(h)) "
+                              "after the embeddings and every block. Colour = probability; "
+                              "the final answer is outlined; hover for the top-5."))
+        self.lens = LensGrid()
+        layout.addWidget(self.lens)
+
+        layout.addWidget(section("Attention"))
+        layout.addWidget(hint("How much this position attends to every earlier one (tint "
+                              "scaled to the largest weight after the first token); images "
+                              "are shown with their merged patches tinted."))
+        choose = QHBoxLayout()
+        self.layer_box = QComboBox()
+        self.head_box = QComboBox()
+        self.layer_box.currentIndexChanged.connect(self._redraw_attention)
+        self.head_box.currentIndexChanged.connect(self._redraw_attention)
+        choose.addWidget(self.layer_box, 1)
+        choose.addWidget(self.head_box, 1)
+        layout.addLayout(choose)
+        self.heat = TokenHeat()
+        self.heat.positionClicked.connect(self.positionClicked)
+        layout.addWidget(self.heat)
+        self.image_area = QVBoxLayout()
+        layout.addLayout(self.image_area)
+        self.image_heats: list[tuple[QLabel, ImageHeat]] = []
+        layout.addStretch(1)
+
+    # -- states ---------------------------------------------------------------------------
+
+    def show_running(self, text: str) -> None:
+        self.title.setText(text)
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self.cancel_button.setVisible(True)
+        self.inspect_button.setEnabled(False)
+        self.status.setText("")
+
+    def show_progress(self, stage: str, fraction: float) -> None:
+        self.progress.setValue(int(100 * fraction))
+        self.progress.setFormat(stage)
+
+    def show_waiting(self, text: str) -> None:
+        self.title.setText(text)
+        self.status.setText("It runs when the answer ends, so the stream is not slowed.")
+
+    def show_failed(self, text: str) -> None:
+        self._idle()
+        self.status.setText(text)
+
+    def _idle(self) -> None:
+        self.progress.setVisible(False)
+        self.cancel_button.setVisible(False)
+        self.inspect_button.setEnabled(True)
+
+    def clear(self) -> None:
+        self._idle()
+        self.inspection = None
+        self.lens.set_rows(())
+        self.heat.set_data((), np.zeros(0), ())
+        self._set_images([])
+        self.status.setText("")
+
+    # -- results ----------------------------------------------------------------------------
+
+    def show_inspection(self, inspection: Inspection, title: str, note: str,
+                        pictures: list[np.ndarray | None]) -> None:
+        """pictures: the uint8 [H, W, 3] image of each of inspection.images (or None)."""
+        self._idle()
+        self.inspection, self.pictures = inspection, pictures
+        self.title.setText(title)
+        self.status.setText(note)
+        self.lens.set_rows(inspection.lens)
+        layers, heads = inspection.attention.shape[:2]
+        for box, items in ((self.layer_box, ["mean over layers"] +
+                            [f"layer {i + 1}" for i in range(layers)]),
+                           (self.head_box, ["mean over heads"] +
+                            [f"head {i + 1}" for i in range(heads)])):
+            keep = box.currentIndex() if box.count() == len(items) else 0
+            box.blockSignals(True)
+            box.clear()
+            box.addItems(items)
+            box.setCurrentIndex(keep)
+            box.blockSignals(False)
+        self._set_images(inspection.images)
+        self._redraw_attention()
+
+    def weights(self) -> np.ndarray:
+        """The attention row drawn now [position + 1], for the chosen layer and head."""
+        probs = self.inspection.attention  # [L, heads, T]
+        layer, head = self.layer_box.currentIndex() - 1, self.head_box.currentIndex() - 1
+        chosen = probs.mean(axis=0) if layer == MEAN else probs[layer]   # [heads, T]
+        return chosen.mean(axis=0) if head == MEAN else chosen[head]
+
+    def _set_images(self, grids) -> None:
+        for label, heat in self.image_heats:
+            for widget in (label, heat):
+                widget.setParent(None)
+                widget.deleteLater()
+        self.image_heats = []
+        for _grid in grids:
+            label = hint("")
+            heat = ImageHeat()
+            self.image_area.addWidget(label)
+            self.image_area.addWidget(heat)
+            self.image_heats.append((label, heat))
+
+    def _redraw_attention(self) -> None:
+        if self.inspection is None:
+            return
+        weights = self.weights()
+        self.heat.set_data(self.inspection.tokens, weights, self.inspection.images)
+        for n, (grid, (label, heat)) in enumerate(zip(self.inspection.images, self.image_heats,
+                                                       strict=True)):
+            laid = grid.lay_out(weights)
+            picture = self.pictures[n] if n < len(self.pictures) else None
+            heat.set_data(picture, laid)
+            label.setText(f"Image {n + 1}: {grid.height} × {grid.width} merged patches, "
+                          f"{laid.sum():.1%} of this position's attention")
+
+
+def position_title(inspection: Inspection, where: str) -> str:
+    token = html.escape(visible_piece(inspection.tokens[-1]))
+    return (f"<b>Position {inspection.position}</b> ({where}): after <code>{token}</code>, "
+            f"predicting the next token")

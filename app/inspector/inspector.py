@@ -1,0 +1,174 @@
+"""Decides what the Inside and llama.cpp tabs show, and computes it off the GUI thread.
+
+It follows the conversation: the prompt of the latest answer and its tokens. Selecting a
+reply token inspects the step that chose it (the row before it); selecting a prompt row
+inspects that row. Inspections run as cancellable jobs and never while an answer streams:
+a request made then waits for the answer's end, and sending cancels a running one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject
+
+from app.chat.conversation import ConversationController
+from app.inspector.inside_page import position_title
+from app.inspector.panel import DebugPanel
+from app.workers import CallJob, Job, JobRunner, ProgressJob
+from engine.inspect import Inspection, continued, image_grids, inspect_context
+from engine.inspect.second_opinion import missing, second_opinion
+from engine.runtime.events import TokenEvent
+from engine.runtime.generate import PromptTokens
+from engine.vision.preprocess import pixels
+
+FAST_NOTE = ("Computed by the numpy fp32 reference (exact). The engine streams in fast "
+             "mode, whose numbers differ slightly: the Reference tab shows by how much.")
+EXACT_NOTE = "Computed by the numpy fp32 reference, which exact mode matches."
+
+
+class Inspector(QObject):
+    def __init__(self, panel: DebugPanel, conversation: ConversationController,
+                 runner: JobRunner, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.panel, self.conversation, self.runner = panel, conversation, runner
+        self.prompt: PromptTokens | None = None
+        self.piece: Callable[[int], str] = str
+        self.events: list[TokenEvent] = []
+        self.job: Job | None = None
+        self.pending: tuple[int, str] | None = None     # (row, where) waiting for the answer
+        self.inspection: Inspection | None = None
+        conversation.promptReady.connect(self._prompt)
+        conversation.token.connect(self._token)
+        conversation.busyChanged.connect(self._busy)
+        panel.inside.inspectRequested.connect(self.inspect_latest)
+        panel.inside.cancelRequested.connect(self.cancel)
+        panel.inside.positionClicked.connect(lambda row: self.select_row(row, "clicked"))
+        panel.promptRowClicked.connect(lambda row: self.select_row(row, "prompt token"))
+        panel.replyPointClicked.connect(self.select_reply)
+        panel.opinion.requested.connect(self.ask_llama)
+        if (hint := missing()) is not None:
+            panel.opinion.show_missing(hint)
+
+    # -- following the conversation ---------------------------------------------------------
+
+    def _prompt(self, prompt: PromptTokens, piece: Callable[[int], str]) -> None:
+        self.prompt, self.piece, self.events = prompt, piece, []
+        self.panel.start_reply()
+
+    def _token(self, event: TokenEvent) -> None:
+        self.events.append(event)
+        self.panel.add_reply_token(event)
+
+    def _busy(self, busy: bool) -> None:
+        if busy and self.conversation.busy:
+            self.cancel()            # the stream comes first
+        elif not busy and self.pending is not None:
+            row, where = self.pending
+            self.pending = None
+            self.select_row(row, where)
+
+    def clear(self) -> None:
+        self.cancel()
+        self.prompt, self.events, self.inspection, self.pending = None, [], None, None
+
+    # -- choosing a position --------------------------------------------------------------
+
+    @property
+    def context(self) -> PromptTokens | None:
+        if self.prompt is None:
+            return None
+        return continued(self.prompt, [e.id for e in self.events])
+
+    def inspect_latest(self) -> None:
+        context = self.context
+        if context is None:
+            self.panel.inside.show_failed("Send a message first: inspection looks at the "
+                                          "latest answer's context.")
+            return
+        self.select_row(len(context) - 1, "the latest token")
+
+    def select_token(self, event: TokenEvent) -> None:
+        """A token clicked in the chat: inspect it if it belongs to the latest answer."""
+        index = next((i for i, e in enumerate(self.events) if e is event), None)
+        if index is None:
+            self.panel.inside.show_failed("That token is from an earlier answer; inspection "
+                                          "follows the latest answer.")
+            return
+        self.select_reply(index)
+
+    def select_reply(self, index: int) -> None:
+        if not 0 <= index < len(self.events) or self.prompt is None:
+            return
+        event = self.events[index]
+        self.panel.show_token(event, latest=False)
+        self.panel.reply_chart.set_selected(index)
+        self.select_row(len(self.prompt) + index - 1, f"the step that chose reply token "
+                        f"#{index + 1}")
+
+    def select_row(self, row: int, where: str) -> None:
+        context, model = self.context, self.conversation.model
+        if context is None or model is None:
+            return
+        self.cancel()
+        if self.conversation.busy:
+            self.pending = (row, where)
+            self.panel.inside.show_waiting(f"Position {row} ({where}) will be inspected when "
+                                           "the answer ends.")
+            return
+        note = EXACT_NOTE if model.exact else FAST_NOTE
+        images = len(image_grids(context))
+        pictures = self._pictures()[-images:] if images else []
+        gguf, piece = model.gguf, self.piece
+
+        def run(progress, cancel) -> Inspection:
+            return inspect_context(gguf, context, piece, row, progress=progress, cancel=cancel)
+
+        job = ProgressJob(run)
+        job.progress.connect(self.panel.inside.show_progress)
+        job.result.connect(lambda result: self._inspected(job, result, where, note, pictures))
+        job.failed.connect(lambda message: self._failed(job, message))
+        self.job = job
+        self.panel.inside.show_running(f"Inspecting position {row} ({where})…")
+        self.runner.start(job)
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+            self.job = None
+            self.panel.inside.show_failed("Cancelled.")
+
+    def _inspected(self, job: Job, inspection: Inspection, where: str, note: str,
+                   pictures: list) -> None:
+        if job is not self.job:
+            return
+        self.job, self.inspection = None, inspection
+        self.panel.inside.show_inspection(inspection, position_title(inspection, where), note,
+                                          pictures[:len(inspection.images)])
+
+    def _failed(self, job: Job, message: str) -> None:
+        if job is self.job:
+            self.job = None
+            self.panel.inside.show_failed(f"The inspection could not run: {message}")
+
+    def _pictures(self) -> list:
+        """The pictures of the conversation's images, oldest first, as the model saw them."""
+        session = self.conversation.session
+        messages = session.messages if session is not None else []
+        return [pixels(image) for m in messages for image in m.images]
+
+    # -- llama.cpp ------------------------------------------------------------------------
+
+    def ask_llama(self) -> None:
+        model, inspection = self.conversation.model, self.inspection
+        if model is None or inspection is None:
+            self.panel.opinion.show_failed("Inspect a position first (Inside tab): llama.cpp "
+                                           "is compared over that context.")
+            return
+        piece = self.piece
+        job = CallJob(lambda: second_opinion(model.gguf.path, inspection, piece))
+        job.result.connect(lambda opinion: self.panel.opinion.show_opinion(opinion,
+                                                                           inspection.tokens))
+        job.failed.connect(self.panel.opinion.show_failed)
+        self.panel.opinion.show_running()
+        self.runner.start(job)

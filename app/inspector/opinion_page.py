@@ -1,0 +1,99 @@
+"""The panel's "llama.cpp" tab: a second engine's opinion on the inspected context.
+
+Top-5 of Lantern's fp32 reference and of llama.cpp side by side at the inspected
+position, and |Δ logprob| of the token that came next at every earlier position
+(teacher-forced) as a chart. Without llama-cpp-python it says how to get it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+
+from app.inspector.charts import LineChart, Series
+from app.inspector.rows import TOP_ROWS, visible_piece
+from app.inspector.table_model import Column, RecordTableModel
+from app.inspector.widgets import hint, section
+from engine.inspect.lens import LensToken
+from engine.inspect.second_opinion import SecondOpinion
+
+DIFFERENT = QColor(255, 200, 70, 70)
+DELTA_COLOUR = QColor(200, 80, 200)
+
+
+@dataclass(frozen=True)
+class OpinionPair:
+    rank: int
+    ours: LensToken
+    theirs: LensToken
+
+
+class OpinionPage(QWidget):
+    requested = Signal()
+
+    def __init__(self, table_factory, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 12, 12, 12)
+        layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
+                              "(the Inside tab's position) and compares it with Lantern's "
+                              "fp32 reference."))
+        row = QHBoxLayout()
+        self.button = QPushButton("Compare with llama.cpp")
+        self.button.setObjectName("opinionButton")
+        self.button.clicked.connect(self.requested)
+        row.addWidget(self.button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self.status = hint("")
+        self.status.setObjectName("verdict")
+        layout.addWidget(self.status)
+        layout.addWidget(section("Next token: top 5"))
+        self.pairs = RecordTableModel(
+            [
+                Column("#", lambda r: str(r.rank), numeric=True),
+                Column("lantern", lambda r: visible_piece(r.ours.token),
+                       tip=lambda r: f"id {r.ours.id}"),
+                Column("logit", lambda r: f"{r.ours.logit:.3f}", numeric=True),
+                Column("llama.cpp", lambda r: visible_piece(r.theirs.token),
+                       tip=lambda r: f"id {r.theirs.id}"),
+                Column("logit", lambda r: f"{r.theirs.logit:.3f}", numeric=True),
+            ],
+            emphasis=lambda r: None if r.ours.id == r.theirs.id else DIFFERENT,
+        )
+        self.table = table_factory(self.pairs)
+        self.table.setFixedHeight(26 * TOP_ROWS + self.table.horizontalHeader()
+                                  .sizeHint().height() + 4)
+        layout.addWidget(self.table)
+        layout.addWidget(section("Teacher-forced |Δ logprob| per position"))
+        self.chart = LineChart("|Δ logprob| of the token that came next", height=150)
+        layout.addWidget(self.chart)
+        layout.addStretch(1)
+
+    def show_missing(self, text: str) -> None:
+        self.status.setText(text)
+        self.button.setEnabled(False)
+
+    def show_running(self) -> None:
+        self.button.setEnabled(False)
+        self.status.setText("Running llama.cpp over the context…")
+
+    def show_failed(self, text: str) -> None:
+        self.button.setEnabled(True)
+        self.status.setText(text)
+
+    def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...]) -> None:
+        self.button.setEnabled(True)
+        delta = opinion.delta
+        worst = (f"; largest |Δ logprob| {delta.max():.3g} at position {int(delta.argmax())}, "
+                 f"mean {delta.mean():.3g}") if len(delta) else ""
+        agree = "same next token" if opinion.same_top1 else "DIFFERENT next tokens"
+        self.status.setText(f"llama-cpp-python {opinion.version} vs Lantern's reference at "
+                            f"position {opinion.position}: {agree}{worst}.")
+        self.pairs.set_records([OpinionPair(i + 1, a, b) for i, (a, b)
+                                in enumerate(zip(opinion.ours, opinion.theirs, strict=True))])
+        self.chart.set_series([Series("|Δ logprob|", delta.tolist(), DELTA_COLOUR)],
+                              [visible_piece(t) for t in tokens[1:]])
