@@ -116,7 +116,7 @@ def test_llama_tab_says_how_to_get_it_when_missing(qtbot, monkeypatch):
     assert "pip install 'lantern[llama]'" in panel.opinion.status.text()
 
 
-@pytest.mark.parametrize("kept, text", [((True,) * 4, "all"),
+@pytest.mark.parametrize("kept, text", [((True,) * 4, "all"), ((), "greedy: no filters"),
                                         ((True, False, True, False), "cut by typical_p, min_p")])
 def test_kept_text(kept, text):
     from app.inspector.rows import kept_text

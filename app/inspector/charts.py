@@ -1,8 +1,9 @@
 """Small line charts drawn with QPainter (PySide6-Essentials has no QtCharts).
 
 One x axis of indices (tokens along a reply, or layers), one or more series sharing a y
-axis (optionally logarithmic), an optional dashed reference series (a tolerance), the
-selected index marked; clicking a point emits its index, hovering shows its values.
+axis (optionally logarithmic, where values <= 0 are left out), an optional dashed
+reference series (a tolerance), the selected index marked; clicking a point emits its
+index, hovering shows its values.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 46, 10, 22, 20
-LOG_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,13 @@ class LineChart(QWidget):
                       max(1, self.height() - MARGIN_TOP - MARGIN_BOTTOM))
 
     def _y(self, value: float) -> float:
-        return math.log10(max(value, LOG_FLOOR)) if self.log else value
+        """Plotted height; on a log scale 0 and below are not drawn (NaN)."""
+        if not self.log:
+            return value
+        return math.log10(value) if value > 0 else math.nan
 
     def _range(self) -> tuple[float, float]:
-        values = [self._y(v) for s in self.series for v in s.values if math.isfinite(v)]
+        values = [y for s in self.series for v in s.values if math.isfinite(y := self._y(v))]
         if not values:
             return 0.0, 1.0
         low, high = min(values), max(values)
@@ -128,7 +131,7 @@ class LineChart(QWidget):
             path = QPainterPath()
             started = False
             for i, v in enumerate(s.values):
-                if not math.isfinite(v):
+                if not math.isfinite(self._y(v)):
                     started = False
                     continue
                 p = point(i, v)
@@ -138,7 +141,7 @@ class LineChart(QWidget):
             if len(s.values) <= 64 and not s.dashed:
                 painter.setBrush(s.colour)
                 for i, v in enumerate(s.values):
-                    if math.isfinite(v):
+                    if math.isfinite(self._y(v)):
                         painter.drawEllipse(point(i, v), 2.2, 2.2)
                 painter.setBrush(Qt.NoBrush)
             width = painter.fontMetrics().horizontalAdvance(s.name) + 8

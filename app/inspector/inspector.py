@@ -38,6 +38,8 @@ class Inspector(QObject):
         self.job: Job | None = None
         self.pending: tuple[int, str] | None = None     # (row, where) waiting for the answer
         self.inspection: Inspection | None = None
+        self._shown: tuple[str, str, list] = ("", "", [])   # how to show the running job's result
+        self.opinion_context: tuple[str, ...] = ()
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
@@ -125,10 +127,11 @@ class Inspector(QObject):
             return inspect_context(gguf, context, piece, row, progress=progress, cancel=cancel)
 
         job = ProgressJob(run)
+        # bound methods of GUI-thread objects only: the job's signals are then queued
         job.progress.connect(self.panel.inside.show_progress)
-        job.result.connect(lambda result: self._inspected(job, result, where, note, pictures))
-        job.failed.connect(lambda message: self._failed(job, message))
-        self.job = job
+        job.result.connect(self._inspected)
+        job.failed.connect(self._failed)
+        self.job, self._shown = job, (where, note, pictures)
         self.panel.inside.show_running(f"Inspecting position {row} ({where})…")
         self.runner.start(job)
 
@@ -138,16 +141,16 @@ class Inspector(QObject):
             self.job = None
             self.panel.inside.show_failed("Cancelled.")
 
-    def _inspected(self, job: Job, inspection: Inspection, where: str, note: str,
-                   pictures: list) -> None:
-        if job is not self.job:
+    def _inspected(self, inspection: Inspection) -> None:
+        if self.sender() is not self.job:     # a result that was cancelled meanwhile
             return
+        where, note, pictures = self._shown
         self.job, self.inspection = None, inspection
         self.panel.inside.show_inspection(inspection, position_title(inspection, where), note,
                                           pictures[:len(inspection.images)])
 
-    def _failed(self, job: Job, message: str) -> None:
-        if job is self.job:
+    def _failed(self, message: str) -> None:
+        if self.sender() is self.job:
             self.job = None
             self.panel.inside.show_failed(f"The inspection could not run: {message}")
 
@@ -167,8 +170,11 @@ class Inspector(QObject):
             return
         piece = self.piece
         job = CallJob(lambda: second_opinion(model.gguf.path, inspection, piece))
-        job.result.connect(lambda opinion: self.panel.opinion.show_opinion(opinion,
-                                                                           inspection.tokens))
+        job.result.connect(self._opinion)
         job.failed.connect(self.panel.opinion.show_failed)
         self.panel.opinion.show_running()
+        self.opinion_context = inspection.tokens
         self.runner.start(job)
+
+    def _opinion(self, opinion) -> None:
+        self.panel.opinion.show_opinion(opinion, self.opinion_context)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QPushButton, QVBoxLayout, QWidget
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.rows import TOP_ROWS, visible_piece
@@ -65,6 +65,10 @@ class OpinionPage(QWidget):
             emphasis=lambda r: None if r.ours.id == r.theirs.id else DIFFERENT,
         )
         self.table = table_factory(self.pairs)
+        header = self.table.horizontalHeader()
+        for column in (1, 3):
+            header.setSectionResizeMode(column, QHeaderView.Stretch)
+        header.setStretchLastSection(False)
         self.table.setFixedHeight(26 * TOP_ROWS + self.table.horizontalHeader()
                                   .sizeHint().height() + 4)
         layout.addWidget(self.table)

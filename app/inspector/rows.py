@@ -96,5 +96,7 @@ def layer_rows(stats) -> list[LayerRow]:
 
 def kept_text(candidate) -> str:
     """Which sampler filters dropped a candidate (engine.runtime.reasons.Candidate)."""
+    if not candidate.kept:
+        return "greedy: no filters"
     dropped = [name for name, kept in zip(FILTERS, candidate.kept, strict=True) if not kept]
     return "all" if not dropped else "cut by " + ", ".join(dropped)

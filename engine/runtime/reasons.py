@@ -26,7 +26,7 @@ class Candidate:
     raw_logit: float
     penalized_logit: float
     scaled_logit: float | None       # after temperature; None when a filter dropped it
-    kept: tuple[bool, ...]           # survived each of FILTERS (all True when greedy)
+    kept: tuple[bool, ...]           # survived each of FILTERS (empty when greedy: none ran)
     probability: float               # final: what the draw used (greedy: 1 or 0)
     chosen: bool
 
@@ -35,7 +35,7 @@ class Candidate:
 class SamplerReasons:
     greedy: bool                     # temperature 0: argmax of the penalised logits
     chosen: int
-    survivors: tuple[int, ...]       # candidates left after each of FILTERS
+    survivors: tuple[int, ...]       # candidates left after each of FILTERS (greedy: none)
     candidates: tuple[Candidate, ...]  # the chosen token first, then by raw logit
     options: Options
 
@@ -70,11 +70,11 @@ class SamplerReasons:
     def to_json(self) -> dict:
         return {
             "greedy": self.greedy, "chosen": self.chosen, "summary": self.summary,
-            "survivors": dict(zip(FILTERS, self.survivors, strict=True)),
+            "survivors": dict(zip(FILTERS, self.survivors, strict=False)),
             "candidates": [
                 {"id": c.id, "token": c.piece, "raw_logit": c.raw_logit,
                  "penalized_logit": c.penalized_logit, "scaled_logit": c.scaled_logit,
-                 "kept": dict(zip(FILTERS, c.kept, strict=True)),
+                 "kept": dict(zip(FILTERS, c.kept, strict=False)),
                  "probability": c.probability, "chosen": c.chosen}
                 for c in self.candidates
             ],
@@ -90,8 +90,8 @@ def explain(trace: SampleTrace, options: Options, piece: Callable[[int], str],
     chosen = int(steps["greedy" if greedy else "draw"].ids[0])
     watch = _watched(raw, penalized, chosen, shown)
     if greedy:
-        kept = np.ones((len(watch), len(FILTERS)), dtype=bool)
-        survivors = (len(raw),) * len(FILTERS)
+        kept = np.ones((len(watch), 0), dtype=bool)
+        survivors = ()
         scaled = {i: None for i in watch}
         probability = {i: float(i == chosen) for i in watch}
     else:
