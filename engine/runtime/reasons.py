@@ -85,10 +85,13 @@ def explain(trace: SampleTrace, options: Options, piece: Callable[[int], str],
             shown: int = SHOWN) -> SamplerReasons:
     """The reasons of the pick ``trace`` recorded (Sampler.sample(..., trace=trace))."""
     steps = dict(trace.steps)
-    raw, penalized = steps["raw"].logits, steps["penalties"].logits    # [V] each
+    raw, penalized = trace.raw, trace.penalized    # [V] each
     greedy = "greedy" in steps
     chosen = int(steps["greedy" if greedy else "draw"].ids[0])
-    watch = _watched(raw, penalized, chosen, shown)
+    best_penalized = None
+    if penalized is not raw and not greedy and steps["top_k"].is_sorted:
+        best_penalized = steps["top_k"].ids[:shown]   # the top-k cut sorted them already
+    watch = _watched(raw, penalized, chosen, shown, best_penalized)
     if greedy:
         kept = np.ones((len(watch), 0), dtype=bool)
         survivors = ()
@@ -110,8 +113,14 @@ def explain(trace: SampleTrace, options: Options, piece: Callable[[int], str],
     return SamplerReasons(greedy, chosen, survivors, candidates, options)
 
 
-def _watched(raw: np.ndarray, penalized: np.ndarray, chosen: int, shown: int) -> list[int]:
-    """The chosen token, then the best by raw and by penalised logit, by raw logit."""
-    best = set(_largest(raw, shown).tolist()) | set(_largest(penalized, shown).tolist())
+def _watched(raw: np.ndarray, penalized: np.ndarray, chosen: int, shown: int,
+             best_penalized: np.ndarray | None) -> list[int]:
+    """The chosen token, then the best by raw and by penalised logit, by raw logit.
+    (Penalties off: the two are one array; the top-k cut may have sorted the penalised.)"""
+    best = set(_largest(raw, shown).tolist())
+    if penalized is not raw:
+        if best_penalized is None or len(best_penalized) < shown:
+            best_penalized = _largest(penalized, shown)
+        best |= set(best_penalized.tolist())
     best.discard(chosen)
     return [chosen] + sorted(best, key=lambda i: (-float(raw[i]), i))

@@ -264,7 +264,7 @@ class Sampler:
                 f"the model produced a logit of {logits.max()}; its output is unusable"
             )
         if trace is not None:
-            trace.record("raw", Candidates.all(logits))
+            trace.raw = logits
         logits = penalize(
             logits,
             history,
@@ -275,7 +275,7 @@ class Sampler:
         )
         record = trace.record if trace is not None else _ignore
         if trace is not None:
-            trace.record("penalties", Candidates.all(logits))
+            trace.penalized = logits
         if o.temperature <= 0.0:
             token = int(np.argmax(logits))
             if trace is not None:
@@ -298,14 +298,17 @@ class Sampler:
 
 
 class SampleTrace:
-    """What one Sampler.sample call kept at each step, in order: (step, candidates).
+    """What one Sampler.sample call saw and kept: the raw and penalised logits [V], then
+    each step's survivors in order, (step, candidates).
 
     Filled by the sampler itself while it picks, so an explanation built from it
     (engine.runtime.reasons) is the pick's own account, not a re-run. Holding the
-    candidates costs nothing extra: they are the arrays the sampler made anyway.
+    arrays costs nothing extra: they are the ones the sampler made anyway.
     """
 
     def __init__(self) -> None:
+        self.raw: np.ndarray | None = None
+        self.penalized: np.ndarray | None = None
         self.steps: list[tuple[str, Candidates]] = []
 
     def record(self, step: str, candidates: Candidates) -> None:
