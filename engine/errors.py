@@ -43,3 +43,12 @@ class ImageError(LanternError):
 
 class GenerationError(LanternError):
     """Generation could not proceed (context overflow that cannot be resolved, bad options...)."""
+
+
+class RemoteError(LanternError):
+    """A remote engine (Ollama, an OpenAI-compatible server) could not be used: unreachable,
+    refused the key, lacks the model, or cut its answer."""
+
+
+class StreamCut(RemoteError):
+    """The server's answer ended before it said it was done; what arrived is kept."""

@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.cli import add_models_dir
+from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
+from engine.remote.records import chosen_options
+from engine.runtime.backend import Capability
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.sampler import Options
@@ -56,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     add_models_dir(p)
+    add_server(p)
     p.set_defaults(func=run)
 
 
@@ -72,16 +76,27 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
-    source = resolve_source(args.model, args.models_dir)
     overrides = _overrides(args)
-    params = dict(getattr(source, "params", {}) or {})
-    options = Options.resolve(params, overrides)
-    model = load_model(source, exact=args.exact, provider=args.provider, num_ctx=options.num_ctx,
-                       requantize=args.requantize)
-    if args.requantize or args.verbose:
-        print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
-    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
-    images = _load_images(model, args.image, args.raw)
+    num_top = max(5, args.top_logprobs)
+    if args.server:
+        from engine.remote.session import open_remote_model
+
+        if args.exact or args.requantize or args.provider != "cpu":
+            print("note: --exact, --requantize and --provider choose how Lantern runs a model; "
+                  "with --server the server runs it", file=sys.stderr)
+        model = open_remote_model(connection_of(args), args.model)
+        params: dict = {}
+        chat = model.open_session(Options.resolve(params, overrides), args.system, num_top)
+    else:
+        source = resolve_source(args.model, args.models_dir)
+        params = dict(getattr(source, "params", {}) or {})
+        options = Options.resolve(params, overrides)
+        model = load_model(source, exact=args.exact, provider=args.provider,
+                           num_ctx=options.num_ctx, requantize=args.requantize)
+        if args.requantize or args.verbose:
+            print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
+        chat = ChatSession(model, options, system=args.system, num_top=num_top)
+    images = _load_images(model, chat, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
@@ -95,8 +110,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_images(model, paths: list[str], raw: bool) -> tuple:
-    """Preprocess --image files for a vision model; a clear error for any other."""
+def _load_images(model, chat, paths: list[str], raw: bool) -> tuple:
+    """Prepare --image files for a vision model; a clear error for any other."""
     if not paths:
         return ()
     if not model.has_vision:
@@ -106,9 +121,9 @@ def _load_images(model, paths: list[str], raw: bool) -> tuple:
         )
     if raw:
         raise GenerationError("--raw sends text verbatim and cannot carry --image")
-    from engine.vision.preprocess import preprocess
+    from engine.vision.preprocess import MAX_PIXELS
 
-    return tuple(preprocess(Path(path)) for path in paths)
+    return tuple(chat.prepare_image(path, MAX_PIXELS) for path in paths)
 
 
 def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:
@@ -181,12 +196,14 @@ def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
 
 
 def _token_json(event: TokenEvent, k: int) -> dict:
+    """One token as JSON; from a server, "id" and "logit" are null (it sends neither)."""
     return {
-        "id": event.id,
+        "id": event.id if event.id >= 0 else None,
         "token": event.piece,
         "logprob": event.logprob,
         "top_logprobs": [
-            {"id": t.id, "token": t.piece, "logprob": t.logprob, "logit": t.logit}
+            {"id": t.id if t.id >= 0 else None, "token": t.piece, "logprob": t.logprob,
+             "logit": t.logit}
             for t in event.top[:k]
         ],
     }
@@ -273,6 +290,13 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
     elif words[:2] == ["/set", "system"] and len(words) >= 3:
         chat.system = text.split(None, 2)[2]
         print("Set system message.")
+    elif words[:2] == ["/show", "info"] and Capability.LAYERS not in chat.capabilities:
+        connection = chat.model.connection
+        print(f"  Model\n    name                {chat.model.name}")
+        print(f"    server              {connection.host} ({connection.kind})")
+        print(f"    details             {chat.model.info.details or 'not reported'}")
+        print("  Options (sent to the server)\n    " + "\n    ".join(
+            f"{k:<20}{v}" for k, v in chosen_options(chat.options).items()))
     elif words[:2] == ["/show", "info"]:
         config = chat.model.gguf.config
         print(f"  Model\n    architecture        {config.architecture}")

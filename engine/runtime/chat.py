@@ -12,11 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from engine.errors import GenerationError
+from engine.runtime.backend import Capability
 from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
+from engine.vision.preprocess import ImageInput, preprocess
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,24 @@ class Message:
     role: str                       # "system", "user", "assistant"
     content: str
     images: tuple = ()              # engine.vision ImageInput records
+
+
+def drop_answers(messages: list[Message]) -> None:
+    """Remove the answers after the last user message (to answer it again)."""
+    while messages and messages[-1].role == "assistant":
+        messages.pop()
+    if not messages:
+        raise GenerationError("there is no message to answer again: send one first")
+
+
+def replace_last_user(messages: list[Message], text: str) -> None:
+    """Replace the last user message's text and drop everything after it."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            del messages[index + 1:]
+            messages[index] = replace(messages[index], content=text)
+            return
+    raise GenerationError("there is no user message to edit: send one first")
 
 
 @dataclass
@@ -51,20 +71,23 @@ class ChatSession:
 
     def regenerate(self) -> Iterator[Event]:
         """Answer the last user message again (the previous answer is discarded)."""
-        while self.messages and self.messages[-1].role == "assistant":
-            self.messages.pop()
-        if not self.messages:
-            raise GenerationError("there is no message to answer again: send one first")
+        drop_answers(self.messages)
         return self._answer()
 
     def edit_last_user(self, text: str) -> Iterator[Event]:
         """Replace the last user message and answer it anew."""
-        for index in range(len(self.messages) - 1, -1, -1):
-            if self.messages[index].role == "user":
-                del self.messages[index + 1:]
-                self.messages[index] = replace(self.messages[index], content=text)
-                return self._answer()
-        raise GenerationError("there is no user message to edit: send one first")
+        replace_last_user(self.messages, text)
+        return self._answer()
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Everything: the weights are here (images only for a vision model)."""
+        return frozenset(Capability) - (set() if self.model.has_vision
+                                        else {Capability.IMAGES})
+
+    def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
+        """An image file as this backend takes it: preprocessed for the vision tower."""
+        return preprocess(path, max_pixels=max_pixels)
 
     def raw(self, text: str) -> Iterator[Event]:
         """Answer a raw prompt sent verbatim (control tokens parsed); no template, no history."""

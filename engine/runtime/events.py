@@ -2,7 +2,8 @@
 
 Small frozen records (no dicts): the CLI turns them into JSONL, the app into its
 debug panel. Log-probabilities are Ollama's: log-softmax of the raw logits, before any
-sampling transform.
+sampling transform. A remote server reports log-probabilities only: its events carry
+``logit=None``, ``id=-1`` (no token ids) and a NaN entropy, never invented values.
 """
 
 from dataclasses import dataclass, field
@@ -12,9 +13,9 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TopToken:
-    id: int
-    piece: str        # the token's text as shown to a person
-    logit: float      # raw logit from the model
+    id: int                 # -1: a server's token (servers send no ids)
+    piece: str              # the token's text as shown to a person
+    logit: float | None     # raw logit from the model; None from a server
     logprob: float    # log-softmax of the raw logits
 
     @property
@@ -28,9 +29,9 @@ class TokenEvent:
     id: int
     piece: str                      # the token's own text (may be part of a character)
     text: str                       # UTF-8-safe delta to append to the reply (may be "")
-    logit: float
-    logprob: float
-    entropy: float                  # nats, over the full raw distribution
+    logit: float | None             # None from a server (it reports log-probabilities only)
+    logprob: float                  # NaN when a server sent no log-probabilities
+    entropy: float                  # nats, over the full raw distribution; NaN from a server
     top: tuple[TopToken, ...]       # best first, k <= 20
     elapsed_ns: int                 # time of this step (forward + sampling)
     layer_stats: np.ndarray | None = field(default=None, compare=False)  # [n_layers+1, 4]
