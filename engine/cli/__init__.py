@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "engine.cli.run_command",      # run
     "engine.cli.debug_command",    # debug
     "engine.cli.prompt_commands",  # prompt
+    "engine.cli.crosscheck_command",  # crosscheck
 )
 
 

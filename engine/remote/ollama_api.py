@@ -88,20 +88,31 @@ def parse_stream(lines: Iterable[bytes], host: str) -> Iterator[Delta | Finish]:
             raise RemoteError(f"{host} sent a line that is not JSON: {line[:80]!r}") from None
         if "error" in chunk:
             raise RemoteError(f"{host} stopped with an error: {chunk['error']}")
-        text = (chunk.get("message") or {}).get("content") or ""
-        tokens = tuple(
-            ServerToken(piece_of(e), float(e["logprob"]),
-                        tuple((piece_of(t), float(t["logprob"]))
-                              for t in e.get("top_logprobs") or ()))
-            for e in chunk.get("logprobs") or ())
-        if text or tokens:
-            yield Delta(text, tokens)
-        if chunk.get("done"):
-            yield Finish(str(chunk.get("done_reason") or "stop"),
-                         int(chunk.get("prompt_eval_count") or 0),
-                         int(chunk.get("eval_count") or 0),
-                         int(chunk.get("prompt_eval_duration") or 0),
-                         int(chunk.get("eval_duration") or 0),
-                         int(chunk.get("load_duration") or 0))
+        delta, finish = parse_answer(chunk, host)
+        if delta.text or delta.tokens:
+            yield delta
+        if finish is not None:
+            yield finish
             return
     raise StreamCut(f"the answer from {host} was cut off before the server finished it")
+
+
+def parse_answer(chunk: dict, host: str) -> tuple[Delta, Finish | None]:
+    """One /api/chat object (a streamed chunk or the whole answer): its text and tokens,
+    and the Finish when it says done."""
+    if not isinstance(chunk, dict):
+        raise RemoteError(f"{host} answered with something that is not an object")
+    text = (chunk.get("message") or {}).get("content") or ""
+    tokens = tuple(
+        ServerToken(piece_of(e), float(e["logprob"]),
+                    tuple((piece_of(t), float(t["logprob"])) for t in e.get("top_logprobs") or ()))
+        for e in chunk.get("logprobs") or ())
+    finish = None
+    if chunk.get("done"):
+        finish = Finish(str(chunk.get("done_reason") or "stop"),
+                        int(chunk.get("prompt_eval_count") or 0),
+                        int(chunk.get("eval_count") or 0),
+                        int(chunk.get("prompt_eval_duration") or 0),
+                        int(chunk.get("eval_duration") or 0),
+                        int(chunk.get("load_duration") or 0))
+    return Delta(text, tokens), finish

@@ -119,3 +119,15 @@ def piece_of(entry: dict) -> str:
     character, which the `token` string can only show mangled)."""
     raw = entry.get("bytes")
     return shown_bytes(bytes(raw)) if raw else str(entry.get("token", ""))
+
+
+def parse_answer(answer: object, host: str) -> tuple[Delta, Finish]:
+    """A non-streamed answer: its text and tokens, and how it finished."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not choices:
+        raise RemoteError(f"{host} answered without a choice: {str(answer)[:120]}")
+    choice, usage = choices[0], answer.get("usage") or {}
+    text = (choice.get("message") or {}).get("content") or ""
+    return (Delta(text, tuple(server_tokens(choice.get("logprobs")))),
+            Finish(str(choice.get("finish_reason") or "stop"),
+                   int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))
