@@ -29,15 +29,18 @@ from app.chat.page import ChatPage, no_vision_text
 from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop.about import AboutDialog, about_facts
+from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.panel import DebugPanel
-from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
+from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
 from app.models.loader import ModelLoader
+from app.settings.connections import ConnectionsDialog, connection_of
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import CallJob, JobRunner
 from engine.errors import LanternError
 from engine.paths import data_dir
+from engine.remote.session import RemoteModel
 from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
@@ -67,6 +70,10 @@ class MainWindow(QMainWindow):
         self.loader = ModelLoader(self.runner, self)
         self.controller = ConversationController(self.history, self.settings, self.runner, self)
         self.scan_job: StoreScanJob | None = None
+        self.remote_job: RemoteScanJob | None = None
+        self.local_entries: list[ModelEntry] = []
+        self.remote_entries: list[ModelEntry] = []     # models of Settings → Connections
+        self.crosscheck: CrossCheckDialog | None = None
         self.import_job: CallJob | None = None
         self.entry: ModelEntry | None = None          # the loaded model's entry
         self._first_listing = True
@@ -114,6 +121,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
         file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
         file_menu.addAction("Look for models again").triggered.connect(self.rescan)
+        file_menu.addAction("Connections…").triggered.connect(self.open_connections)
         file_menu.addSeparator()
         settings = file_menu.addAction("Settings…")
         settings.setShortcut(QKeySequence.Preferences)
@@ -127,6 +135,9 @@ class MainWindow(QMainWindow):
         toggle.setText("Debug panel")
         toggle.setShortcut(QKeySequence("Ctrl+D"))
         view_menu.addAction(toggle)
+        tools = self.menuBar().addMenu("&Tools")
+        self.crosscheck_action = tools.addAction("Cross-check with a server…")
+        self.crosscheck_action.triggered.connect(self.open_crosscheck)
         about = self.menuBar().addMenu("&Help").addAction("About Lantern")
         about.setMenuRole(QAction.AboutRole)
         about.triggered.connect(self.show_about)
@@ -177,6 +188,7 @@ class MainWindow(QMainWindow):
         return Store.open(self.settings.models_dir)
 
     def rescan(self) -> None:
+        self.rescan_remote()
         if self.scan_job is not None:
             self.scan_job.cancel()
         job = StoreScanJob(self.store())
@@ -186,7 +198,49 @@ class MainWindow(QMainWindow):
         self.scan_job = job
         self.runner.start(job)
 
+    def rescan_remote(self) -> None:
+        """Ask every connection for its models (they join the list after the local ones)."""
+        if self.remote_job is not None:
+            self.remote_job.cancel()
+        connections = []
+        for record in self.settings.connections:
+            try:
+                connections.append(connection_of(record))
+            except LanternError as error:
+                self.banner.show_message("error", f"a saved connection is unusable: {error}")
+        self.remote_entries = []
+        if not connections:
+            self._show_entries()
+            return
+        job = RemoteScanJob(connections)
+        job.listed.connect(self._remote_listed)
+        self.remote_job = job
+        self.runner.start(job)
+
+    def _remote_listed(self, entries: list[ModelEntry]) -> None:
+        if self.sender() is not self.remote_job:
+            return
+        self.remote_job = None
+        self.remote_entries = entries
+        self._show_entries()
+        for entry in entries:
+            if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
+                    and self.entry is None and not self.loader.loading):
+                self.sidebar.select_model(entry.name)
+                self.load_model(entry)
+
+    def _show_entries(self) -> None:
+        """Local models first (the store scan describes them by row), then remote ones."""
+        entries = self.local_entries + self.remote_entries
+        self.models.set_entries(entries)
+        if self.entry is not None:
+            self.sidebar.select_model(self.entry.name)
+        if not self._first_listing:
+            self.pages.setCurrentWidget(self.chat if entries else self.empty)
+
     def _listed(self, entries: list[ModelEntry]) -> None:
+        self.local_entries = list(entries)
+        entries = self.local_entries + self.remote_entries
         self.models.set_entries(entries)
         store = self.store()
         self.empty.set_store(store.root, store.root.is_dir())
@@ -198,6 +252,8 @@ class MainWindow(QMainWindow):
             self.sidebar.select_model(self.entry.name)
 
     def _described(self, row: int, entry: ModelEntry) -> None:
+        if 0 <= row < len(self.local_entries):
+            self.local_entries[row] = entry
         self.models.update_entry(row, entry)
         if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
                 and self.entry is None and not self.loader.loading):
@@ -205,13 +261,14 @@ class MainWindow(QMainWindow):
             self.load_model(entry)
 
     def _scan_failed(self, message: str) -> None:
-        self.models.set_entries([])
+        self.local_entries = []
+        self.models.set_entries(self.remote_entries)
         store = self.store()
         self.empty.set_store(store.root, store.root.is_dir())
-        self.pages.setCurrentWidget(self.empty)
+        self.pages.setCurrentWidget(self.chat if self.remote_entries else self.empty)
         if self._first_listing:
             self._first_listing = False
-            self.panel.setVisible(False)
+            self.panel.setVisible(bool(self.remote_entries))
 
     def set_models_dir(self, folder: str) -> None:
         self.settings = replace(self.settings, models_dir=folder)
@@ -269,18 +326,27 @@ class MainWindow(QMainWindow):
         name = self.loader.entry.name if self.loader.entry else ""
         self.banner.show_progress(f"Loading {name}: {stage}…", fraction)
 
-    def _loaded(self, model: LoadedModel, entry: ModelEntry) -> None:
+    def _loaded(self, model: LoadedModel | RemoteModel, entry: ModelEntry) -> None:
         self.entry = entry
-        self.controller.set_model(model, entry.vision)
+        where = f"the server {entry.host}" if entry.host else "this computer"
+        self.controller.set_model(model, entry.vision, where)
+        self.panel.set_capabilities(model.capabilities, model.name, where)
+        self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
         self.chat.input.set_ready(True)
         self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
-        weights = model.decoder.requantization
-        self.status_provider.setText(
-            f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
-            + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
-            + f"loaded in {model.load_duration / 1e9:.1f} s")
-        self.status_provider.setToolTip(model.decoder.weights)
+        if entry.remote is not None:
+            kind = entry.remote.connection.kind
+            self.status_provider.setText(f"remote · {entry.host} ({kind})")
+            self.status_provider.setToolTip(f"{model.name} runs on {entry.host}; the panel "
+                                            "shows the server's log-probabilities")
+        else:
+            weights = model.decoder.requantization
+            self.status_provider.setText(
+                f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
+                + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
+                + f"loaded in {model.load_duration / 1e9:.1f} s")
+            self.status_provider.setToolTip(model.decoder.weights)
         if self.settings.last_model != entry.name:
             self.settings = replace(self.settings, last_model=entry.name)
             self.controller.settings = self.settings
@@ -364,14 +430,31 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         model = self.controller.model
         dialog = SettingsDialog(self.settings, model.params if model else None,
-                                model.system if model else None, self)
+                                model.system if model else None, self, runner=self.runner)
         if dialog.exec():
             before = self.settings
             self.settings = dialog.result_settings()
             self.controller.settings = self.settings
             self.settings.save()
-            if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS):
+            if before.connections != self.settings.connections:
+                self.rescan_remote()
+            if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS) \
+                    and (self.entry is None or self.entry.remote is None):
                 self.reload_model()
+
+    def open_connections(self) -> None:
+        dialog = ConnectionsDialog(self.settings.connections, self.runner, self)
+        if dialog.exec() and dialog.records != self.settings.connections:
+            self._save_settings(connections=dialog.records)
+            self.rescan_remote()
+
+    def open_crosscheck(self) -> None:
+        """Lantern's loaded model against a server's copy, on the current conversation."""
+        if self.crosscheck is None:
+            self.crosscheck = CrossCheckDialog(self.controller, self.models, self.runner, self)
+        self.crosscheck.refresh()
+        self.crosscheck.show()
+        self.crosscheck.raise_()
 
     def show_about(self) -> None:
         AboutDialog(about_facts(self.store().root, self.history.path), self).exec()

@@ -1,5 +1,6 @@
-"""One conversation at a time, on the engine side: the ChatSession, its History rows and
-the GenerateJob streaming the answer.
+"""One conversation at a time, on the engine side: the chat backend (the local engine's
+ChatSession or a server's RemoteChatSession, both engine.runtime.backend.ChatBackend), its
+History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History every half second and at the end, so quitting
 (`shutdown`) or a crash keeps what was shown. Stored conversations are restored into a
@@ -19,11 +20,13 @@ from app.conversations.history import History, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
 from engine.errors import GenerationError, ImageError
-from engine.runtime.chat import ChatSession, Message
+from engine.remote.crosscheck import cross_check
+from engine.remote.session import RemoteModel
+from engine.runtime.backend import Capability, ChatBackend, unavailable_reason
+from engine.runtime.chat import Message
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
-from engine.vision.preprocess import ImageInput, preprocess
 
 SAVE_INTERVAL_S = 0.5
 TITLE_LENGTH = 48
@@ -55,14 +58,17 @@ class ConversationController(QObject):
     promptReady = Signal(object, object)     # PromptTokens being answered, id -> piece
     checkDone = Signal(object)               # engine.runtime.check.CheckReport
     checkFailed = Signal(str)
+    crossCheckDone = Signal(object)          # engine.remote.crosscheck.CrossCheckReport
+    crossCheckFailed = Signal(str)
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.history, self.settings, self.runner = history, settings, runner
-        self.model: LoadedModel | None = None
+        self.model: LoadedModel | RemoteModel | None = None
+        self.where = "this computer"            # where the model runs (a server's host)
         self.vision = False
-        self.session: ChatSession | None = None
+        self.session: ChatBackend | None = None
         self.conversation_id: int | None = None
         self.job: GenerateJob | None = None
         self.check_job: CallJob | None = None
@@ -94,12 +100,17 @@ class ConversationController(QObject):
     def model_name(self) -> str:
         return self.model.name if self.model is not None else ""
 
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self.model.capabilities if self.model is not None else frozenset()
+
     # -- model and conversation switching ---------------------------------------------------
 
-    def set_model(self, model: LoadedModel, vision: bool) -> None:
+    def set_model(self, model: LoadedModel | RemoteModel, vision: bool,
+                  where: str = "this computer") -> None:
         """Use a newly loaded model; the conversation continues in a fresh session."""
         self.stop(wait=True)
-        self.model, self.vision = model, vision
+        self.model, self.vision, self.where = model, vision, where
         self.session = None
         if self.conversation_id is not None:
             self._pending = self.history.messages(self.conversation_id)
@@ -193,7 +204,7 @@ class ConversationController(QObject):
         last = self._last_stored(role)
         return last.id if last is not None else None
 
-    def _start_answer(self, turn: Callable[[ChatSession, tuple], Iterator[Event]],
+    def _start_answer(self, turn: Callable[[ChatBackend, tuple], Iterator[Event]],
                       images: tuple[str, ...] = ()) -> int:
         self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
         self.answer_text = ""
@@ -202,8 +213,8 @@ class ConversationController(QObject):
         self._decode_ns = self._decoded = 0
         options = Options.resolve(self.model.params,
                                   {**self.settings.options, "num_ctx": self.settings.num_ctx})
-        session = self.session or ChatSession(self.model, options,
-                                              self.settings.system or None, num_top=5)
+        session = self.session or self.model.open_session(options,
+                                                          self.settings.system or None, 5)
         session.options = options
         self.session = session
         pending, self._pending = self._pending, None
@@ -211,11 +222,12 @@ class ConversationController(QObject):
 
         def events() -> Iterator[Event]:
             if pending is not None:
-                restored, notes = restore_messages(pending, max_pixels, self.vision)
+                restored, notes = restore_messages(pending, max_pixels, self.vision,
+                                                   session.prepare_image)
                 session.messages = restored
                 for note in notes:
                     yield NoticeEvent(note)
-            inputs = tuple(preprocess(path, max_pixels=max_pixels) for path in images)
+            inputs = tuple(session.prepare_image(path, max_pixels) for path in images)
             yield from turn(session, inputs)
 
         job = GenerateJob(events, session.cancel)
@@ -272,6 +284,9 @@ class ConversationController(QObject):
     def check(self) -> None:
         """Compare engine and numpy reference on the current context (off the GUI thread)."""
         self._require_idle()
+        if Capability.REFERENCE not in self.capabilities:
+            raise GenerationError(unavailable_reason(Capability.REFERENCE, self.model_name,
+                                                     self.where))
         session = self.session
         if session is None or session.last_prompt is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
@@ -281,6 +296,43 @@ class ConversationController(QObject):
         self.check_job = job
         self.busyChanged.emit(True)
         self.runner.start(job)
+
+    def cross_check(self, remote: RemoteModel, same_weights: bool, num_predict: int) -> None:
+        """The server's greedy answer to this conversation against Lantern's own
+        log-probabilities along it (off the GUI thread; sending waits for it)."""
+        self._require_idle()
+        if Capability.LOGITS not in self.capabilities:
+            raise GenerationError("the cross-check compares Lantern's own engine with a "
+                                  "server: load a model from this computer first")
+        if self.session is None or not any(m.role == "user" for m in self.session.messages):
+            raise GenerationError("send a message first: the cross-check answers the "
+                                  "conversation's last user message again")
+        messages = list(self.session.messages)
+        while messages[-1].role != "user":
+            messages.pop()
+        if any(m.images for m in messages):
+            raise GenerationError("the cross-check compares text conversations: start a "
+                                  "new chat without images")
+        model, system = self.model, self.session.system
+        job = CallJob(lambda: cross_check(model, remote, messages, system,
+                                          num_predict=num_predict,
+                                          same_weights_asserted=same_weights,
+                                          num_ctx=model.decoder.max_cache_len))
+        job.result.connect(self._on_cross_check_result)
+        job.failed.connect(self._on_cross_check_failed)
+        self.check_job = job
+        self.busyChanged.emit(True)
+        self.runner.start(job)
+
+    def _on_cross_check_result(self, report: object) -> None:
+        self.check_job = None
+        self.busyChanged.emit(False)
+        self.crossCheckDone.emit(report)
+
+    def _on_cross_check_failed(self, message: str) -> None:
+        self.check_job = None
+        self.busyChanged.emit(False)
+        self.crossCheckFailed.emit(message)
 
     def _on_check_result(self, report: object) -> None:
         self.check_job = None
@@ -293,21 +345,21 @@ class ConversationController(QObject):
         self.checkFailed.emit(message)
 
 
-def restore_messages(stored: list[StoredMessage], max_pixels: int,
-                     vision: bool) -> tuple[list[Message], list[str]]:
-    """Stored messages as engine messages; images re-read (vision models only). Images
-    that are gone are left out, with a note saying so."""
+def restore_messages(stored: list[StoredMessage], max_pixels: int, vision: bool,
+                     prepare: Callable[[str, int], object]) -> tuple[list[Message], list[str]]:
+    """Stored messages as engine messages; images re-read by the backend's ``prepare``
+    (vision models only). Images that are gone are left out, with a note saying so."""
     messages, notes = [], []
     for message in stored:
         if message.role == "assistant" and not message.content:
             continue
-        inputs: list[ImageInput] = []
+        inputs: list[object] = []
         if message.images and not vision:
             notes.append(f"{len(message.images)} earlier image(s) left out: this model "
                          "cannot see images")
         for path in message.images if vision else ():
             try:
-                inputs.append(preprocess(path, max_pixels=max_pixels))
+                inputs.append(prepare(path, max_pixels))
             except ImageError as error:
                 notes.append(f"an earlier image is left out of the conversation: {error}")
         messages.append(Message(message.role, message.content, tuple(inputs)))

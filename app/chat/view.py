@@ -238,7 +238,8 @@ class MessageWidget(QFrame):
             fmt = QTextCharFormat()
             fmt.setBackground(probability_colour(probability))
             fmt.setProperty(TOKEN_PROPERTY, index)
-            fmt.setToolTip(f"{event.piece!r}  p={probability:.3f}  logit={event.logit:.2f}")
+            logit = "" if event.logit is None else f"  logit={event.logit:.2f}"
+            fmt.setToolTip(f"{event.piece!r}  p={probability:.3f}{logit}")
             cursor.insertText(event.text or "", fmt)
 
     def _new_browser(self) -> AutoHeightBrowser:

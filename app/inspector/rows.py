@@ -25,7 +25,7 @@ def visible_piece(piece: str) -> str:
 class TopRow:
     id: int
     piece: str
-    logit: float
+    logit: float | None           # None from a server (log-probabilities only)
     probability: float
     logit_fraction: float          # position between the lowest and highest shown logit
     chosen: bool
@@ -81,10 +81,13 @@ def top_rows(event) -> list[TopRow]:
     tops = event.top[:TOP_ROWS]
     if not tops:
         return []
-    low, high = min(t.logit for t in tops), max(t.logit for t in tops)
+    # a server reports log-probabilities only: its bars follow them, its logits stay None
+    scores = [t.logprob if t.logit is None else t.logit for t in tops]
+    low, high = min(scores), max(scores)
     return [TopRow(t.id, t.piece, t.logit, t.probability,
-                   (t.logit - low) / (high - low) if high > low else 1.0, t.id == event.id)
-            for t in tops]
+                   (score - low) / (high - low) if high > low else 1.0,
+                   t.piece == event.piece if t.id < 0 else t.id == event.id)
+            for t, score in zip(tops, scores, strict=True)]
 
 
 def layer_rows(stats) -> list[LayerRow]:

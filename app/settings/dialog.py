@@ -23,12 +23,15 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from app.settings.connections import ConnectionsDialog, describe
 from app.settings.store import Settings
+from app.workers import JobRunner
 from engine.errors import LanternError
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers
@@ -66,8 +69,11 @@ def parse_option(name: str, text: str) -> object:
 
 class SettingsDialog(QDialog):
     def __init__(self, settings: Settings, params_layer: Mapping[str, object] | None = None,
-                 system_layer: str | None = None, parent: QWidget | None = None) -> None:
+                 system_layer: str | None = None, parent: QWidget | None = None,
+                 runner: JobRunner | None = None) -> None:
         super().__init__(parent)
+        self.runner = runner
+        self.connections = [dict(r) for r in settings.connections]
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
         self.setMinimumWidth(560)
@@ -143,6 +149,19 @@ class SettingsDialog(QDialog):
         form.addRow("max image size", pixels)
         layout.addWidget(engine)
 
+        remote = QGroupBox("Connections (remote engines: Ollama, vLLM, SGLang, llama-server)")
+        row = QHBoxLayout(remote)
+        self.connections_label = QLabel("")
+        self.connections_label.setWordWrap(True)
+        row.addWidget(self.connections_label, 1)
+        manage = QPushButton("Connections…")
+        manage.setObjectName("manageConnections")
+        manage.clicked.connect(self.edit_connections)
+        manage.setEnabled(runner is not None)
+        row.addWidget(manage)
+        self._show_connections()
+        layout.addWidget(remote)
+
         self.error = QLabel("")
         self.error.setObjectName("dialogError")
         self.error.setWordWrap(True)
@@ -174,7 +193,19 @@ class SettingsDialog(QDialog):
             exact=self.exact.isChecked(),
             requantize="" if self.exact.isChecked() else self.requantize.currentData() or "",
             max_pixels=self.max_pixels.value(),
+            connections=[dict(r) for r in self.connections],
         )
+
+    def edit_connections(self) -> None:
+        dialog = ConnectionsDialog(self.connections, self.runner, self)
+        if dialog.exec():
+            self.connections = dialog.records
+            self._show_connections()
+
+    def _show_connections(self) -> None:
+        hosts = [describe(r) for r in self.connections]
+        self.connections_label.setText("\n".join(hosts) if hosts else
+                                       "none: only the models on this computer are listed")
 
     def accept(self) -> None:
         try:

@@ -134,7 +134,8 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
     request = [{"role": "system", "content": system}] if system else []
     request += [{"role": m.role, "content": m.content} for m in messages]
     answer = post_json(connection, api.CHAT_PATH,
-                       api.chat_body(remote.name, request, options, top, stream=False))
+                       api.chat_body(remote.name, request, options, top, stream=False),
+                       read_timeout=None)
     delta, finish = api.parse_answer(answer, connection.host)
     if delta.text and not delta.tokens:
         raise RemoteError(f"{connection.host} sent no log-probabilities for {remote.name}: "

@@ -127,15 +127,19 @@ def open_request(connection: Connection, method: str, path: str, body: object = 
 
 
 def get_json(connection: Connection, path: str) -> object:
-    return _json_answer(connection, "GET", path, None)
+    return _json_answer(connection, "GET", path, None, METADATA_TIMEOUT_S)
 
 
-def post_json(connection: Connection, path: str, body: object) -> object:
-    return _json_answer(connection, "POST", path, body)
+def post_json(connection: Connection, path: str, body: object,
+              read_timeout: float | None = METADATA_TIMEOUT_S) -> object:
+    """A JSON request and its JSON answer; ``read_timeout=None`` for a whole generated answer
+    (it may take minutes)."""
+    return _json_answer(connection, "POST", path, body, read_timeout)
 
 
-def _json_answer(connection: Connection, method: str, path: str, body: object) -> object:
-    with open_request(connection, method, path, body, read_timeout=METADATA_TIMEOUT_S) as stream:
+def _json_answer(connection: Connection, method: str, path: str, body: object,
+                 read_timeout: float | None) -> object:
+    with open_request(connection, method, path, body, read_timeout=read_timeout) as stream:
         raw = stream.read()
     try:
         return json.loads(raw)

@@ -57,6 +57,13 @@ class RemoteModel:
     def has_vision(self) -> bool:
         return self.info.vision
 
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """The answer's log-probabilities (and images for a vision model); nothing that
+        needs the weights."""
+        return frozenset({Capability.LOGPROBS}
+                         | ({Capability.IMAGES} if self.has_vision else set()))
+
     def open_session(self, options: Options, system: str | None = None,
                      num_top: int = 5) -> RemoteChatSession:
         return RemoteChatSession(self, options, system, num_top=num_top)
@@ -64,9 +71,12 @@ class RemoteModel:
 
 def open_remote_model(connection: Connection, name: str) -> RemoteModel:
     """Find ``name`` on the server; a missing model is an error listing what is there."""
-    connection, models = list_remote_models(connection)
+    connection = detect_kind(connection)
+    if connection.kind == "ollama":     # /api/show knows it (and resolves ":latest")
+        return RemoteModel(connection, ollama_api.describe(connection, name))
+    models = openai_api.list_models(connection)
     for info in models:
-        if info.name == name or (connection.kind == "ollama" and info.name == f"{name}:latest"):
+        if info.name == name:
             return RemoteModel(connection, info)
     offered = ", ".join(m.name for m in models[:12]) or "none"
     raise RemoteError(f"{connection.host} has no model {name!r}; it offers: {offered}")
@@ -88,8 +98,7 @@ class RemoteChatSession:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        return frozenset({Capability.LOGPROBS}
-                         | ({Capability.IMAGES} if self.model.has_vision else set()))
+        return self.model.capabilities
 
     def prepare_image(self, path: str, max_pixels: int) -> RemoteImage:
         return read_image(path, max_pixels)

@@ -20,7 +20,7 @@ class Capability(Enum):
     """What a backend can show besides the streamed answer."""
 
     LOGPROBS = "log-probabilities of each token and its best alternatives"
-    LOGITS = "raw logits (a server reports log-probabilities only)"
+    LOGITS = "raw logits"
     PROMPT_TOKENS = "the tokens of the prompt"
     LAYERS = "per-layer statistics"
     REFERENCE = "the check against the numpy reference"
@@ -59,8 +59,8 @@ class ChatBackend(Protocol):
     def cancel(self) -> None: ...
 
 
-def unavailable_reason(capability: Capability, backend_name: str) -> str:
+def unavailable_reason(capability: Capability, model_name: str, where: str) -> str:
     """One line a view shows in place of what a remote backend cannot give."""
-    return (f"{capability.value.capitalize()} need the model's weights on this computer; "
-            f"{backend_name} runs on a server, which reports only its answer and "
-            "log-probabilities.")
+    return (f"Not available for {model_name}: showing {capability.value} takes the model's "
+            f"weights on this computer, and it runs on {where}, which reports only its answer "
+            "and log-probabilities.")

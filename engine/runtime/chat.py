@@ -81,9 +81,7 @@ class ChatSession:
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """Everything: the weights are here (images only for a vision model)."""
-        return frozenset(Capability) - (set() if self.model.has_vision
-                                        else {Capability.IMAGES})
+        return self.model.capabilities
 
     def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
         """An image file as this backend takes it: preprocessed for the vision tower."""

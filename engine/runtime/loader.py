@@ -16,6 +16,7 @@ from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.requantize import SPECS
 from engine.prompt import render_prompt
+from engine.runtime.backend import Capability
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.generate import CacheState, PromptTokens
 from engine.runtime.vision import VisionEncoder
@@ -68,6 +69,17 @@ class LoadedModel:
     @property
     def has_vision(self) -> bool:
         return self.gguf.config.vision is not None
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """Everything: the weights are here (images only for a vision model)."""
+        return frozenset(Capability) - (set() if self.has_vision else {Capability.IMAGES})
+
+    def open_session(self, options, system: str | None = None, num_top: int = 5):
+        """A conversation with this model (engine.runtime.chat.ChatSession)."""
+        from engine.runtime.chat import ChatSession  # chat builds on this module
+
+        return ChatSession(self, options, system, num_top=num_top)
 
     def vision_encoder(self) -> VisionEncoder:
         """The vision tower's session, built on first use (one per model, reused)."""
