@@ -10,7 +10,8 @@ from dataclasses import asdict
 from engine.cli import add_models_dir
 from engine.cli.run_command import resolve_source
 from engine.cli.server_options import add_server, connection_of
-from engine.remote.crosscheck import TOLERANCE, cross_check, format_table
+from engine.remote.crosscheck import TOLERANCE, cross_check, format_table, same_weights
+from engine.store import LocalModel
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
 
     remote = open_remote_model(connection_of(args), args.remote_model or args.model)
     source = resolve_source(args.model, args.models_dir)
+    path = source.model_path if isinstance(source, LocalModel) else source
+    same_weights(path, args.model, remote, args.same_weights)      # before the slow load
     local = load_model(source, exact=not args.fast, num_ctx=2048)
     report = cross_check(local, remote, [Message("user", args.prompt)], args.system,
                          num_predict=args.num_predict, tolerance=args.tolerance,

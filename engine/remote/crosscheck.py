@@ -101,21 +101,22 @@ def weights_digest(path: Path) -> str:
     return "sha256:" + digest.hexdigest()
 
 
-def same_weights(local: LoadedModel, remote: RemoteModel, asserted: bool) -> str:
-    """How the weights are known to be the same, or a RemoteError saying they are not."""
+def same_weights(path: Path, name: str, remote: RemoteModel, asserted: bool) -> str:
+    """How the local GGUF at ``path`` is known to be the server's weights, or a RemoteError
+    saying it is not."""
     server = remote.info.blob_digest
     if server is not None:
-        mine = weights_digest(local.gguf.path)
+        mine = weights_digest(path)
         if mine != server:
             raise RemoteError(
                 f"{remote.name} on {remote.connection.host} is not the same weights as "
-                f"{local.name} (server {server[:19]}…, local {mine[:19]}…): the cross-check "
+                f"{name} (server {server[:19]}…, local {mine[:19]}…): the cross-check "
                 "compares engines on the same weights; pick the matching model")
         return f"same weights blob {mine[:19]}… (from the server's /api/show)"
     if asserted:
         return "same weights as asserted by the user (the server reports no digest)"
     raise RemoteError(f"{remote.connection.host} does not report which weights "
-                      f"{remote.name} runs: assert that they are {local.name}'s "
+                      f"{remote.name} runs: assert that they are {name}'s "
                       "(--same-weights, or the check box in the app) to compare anyway")
 
 
@@ -127,7 +128,7 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
     run Lantern teacher-forced along the server's tokens."""
     if not messages or messages[-1].role != "user":
         raise GenerationError("the cross-check answers the last user message: send one first")
-    weights = same_weights(local, remote, same_weights_asserted)
+    weights = same_weights(local.gguf.path, local.name, remote, same_weights_asserted)
     connection = remote.connection
     api = APIS[connection.kind]
     options = Options(temperature=0.0, top_k=1, num_predict=num_predict, seed=0, num_ctx=num_ctx)
