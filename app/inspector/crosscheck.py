@@ -81,8 +81,7 @@ class CrossCheckDialog(QDialog):
                        numeric=True,
                        bar=lambda r: r.gap / self.tolerance if self.tolerance else 0.0,
                        tip=lambda r: f"|Δ log-probability|; tolerance {self.tolerance}"),
-                Column("Lantern's best", lambda r: "" if r.lantern_best == r.piece
-                       else visible_piece(r.lantern_best),
+                Column("Lantern's best", lambda r: visible_piece(r.lantern_best),
                        tip=lambda r: "the token Lantern finds most likely here, where it "
                                      "differs from the server's"),
             ],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,11 +20,13 @@ import numpy as np
 
 from engine.errors import GenerationError, RemoteError
 from engine.remote.http import post_json
+from engine.remote.records import ServerToken
 from engine.remote.session import APIS, RemoteModel
 from engine.runtime.chat import Message
 from engine.runtime.generate import Generator, _positions_like
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options, logprobs
+from engine.tokenizer.byte_level import byte_to_char
 
 # Largest |Lantern - server| log-probability of a greedy token seen on the 0.5B demo model,
 # Lantern exact (fp32) against llama-cpp-python 0.3.36's server, with a margin: see
@@ -36,10 +39,10 @@ BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})$")
 @dataclass(frozen=True)
 class CrossCheckRow:
     index: int
-    piece: str                   # the server's token
+    piece: str                   # the server's token (its bytes as Lantern's tokenizer shows them)
     server_logprob: float
     lantern_logprob: float
-    lantern_best: str            # the token Lantern finds most likely at this step
+    lantern_best: str            # Lantern's most likely token where it is another; else ""
     marked: bool = False         # among the largest gaps
 
     @property
@@ -141,11 +144,14 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
     if delta.text and not delta.tokens:
         raise RemoteError(f"{connection.host} sent no log-probabilities for {remote.name}: "
                           "the cross-check needs a server that supports logprobs")
-    ids = [_token_id(local, token.piece, connection.host) for token in delta.tokens]
+    ids = token_ids(local, delta.tokens, delta.text, connection.host)
     prompt = local.tokenize_chat(messages, system=system)
     ours = teacher_forced(local, prompt, ids)
-    rows = [CrossCheckRow(i, token.piece, token.logprob, lp, local.tokenizer.id_to_piece(best))
-            for i, (token, (lp, best)) in enumerate(zip(delta.tokens, ours, strict=True))]
+    piece = local.tokenizer.id_to_piece
+    rows = [CrossCheckRow(i, piece(token_id), token.logprob, lp,
+                          "" if best == token_id else piece(best))
+            for i, (token, token_id, (lp, best)) in enumerate(zip(delta.tokens, ids, ours,
+                                                                  strict=True))]
     largest = set(sorted(range(len(rows)), key=lambda i: -rows[i].gap)[:MARKED])
     rows = [replace(r, marked=r.index in largest) for r in rows]
     return CrossCheckReport(
@@ -173,12 +179,48 @@ def teacher_forced(model: LoadedModel, prompt, ids: list[int]) -> list[tuple[flo
     return out
 
 
-def _token_id(model: LoadedModel, piece: str, host: str) -> int:
-    found = model.tokenizer.token_to_id(piece)
-    if found is None:
-        raise RemoteError(f"{host}'s token {piece!r} is not in {model.name}'s vocabulary: "
-                          "the server runs another tokenizer, so it is not the same model")
-    return found
+def token_ids(model: LoadedModel, tokens: Sequence[ServerToken], text: str,
+              host: str) -> list[int]:
+    """Lantern's ids of the server's tokens, which together spell the answer's bytes.
+
+    Ollama sends each token's bytes. llama-cpp-python sends only its text, decoded with
+    the bytes of a split character dropped ("" for the tail of 春, " " for a space and its
+    head). So each token is matched to a slice of the answer's bytes that is a vocabulary
+    entry and decodes, so cut, to the token's text; a search over slice lengths finds the
+    segmentation that covers the answer exactly."""
+    data = text.encode("utf-8")
+    table = byte_to_char()
+    ways: list[dict[int, tuple[int, int]]] = [{0: (0, -1)}]   # per token: end -> (start, id)
+    for i, token in enumerate(tokens):
+        reached: dict[int, tuple[int, int]] = {}
+        for start in ways[-1]:
+            if token.data is not None:
+                lengths: Sequence[int] = [len(token.data)] \
+                    if data.startswith(token.data, start) else []
+            else:
+                size = len(token.piece.encode("utf-8"))
+                lengths = range(max(size, 1), size + 7)      # up to 3 cut bytes at each end
+            for length in lengths:
+                piece = data[start:start + length]
+                if len(piece) < length or (token.data is None and piece.decode(
+                        "utf-8", "ignore") != token.piece):
+                    continue
+                found = model.tokenizer.token_to_id("".join(table[b] for b in piece))
+                if found is not None:
+                    reached.setdefault(start + length, (start, found))
+        if not reached:
+            raise RemoteError(f"{host}'s token #{i} {token.piece!r} does not match "
+                              f"{model.name}'s vocabulary along the answer: the server runs "
+                              "another tokenizer, so it is not the same model")
+        ways.append(reached)
+    if len(data) not in ways[-1]:
+        raise RemoteError(f"{host}'s tokens do not spell its answer in {model.name}'s "
+                          "vocabulary: the server runs another tokenizer")
+    ids, end = [], len(data)
+    for reached in reversed(ways[1:]):
+        end, found = reached[end]
+        ids.append(found)
+    return ids[::-1]
 
 
 def format_table(report: CrossCheckReport) -> str:
@@ -187,7 +229,7 @@ def format_table(report: CrossCheckReport) -> str:
              f"{report.server}", f"weights: {report.weights}",
              f"{'#':>4}  {'token':<20} {'server':>10} {'lantern':>10} {'gap':>8}  lantern's best"]
     for r in report.rows:
-        best = "" if r.lantern_best == r.piece else repr(r.lantern_best)
+        best = repr(r.lantern_best) if r.lantern_best else ""
         lines.append(f"{r.index:>4}  {r.piece!r:<20} {r.server_logprob:>10.4f} "
                      f"{r.lantern_logprob:>10.4f} {r.gap:>8.4f}{' *' if r.marked else '  '}"
                      f"{best}")

@@ -14,8 +14,8 @@ from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
 from engine.remote.http import get_json, post_json
 from engine.remote.images import RemoteImage
-from engine.remote.openai_api import piece_of
-from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken, chosen_options
+from engine.remote.openai_api import server_tokens
+from engine.remote.records import Delta, Finish, RemoteModelInfo, chosen_options
 from engine.runtime.sampler import Options
 
 CHAT_PATH = "/api/chat"
@@ -103,10 +103,7 @@ def parse_answer(chunk: dict, host: str) -> tuple[Delta, Finish | None]:
     if not isinstance(chunk, dict):
         raise RemoteError(f"{host} answered with something that is not an object")
     text = (chunk.get("message") or {}).get("content") or ""
-    tokens = tuple(
-        ServerToken(piece_of(e), float(e["logprob"]),
-                    tuple((piece_of(t), float(t["logprob"])) for t in e.get("top_logprobs") or ()))
-        for e in chunk.get("logprobs") or ())
+    tokens = tuple(server_tokens({"content": chunk.get("logprobs")}))   # the same entries
     finish = None
     if chunk.get("done"):
         finish = Finish(str(chunk.get("done_reason") or "stop"),

@@ -111,6 +111,7 @@ def server_tokens(logprobs: object) -> Iterator[ServerToken]:
             piece_of(entry),
             float(entry["logprob"]),
             tuple((piece_of(t), float(t["logprob"])) for t in entry.get("top_logprobs") or ()),
+            bytes(entry["bytes"]) if entry.get("bytes") is not None else None,
         )
 
 

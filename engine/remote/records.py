@@ -18,6 +18,7 @@ class ServerToken:
     piece: str
     logprob: float
     top: tuple[tuple[str, float], ...]      # (piece, logprob), best first
+    data: bytes | None = None               # the token's bytes, where the server sends them
 
 
 @dataclass(frozen=True)
