@@ -247,7 +247,8 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.chat if entries else self.empty)
         if self._first_listing:
             self._first_listing = False
-            self.panel.setVisible(bool(entries))   # nothing to look inside yet
+            # nothing to look inside yet (unless a server's models are on their way)
+            self.panel.setVisible(bool(entries or self.settings.connections))
         if self.entry is not None:
             self.sidebar.select_model(self.entry.name)
 
@@ -268,7 +269,7 @@ class MainWindow(QMainWindow):
         self.pages.setCurrentWidget(self.chat if self.remote_entries else self.empty)
         if self._first_listing:
             self._first_listing = False
-            self.panel.setVisible(bool(self.remote_entries))
+            self.panel.setVisible(bool(self.settings.connections))
 
     def set_models_dir(self, folder: str) -> None:
         self.settings = replace(self.settings, models_dir=folder)
