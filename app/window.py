@@ -41,6 +41,7 @@ from app.workers import CallJob, JobRunner
 from engine.errors import LanternError
 from engine.paths import data_dir
 from engine.remote.session import RemoteModel
+from engine.runtime.backend import Capability
 from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
@@ -330,7 +331,7 @@ class MainWindow(QMainWindow):
     def _loaded(self, model: LoadedModel | RemoteModel, entry: ModelEntry) -> None:
         self.entry = entry
         where = f"the server {entry.host}" if entry.host else "this computer"
-        self.controller.set_model(model, entry.vision, where)
+        self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()

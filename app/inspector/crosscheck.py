@@ -81,7 +81,8 @@ class CrossCheckDialog(QDialog):
                        numeric=True,
                        bar=lambda r: r.gap / self.tolerance if self.tolerance else 0.0,
                        tip=lambda r: f"|Δ log-probability|; tolerance {self.tolerance}"),
-                Column("Lantern's best", lambda r: visible_piece(r.lantern_best),
+                Column("Lantern's best", lambda r: visible_piece(r.lantern_best)
+                       if r.lantern_best else "",
                        tip=lambda r: "the token Lantern finds most likely here, where it "
                                      "differs from the server's"),
             ],

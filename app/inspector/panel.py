@@ -233,7 +233,9 @@ class DebugPanel(QDockWidget):
     def show_timing(self, step_ms: float, tokens_per_s: float, prompt_tokens: int | None = None,
                     prompt_s: float | None = None) -> None:
         lines = [f"step {step_ms:.1f} ms · {tokens_per_s:.1f} tok/s"]
-        if prompt_tokens is not None and prompt_s is not None:
+        if prompt_tokens == 0 and prompt_s is not None:      # a server that does not count
+            lines.append(f"prompt: {prompt_s:.2f} s to the first token")
+        elif prompt_tokens is not None and prompt_s is not None:
             rate = prompt_tokens / prompt_s if prompt_s > 0 else 0.0
             lines.append(f"prompt: {prompt_tokens} tokens in {prompt_s:.2f} s ({rate:.0f} tok/s)")
         self.timing_label.setText("\n".join(lines))

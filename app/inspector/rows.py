@@ -81,13 +81,13 @@ def top_rows(event) -> list[TopRow]:
     tops = event.top[:TOP_ROWS]
     if not tops:
         return []
-    # a server reports log-probabilities only: its bars follow them, its logits stay None
-    scores = [t.logprob if t.logit is None else t.logit for t in tops]
-    low, high = min(scores), max(scores)
+    if tops[0].logit is None:       # a server: log-probabilities only, no logit bars
+        return [TopRow(t.id, t.piece, None, t.probability, 0.0, t.piece == event.piece)
+                for t in tops]
+    low, high = min(t.logit for t in tops), max(t.logit for t in tops)
     return [TopRow(t.id, t.piece, t.logit, t.probability,
-                   (score - low) / (high - low) if high > low else 1.0,
-                   t.piece == event.piece if t.id < 0 else t.id == event.id)
-            for t, score in zip(tops, scores, strict=True)]
+                   (t.logit - low) / (high - low) if high > low else 1.0, t.id == event.id)
+            for t in tops]
 
 
 def layer_rows(stats) -> list[LayerRow]:

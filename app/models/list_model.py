@@ -138,7 +138,8 @@ def remote_entries(connection: Connection) -> list[ModelEntry]:
         connection, models = list_remote_models(connection)
     except LanternError as error:
         return [ModelEntry(f"{connection.host} (server)", problem=str(error), checked=True)]
-    return [ModelEntry(f"{info.name} @ {connection.host}", vision=info.vision, checked=True,
+    return [ModelEntry(f"{info.name} @ {connection.host}", vision=info.vision is True,
+                       checked=True,
                        remote=RemoteModel(connection, info)) for info in models]
 
 

@@ -46,7 +46,7 @@ def record_of(connection: Connection) -> dict:
 def describe(record: dict) -> str:
     key = " · API key set" if record.get("api_key") else ""
     kind = record.get("kind", "auto")
-    return f"{record.get('url')}  ({'kind detected' if kind == 'auto' else kind}{key})"
+    return f"{record.get('url')}  ({'kind: detect' if kind == 'auto' else kind}{key})"
 
 
 class ConnectionsDialog(QDialog):

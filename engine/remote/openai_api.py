@@ -33,7 +33,7 @@ def list_models(connection: Connection) -> list[RemoteModelInfo]:
     if not isinstance(data, list):
         raise RemoteError(f"{connection.host}'s /v1/models has no model list: is this an "
                           "OpenAI-compatible server?")
-    return [RemoteModelInfo(str(m["id"]), details=str(m.get("owned_by") or ""), vision=True)
+    return [RemoteModelInfo(str(m["id"]), details=str(m.get("owned_by") or ""))
             for m in data if isinstance(m, dict) and "id" in m]
 
 
@@ -52,6 +52,8 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
     if top_logprobs > 0:
         body["logprobs"] = True
         body["top_logprobs"] = min(top_logprobs, MAX_TOP_LOGPROBS)
+    if stream:
+        body["stream_options"] = {"include_usage": True}    # the prompt's token count
     return body
 
 

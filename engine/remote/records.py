@@ -47,7 +47,7 @@ class RemoteModelInfo:
 
     name: str
     details: str = ""                       # "7.6B · qwen2 · Q4_K_M" where the server says
-    vision: bool = False
+    vision: bool | None = None              # None: the server does not say (it decides)
     blob_digest: str | None = None          # Ollama: sha256 of the weights blob (from /api/show)
 
 

@@ -55,12 +55,14 @@ class RemoteModel:
 
     @property
     def has_vision(self) -> bool:
-        return self.info.vision
+        """Ollama says; an OpenAI-compatible server does not, so images are sent and the
+        server answers whether its model can see them."""
+        return self.info.vision is not False
 
     @property
     def capabilities(self) -> frozenset[Capability]:
-        """The answer's log-probabilities (and images for a vision model); nothing that
-        needs the weights."""
+        """The answer's log-probabilities (and images unless the server says its model
+        has no vision); nothing that needs the weights."""
         return frozenset({Capability.LOGPROBS}
                          | ({Capability.IMAGES} if self.has_vision else set()))
 
