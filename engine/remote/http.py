@@ -1,5 +1,5 @@
 """HTTP to a remote engine with the standard library: TLS verified by the default context,
-a timeout on connecting, none while a long answer streams, and ``close`` from any thread
+a timeout on connecting, none while a long answer streams, and ``abort`` from any thread
 ends a blocked read (that is how Stop closes the request).
 
 Every failure becomes one RemoteError line naming the host and what to do; the API key
@@ -13,7 +13,6 @@ import http.client
 import json
 import socket
 import ssl
-import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -26,13 +25,13 @@ ERROR_DETAIL_CHARS = 300
 
 
 class Stream:
-    """One request's answer, read line by line; ``close`` may come from another thread."""
+    """One request's answer, read line by line by one thread; ``abort`` may come from
+    another."""
 
     def __init__(self, connection: http.client.HTTPConnection,
                  response: http.client.HTTPResponse, host: str) -> None:
         self._connection, self._response, self.host = connection, response, host
-        self._lock = threading.Lock()
-        self.closed = False
+        self._socket = connection.sock
 
     def lines(self) -> Iterator[bytes]:
         """Non-empty lines as they arrive; ends at the end of the answer. A connection lost
@@ -55,15 +54,16 @@ class Stream:
         except (OSError, http.client.HTTPException) as error:
             raise RemoteError(f"{self.host} cut its answer ({type(error).__name__})") from None
 
+    def abort(self) -> None:
+        """End the request from any thread: a read blocked on it returns at once (the
+        reading thread then closes the stream)."""
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)
+
     def close(self) -> None:
-        with self._lock:
-            if self.closed:
-                return
-            self.closed = True
-        sock = self._connection.sock
-        if sock is not None:
-            with contextlib.suppress(OSError):   # wakes a read blocked in another thread
-                sock.shutdown(socket.SHUT_RDWR)
+        """Close the connection (from the reading thread)."""
+        self.abort()
+        self._response.close()
         self._connection.close()
 
     def __enter__(self) -> Stream:

@@ -132,7 +132,7 @@ class RemoteChatSession:
         with self._lock:
             stream = self._stream
         if stream is not None:
-            stream.close()
+            stream.abort()
 
     # -- one answer ---------------------------------------------------------------------------
 
@@ -168,7 +168,7 @@ class RemoteChatSession:
         with self._lock:
             self._stream = stream
         if self._cancel.is_set():
-            stream.close()
+            stream.abort()
         count, first_at, last_at, reply = 0, 0, start, ""
         finish = Finish("cancel")
         warned = self.num_top <= 0
