@@ -239,3 +239,23 @@ def test_cli_list_and_run_against_ollama(ollama, capsys, monkeypatch):
         "id": None, "token": "alt0", "logprob": -1.05, "logit": None}
     assert lines[-1]["done"] is True and lines[-1]["eval_count"] == 4
     assert ollama.requests[-1][1]["Authorization"] == "Bearer secret-key"
+
+
+def test_crosscheck_needs_the_same_weights_blob(tmp_path, ollama):
+    import hashlib
+
+    from engine.remote.crosscheck import same_weights
+
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF weights")
+    digest = "sha256:" + hashlib.sha256(b"GGUF weights").hexdigest()
+    with FakeOllama({"same:latest": {"blob": digest, "vision": False}}) as fake:
+        remote = open_remote_model(Connection(fake.url), "same")
+        assert same_weights(gguf, "mine", remote, False).startswith("same weights blob sha256:")
+    other = open_remote_model(Connection(ollama.url), "tiny")
+    with pytest.raises(RemoteError, match="is not the same weights as mine"):
+        same_weights(gguf, "mine", other, True)        # a digest beats an assertion
+    no_digest = other.__class__(other.connection, other.info.__class__("x"))
+    with pytest.raises(RemoteError, match="--same-weights"):
+        same_weights(gguf, "mine", no_digest, False)
+    assert "asserted by the user" in same_weights(gguf, "mine", no_digest, True)
