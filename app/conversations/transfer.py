@@ -109,3 +109,9 @@ def _message(m: object, index: int, name: str) -> StoredMessage:
     return StoredMessage(0, m["role"], m["content"], tuple(m.get("images") or ()),
                          bool(m.get("complete", True)), str(m.get("thinking") or ""),
                          int(m.get("thinking_ms") or 0), tuple(m.get("logprobs") or ()))
+
+
+def file_name(title: str) -> str:
+    """A file name from a conversation title (letters, digits, - and _)."""
+    cleaned = "".join(c if c.isalnum() or c in "-_ " else " " for c in title)
+    return "-".join(cleaned.split())[:60] or "conversation"
