@@ -5,7 +5,15 @@ sampling options (what differs from the app's settings), with a button to change
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 SYSTEM_SHOWN = 60
 
@@ -37,10 +45,11 @@ class ConversationHeader(QFrame):
         self.details = QLabel("")
         self.details.setObjectName("headerDetails")
         self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        text.addWidget(self.title)
-        text.addWidget(self.details)
+        for label in (self.title, self.details):     # elide, never widen the window
+            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+            text.addWidget(label)
         layout.addLayout(text, 1)
-        self.edit = QPushButton("System & sampling…")
+        self.edit = QPushButton("System && sampling…")
         self.edit.setObjectName("headerEdit")
         self.edit.setCursor(Qt.PointingHandCursor)
         self.edit.setToolTip("This conversation's own system prompt and sampling options")
