@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._connect()
         self._conversation_changed(None)
+        self.focus_input()                 # typing goes to the input from the start
         self.rescan()
 
     # -- construction ----------------------------------------------------------------------
@@ -157,7 +158,7 @@ class MainWindow(QMainWindow):
         sidebar.modelChosen.connect(self.load_model)
         sidebar.newChatRequested.connect(self.new_chat)
         sidebar.conversationChosen.connect(self.open_conversation)
-        sidebar.conversationDeleteRequested.connect(self.actions.delete)
+        sidebar.conversationDeleteRequested.connect(self.delete_conversation)
         sidebar.conversationRenameRequested.connect(self.actions.rename)
         sidebar.conversationPinRequested.connect(self.actions.set_pinned)
         sidebar.conversationExportRequested.connect(self.actions.export)
@@ -299,7 +300,8 @@ class MainWindow(QMainWindow):
         self.banner.dismiss_progress()
         self.chat.input.set_ready(True)
         self._conversation_changed(self.controller.conversation_id)
-        self.focus_input()
+        if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
+            self.focus_input()
         self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
         weights = model.decoder.requantization
         self.status_provider.setText(
@@ -332,6 +334,12 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.panel.clear()
         self.focus_input()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete (Undo in the banner); the open conversation gives way to a new chat."""
+        if conversation_id == self.controller.conversation_id:
+            self.new_chat()
+        self.actions.delete(conversation_id)
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.controller.conversation_id:

@@ -118,7 +118,8 @@ def test_keyboard_shortcuts(qtbot, tmp_path, one_model):
 
 
 def test_escape_stops_the_answer(qtbot, tmp_path, one_model):
-    window = start(qtbot, tmp_path, one_model, options={"num_predict": -1})
+    # greedy, this model never stops by itself (checked: 300 tokens and counting)
+    window = start(qtbot, tmp_path, one_model, options={"num_predict": -1, "temperature": 0})
     first = []
     window.controller.token.connect(lambda event: first.append(event))
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
@@ -213,6 +214,7 @@ def test_search_rename_pin_delete_and_undo(qtbot, tmp_path, one_model):
     window.sidebar.conversationDeleteRequested.emit(soup)
     assert [c.id for c in window.conversations.conversations] == [lighthouse]
     assert window.controller.conversation_id is None           # it was open: a new chat
+    assert not window.chat.view.messages
     assert window.banner.isVisible() and window.banner.action.text() == "Undo"
     window.banner.action.click()
     assert [c.id for c in window.conversations.conversations] == [lighthouse, soup]
