@@ -150,12 +150,13 @@ def scripted_reply(monkeypatch):
 def test_thinking_streams_into_its_section_and_folds_when_the_answer_starts(
         qtbot, tmp_path, one_model, scripted_reply):
     window = start(qtbot, tmp_path, one_model)
-    seen = []
+    seen, titles = [], []
 
     def look(event: TokenEvent) -> None:      # runs after the page handled the token
         section = window.chat.answer.thinking
         seen.append((event.thinking, not section.isHidden(), section.folded,
                      window.chat.answer.text))
+        titles.append(window.panel.token_title.text())
     window.controller.token.connect(look)
     panel_tokens = []
     window.controller.token.connect(panel_tokens.append)
@@ -173,6 +174,7 @@ def test_thinking_streams_into_its_section_and_folds_when_the_answer_starts(
     assert not answer.thinking.folded and not answer.thinking.body.isHidden()
     assert "Count the rs." in answer.thinking.body.text()
     assert len(panel_tokens) == len(THINKING_REPLY)            # the panel saw every token
+    assert titles[2].endswith("(id 1002) · thinking") and titles[-1].endswith("(id 1013)")
 
     stored = window.history.messages(window.controller.conversation_id)[-1]
     assert (stored.content, stored.thinking, stored.thinking_ms) == \
