@@ -260,3 +260,34 @@ def test_a_conversations_own_system_prompt_and_sampling(qtbot, tmp_path, one_mod
     assert (stored.system, stored.options) == ("Answer briefly.", {"temperature": 0.0})
     window.new_chat()                                          # a new chat starts clean
     assert "default system prompt and sampling" in window.chat.header.details.text()
+
+
+def test_ctrl_k_then_arrows_and_enter_load_another_model(qtbot, tmp_path, two_models):
+    window = start(qtbot, tmp_path, two_models, last_model="tiny:latest")
+    press(qtbot, window, Qt.Key_K)
+    other = window.models.row_of("other:latest")
+    arrow = Qt.Key_Down if other > window.models.row_of("tiny:latest") else Qt.Key_Up
+    press(qtbot, window, arrow, Qt.NoModifier)
+    press(qtbot, window, Qt.Key_Return, Qt.NoModifier)
+    qtbot.waitUntil(lambda: window.entry is not None and window.entry.name == "other:latest",
+                    timeout=TIMEOUT_MS)
+    assert window.windowTitle() == "New chat — other:latest — Lantern"
+    qtbot.waitUntil(lambda: window.chat.input.editor.hasFocus())
+
+
+def test_the_conversation_settings_dialog_keeps_what_was_typed_and_checks_it(qtbot):
+    from app.conversations.settings_dialog import ConversationSettingsDialog
+    from engine.runtime.sampler import Options
+
+    dialog = ConversationSettingsDialog("Soup", "", {"seed": 7}, Options.resolve({}), "")
+    qtbot.addWidget(dialog)
+    assert dialog.option_edits["seed"].text() == "7"
+    assert dialog.option_edits["temperature"].placeholderText() == "0.8"
+    dialog.system_edit.setPlainText("  Answer in French.  ")
+    dialog.option_edits["temperature"].setText("0.3")
+    assert (dialog.system(), dialog.options()) == ("Answer in French.",
+                                                   {"temperature": 0.3, "seed": 7})
+    dialog.option_edits["top_k"].setText("many")
+    dialog.accept()
+    assert dialog.result() != dialog.DialogCode.Accepted
+    assert "top_k must be a whole number" in dialog.error.text()

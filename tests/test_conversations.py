@@ -130,6 +130,8 @@ def test_markdown_export_reads_as_the_chat(history):
     ('{"title": "x"}', "is not a Lantern conversation export"),
     ('{"format": "lantern-conversation", "messages": [{"role": "bot", "content": "x"}]}',
      "message 1 needs a role"),
+    ('{"format": "lantern-conversation", "messages": [{"role": "user", "content": "x", '
+     '"images": "a.png"}]}', "are not lists"),
 ])
 def test_a_bad_import_says_what_is_wrong_and_adds_nothing(history, tmp_path, content, says):
     path = tmp_path / "bad.json"

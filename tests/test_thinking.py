@@ -173,3 +173,15 @@ def test_lantern_run_rejects_an_unknown_think_value(thinking_store, capsys) -> N
         main(["run", "thinker", "Hello", "--think", "maybe", "--models-dir",
               str(thinking_store)])
     assert "--think takes true, false, high, medium or low" in capsys.readouterr().err
+
+
+def test_the_terminal_shows_thinking_as_ollama_run_does(monkeypatch) -> None:
+    from engine.cli.run_command import ThinkingPrinter
+
+    monkeypatch.setattr("sys.stdout.isatty", lambda: False)
+    shown = ThinkingPrinter(hide=False)
+    out = shown.thinking("Count") + shown.thinking(" them.") + shown.answer("") + \
+        shown.answer("Three.") + shown.answer(" Done")
+    assert out == "Thinking...\nCount them.\n...done thinking.\n\nThree. Done"
+    hidden = ThinkingPrinter(hide=True)
+    assert hidden.thinking("Count") + hidden.answer("Three.") == "Three."

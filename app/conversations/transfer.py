@@ -102,13 +102,18 @@ def import_json(history: History, path: Path) -> Conversation:
 
 
 def _message(m: object, index: int, name: str) -> StoredMessage:
+    where = f"{name}: message {index + 1}"
     if not isinstance(m, dict) or m.get("role") not in ROLES or \
             not isinstance(m.get("content"), str):
-        raise NotAConversation(f"{name}: message {index + 1} needs a role ({', '.join(ROLES)}) "
-                           "and a text content")
-    return StoredMessage(0, m["role"], m["content"], tuple(m.get("images") or ()),
+        raise NotAConversation(f"{where} needs a role ({', '.join(ROLES)}) and a text content")
+    images, logprobs = m.get("images") or [], m.get("logprobs") or []
+    if not isinstance(images, list) or not all(isinstance(i, str) for i in images) or \
+            not isinstance(logprobs, list):
+        raise NotAConversation(f"{where} has \"images\" or \"logprobs\" that are not lists "
+                               "(of image paths, of token records)")
+    return StoredMessage(0, m["role"], m["content"], tuple(images),
                          bool(m.get("complete", True)), str(m.get("thinking") or ""),
-                         int(m.get("thinking_ms") or 0), tuple(m.get("logprobs") or ()))
+                         int(m.get("thinking_ms") or 0), tuple(logprobs))
 
 
 def file_name(title: str) -> str:
