@@ -136,3 +136,41 @@ def test_an_explicit_platform_is_left_alone() -> None:
 def test_loader_errors_map_to_packages(error: str, debian: str, fedora: str) -> None:
     line = preflight.install_line(error)
     assert f"apt install {debian}`" in line and f"dnf install {fedora}`" in line
+
+
+def fake_wayland(tmp_path: Path) -> tuple[socket.socket, dict[str, str]]:
+    """A listening socket where a Wayland compositor would be."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(runtime / "wayland-9"))
+    listener.listen(1)
+    return listener, {"XDG_RUNTIME_DIR": str(runtime), "WAYLAND_DISPLAY": "wayland-9"}
+
+
+def test_wayland_without_its_libraries_names_the_package(tmp_path) -> None:
+    listener, env = fake_wayland(tmp_path)
+    (tmp_path / "libwayland-client.so.0").write_bytes(b"")
+    try:
+        result = start({**env, "LD_LIBRARY_PATH": str(tmp_path)})
+    finally:
+        listener.close()
+    assert result.returncode == 1
+    assert "Qt's wayland platform plugin needs libwayland-" in result.stderr
+    assert "`sudo apt install libwayland-" in result.stderr
+
+
+def test_a_wayland_session_whose_plugin_fails_falls_back_to_x(tmp_path) -> None:
+    listener, env = fake_wayland(tmp_path)
+    x_listener, display = fake_x_server()
+    (tmp_path / "libwayland-client.so.0").write_bytes(b"")
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", "import os; from app.desktop import preflight; "
+             "print(preflight.problem(os.environ))"],
+            env=environment(**env, DISPLAY=display, LD_LIBRARY_PATH=str(tmp_path)), cwd=ROOT,
+            capture_output=True, text=True, timeout=60)
+    finally:
+        listener.close()
+        x_listener.close()
+    assert result.stdout.strip() == "None", result.stderr

@@ -1,8 +1,8 @@
 """What must hold before Qt may start, checked in milliseconds so that a fresh machine gets
-one line instead of Qt's abort: a display to draw on, and the system libraries of the
-xcb platform plugin (Qt aborts inside the QApplication constructor when either is
-missing). Linux only; an explicit QT_QPA_PLATFORM (offscreen, wayland, ...) is the
-user's choice and is left alone.
+one line instead of Qt's abort: a display to draw on (Wayland or X), and the system
+libraries of the platform plugin that would draw on it (Qt aborts inside the
+QApplication constructor when either is missing). Linux only; an explicit
+QT_QPA_PLATFORM (offscreen, wayland, ...) is the user's choice and is left alone.
 """
 
 from __future__ import annotations
@@ -17,8 +17,13 @@ from pathlib import Path
 
 TERMINAL_HINT = "or chat in the terminal with `lantern run MODEL`"
 
-# the xcb plugin's system libraries: soname stem -> (Debian/Ubuntu, Fedora) package
+PLUGINS = {"wayland": "libqwayland.so", "xcb": "libqxcb.so"}
+
+# the platform plugins' system libraries: soname stem -> (Debian/Ubuntu, Fedora) package
 PACKAGES = {
+    "libwayland-client": ("libwayland-client0", "libwayland-client"),
+    "libwayland-cursor": ("libwayland-cursor0", "libwayland-cursor"),
+    "libwayland-egl": ("libwayland-egl1", "libwayland-egl"),
     "libxcb-cursor": ("libxcb-cursor0", "xcb-util-cursor"),
     "libxkbcommon-x11": ("libxkbcommon-x11-0", "libxkbcommon-x11"),
     "libxkbcommon": ("libxkbcommon0", "libxkbcommon"),
@@ -57,18 +62,22 @@ def problem(env: Mapping[str, str] = os.environ, platform: str = sys.platform) -
     """One line saying why the window cannot open here, or None when it can."""
     if not platform.startswith("linux") or env.get("QT_QPA_PLATFORM"):
         return None
-    if _wayland_reachable(env):
-        return None
-    display = env.get("DISPLAY", "")
-    if not display and not env.get("WAYLAND_DISPLAY"):
-        return ("Lantern needs a desktop to show its window, and there is none here (neither "
-                f"DISPLAY nor WAYLAND_DISPLAY is set): start it from a desktop session, "
-                f"{TERMINAL_HINT}.")
-    if not display or not _x_reachable(display):
-        shown = f"X display {display}" if display else f"Wayland display {env['WAYLAND_DISPLAY']}"
+    display, wayland = env.get("DISPLAY", ""), env.get("WAYLAND_DISPLAY", "")
+    reachable = [name for name, up in (("wayland", _wayland_reachable(env)),
+                                       ("xcb", bool(display) and _x_reachable(display))) if up]
+    if not reachable:
+        if not display and not wayland:
+            return ("Lantern needs a desktop to show its window, and there is none here "
+                    "(neither DISPLAY nor WAYLAND_DISPLAY is set): start it from a desktop "
+                    f"session, {TERMINAL_HINT}.")
+        shown = f"X display {display}" if display else f"Wayland display {wayland}"
         return (f"Lantern cannot reach the {shown}: start it from a desktop session, "
                 f"{TERMINAL_HINT}.")
-    return missing_library(plugin_dirs(env))
+    errors = [(name, load_error(plugin_dirs(env), PLUGINS[name])) for name in reachable]
+    failed = [(name, error) for name, error in errors if error is not None]
+    if len(failed) < len(errors):
+        return None                    # a platform Qt can use (it tries them in turn)
+    return install_line(*reversed(failed[-1]))
 
 
 def plugin_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -79,35 +88,36 @@ def plugin_dirs(env: Mapping[str, str]) -> list[Path]:
     return [*extra, Path(QLibraryInfo.path(QLibraryInfo.LibraryPath.PluginsPath)) / "platforms"]
 
 
-def missing_library(platforms: list[Path]) -> str | None:
-    """Load the xcb plugin the way Qt will (the first copy that loads wins); when none
-    loads, the library the first one lacks becomes an install line."""
+def load_error(platforms: list[Path], plugin: str) -> str | None:
+    """Load a platform plugin the way Qt will (the first copy that loads wins); the loader's
+    error of the first copy when none loads, None when one does (or none is there)."""
     errors = []
-    for plugin in (d / "libqxcb.so" for d in platforms):
-        if not plugin.is_file():
+    for path in (d / plugin for d in platforms):
+        if not path.is_file():
             continue
         try:
-            ctypes.CDLL(str(plugin))
+            ctypes.CDLL(str(path))
         except OSError as error:
             errors.append(str(error))
             continue
         return None
-    return install_line(errors[0]) if errors else None
+    return errors[0] if errors else None
 
 
-def install_line(loader_error: str) -> str:
+def install_line(loader_error: str, platform: str = "xcb") -> str:
     """`apt install …` / `dnf install …` for the library a loader error names."""
+    plugin = PLUGINS[platform].split(".so", 1)[0]
     names = [n for n in re.findall(r"lib[\w.+-]+?\.so[\w.]*", loader_error)
-             if not n.startswith("libqxcb.")]
+             if not n.startswith(plugin + ".")]
     library = names[0].rstrip(".") if names else ""
     stem = library.split(".so", 1)[0]
     if stem in PACKAGES:
         debian, fedora = PACKAGES[stem]
-        return (f"Lantern cannot open its window: Qt's xcb platform plugin needs {library}, "
-                f"which is not installed. Install it with `sudo apt install {debian}` "
+        return (f"Lantern cannot open its window: Qt's {platform} platform plugin needs "
+                f"{library}, which is not installed. Install it with `sudo apt install {debian}` "
                 f"(Debian/Ubuntu) or `sudo dnf install {fedora}` (Fedora), then start "
                 f"Lantern again.")
-    return (f"Lantern cannot open its window: Qt's xcb platform plugin does not load "
+    return (f"Lantern cannot open its window: Qt's {platform} platform plugin does not load "
             f"({' '.join(loader_error.split())}). Install the package that provides "
             f"{library or 'the library named'} (`apt-file search` / `dnf provides`).")
 
