@@ -10,6 +10,9 @@ from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout, QWidget
 
 
 def thought_for(duration_ms: int) -> str:
+    """The folded section's title ("Thinking" when the time is not known, e.g. imported)."""
+    if duration_ms <= 0:
+        return "Thinking"
     seconds = duration_ms / 1000
     return f"Thought for {seconds:.1f} s" if seconds < 60 else \
         f"Thought for {int(seconds // 60)} min {int(seconds % 60)} s"
