@@ -185,3 +185,31 @@ def test_the_terminal_shows_thinking_as_ollama_run_does(monkeypatch) -> None:
     assert out == "Thinking...\nCount them.\n...done thinking.\n\nThree. Done"
     hidden = ThinkingPrinter(hide=True)
     assert hidden.thinking("Count") + hidden.answer("Three.") == "Three."
+
+
+def test_a_model_that_thinks_although_told_not_to_gets_a_notice(thinking_model, monkeypatch):
+    from engine.runtime.chat import ChatSession
+    from engine.runtime.events import DoneEvent, NoticeEvent, TokenEvent
+    from engine.runtime.sampler import Options
+
+    pieces = ["<think>", "hm", "</think>", "Yes"]
+
+    def run(self, prompt, options, **_):
+        for i, piece in enumerate(pieces):
+            yield TokenEvent(i, i, piece, piece, 0.0, 0.0, 0.0, (), 1)
+        yield DoneEvent("stop", "".join(pieces), "", len(prompt), 1, 4, 1, 0, 2)
+    monkeypatch.setattr("engine.runtime.generate.Generator.run", run)
+    thinking_model.template = QWEN3_LIKE_OLLAMA_IGNORING_THINK
+    try:
+        events = list(ChatSession(thinking_model, Options(), think=False).send("Hi"))
+    finally:
+        thinking_model.template = OLLAMA_THINK
+    notices = [e.message for e in events if isinstance(e, NoticeEvent)]
+    assert notices and "think=false is ignored" in notices[0]
+    assert events[-1].text == "Yes" and events[-1].thinking == "hm"
+
+
+QWEN3_LIKE_OLLAMA_IGNORING_THINK = (
+    "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
+    "<|im_start|>assistant\n"
+)

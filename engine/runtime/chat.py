@@ -154,6 +154,9 @@ class ChatSession:
                 thinking.append(end.thinking + rest.thinking)
                 event = replace(event, text="".join(answer) + released, tail=released,
                                 thinking="".join(thinking))
+                if self.think is False and event.thinking:
+                    yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
+                                      "switch for thinking (think=false is ignored)")
             yield event
 
     def _take_load_duration(self) -> int:
