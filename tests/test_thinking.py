@@ -213,3 +213,15 @@ QWEN3_LIKE_OLLAMA_IGNORING_THINK = (
     "{{ range .Messages }}<|im_start|>{{ .Role }}\n{{ .Content }}<|im_end|>\n{{ end }}"
     "<|im_start|>assistant\n"
 )
+
+
+def test_interactive_set_think_and_nothink(thinking_model, capsys) -> None:
+    from engine.cli.run_command import _command
+    from engine.runtime.chat import ChatSession
+    from engine.runtime.sampler import Options
+
+    chat = ChatSession(thinking_model, Options())
+    _command(chat, "/set nothink", {}, {})
+    assert chat.think is False and "Set 'nothink' mode." in capsys.readouterr().out
+    _command(chat, "/set think", {}, {})
+    assert chat.think is True
