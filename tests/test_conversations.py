@@ -139,3 +139,15 @@ def test_a_bad_import_says_what_is_wrong_and_adds_nothing(history, tmp_path, con
     with pytest.raises(NotAConversation, match=says):
         import_json(history, path)
     assert history.conversations() == []
+
+
+def test_without_fts5_history_opens_and_searches_with_like(tmp_path, monkeypatch):
+    import app.conversations.history as module
+
+    monkeypatch.setattr(module, "FTS_SCHEMA", module.FTS_SCHEMA.replace("fts5(", "no_such(", 1))
+    history = History(tmp_path / "h.sqlite3")
+    assert history.full_text is False
+    chat = history.create("t", "m")
+    history.add(chat.id, "user", "find the needle here")
+    assert [c.id for c in history.search("needle")] == [chat.id]
+    assert "needle" in history.search("needle")[0].snippet
