@@ -225,3 +225,17 @@ def test_interactive_set_think_and_nothink(thinking_model, capsys) -> None:
     assert chat.think is False and "Set 'nothink' mode." in capsys.readouterr().out
     _command(chat, "/set think", {}, {})
     assert chat.think is True
+
+
+def test_lantern_prompt_shows_what_think_does_to_the_template(thinking_store, tmp_path,
+                                                               capsys) -> None:
+    from engine.cli import main
+
+    messages = tmp_path / "chat.json"
+    messages.write_text('[{"role": "user", "content": "Hi"}]')
+    base = ["prompt", "thinker", "--messages", str(messages), "--models-dir",
+            str(thinking_store)]
+    assert main([*base, "--think=false"]) == 0
+    assert "<|im_start|>assistant\n<think>\n\n</think>\n\n" in capsys.readouterr().out
+    assert main([*base, "--think"]) == 0
+    assert "<|im_start|>assistant\n<think>\n---" in capsys.readouterr().out
