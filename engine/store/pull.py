@@ -122,6 +122,8 @@ def _stop(downloads: list[ResumableBlob], error: BaseException, store: Store,
     if _disk_full(error):
         for blob in downloads:
             blob.discard()
+        if isinstance(error, DiskFull):
+            return
         done = human_bytes(sum(blob.size for blob in downloads))
         raise DiskFull(f"disk full: no space left in {store.blobs_dir} while pulling "
                        f"{target.display} ({done} to download); free some space and pull "
