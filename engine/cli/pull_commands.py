@@ -59,8 +59,7 @@ class ProgressPrinter:
     def __call__(self, progress: PullProgress) -> None:
         if not self.tty:
             if progress.status != self.status:
-                sizes = (f" {human_bytes(progress.total)}"
-                         if progress.status.startswith("pulling ") and progress.total else "")
+                sizes = f" {human_bytes(progress.blob_size)}" if progress.blob_size else ""
                 print(progress.status + sizes, file=self.out, flush=True)
             self.status = progress.status
             return

@@ -44,6 +44,7 @@ class PullProgress:
     total: int           # bytes of every blob of the model
     completed: int       # bytes in the store or downloaded so far
     downloaded: int      # bytes fetched over the network by this pull
+    blob_size: int = 0   # bytes of the blob being pulled (0 between blobs)
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,10 @@ def pull_model(store: Store, name: str | ModelName, *, insecure: bool = False,
         report.downloads = downloads
         _check_space(store, target, sum(blob.size - blob.done for blob in downloads))
         for layer, blob in zip(missing, downloads, strict=True):
+            report.blob_size = layer.size
             report.status(f"pulling {layer.hex[:12]}")
             _download(client, layer, blob, cancel, report, workers)
+            report.blob_size = 0
             report.status("verifying sha256 digest")
             blob.verify()
     except BaseException as error:
@@ -217,7 +220,7 @@ class _Reporter:
     def __init__(self, callback: ProgressCallback | None) -> None:
         self.callback = callback
         self.text = ""
-        self.total = self.present = 0
+        self.total = self.present = self.blob_size = 0
         self.downloads: list[ResumableBlob] = []
         self._last = 0.0
 
@@ -236,4 +239,5 @@ class _Reporter:
         self._last = time.monotonic()
         if self.callback is not None:
             completed = self.present + sum(blob.done for blob in self.downloads)
-            self.callback(PullProgress(self.text, self.total, completed, self.downloaded()))
+            self.callback(PullProgress(self.text, self.total, completed, self.downloaded(),
+                                       self.blob_size))
