@@ -39,13 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_cp)
 
 
-def _duration(seconds: float) -> str:
-    seconds = int(seconds)
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
-
-
 class ProgressPrinter:
     """A one-line bar (percent, bytes, speed, ETA) on a TTY; status lines elsewhere."""
 
@@ -70,15 +63,11 @@ class ProgressPrinter:
         self.status = progress.status
 
     def bar(self, progress: PullProgress) -> str:
-        fraction = progress.completed / progress.total if progress.total else 1.0
-        filled = int(fraction * BAR_WIDTH)
-        elapsed = time.monotonic() - self.started
-        speed = progress.downloaded / elapsed if elapsed > 0 else 0.0
-        left = progress.total - progress.completed
-        eta = _duration(left / speed) if speed > 0 and left else "-"
-        return (f"{progress.status} {fraction:4.0%} ▕{'█' * filled}{' ' * (BAR_WIDTH - filled)}▏ "
-                f"{human_bytes(progress.completed)}/{human_bytes(progress.total)} "
-                f"{human_bytes(int(speed))}/s {eta}")
+        """``pulling 0e769075cd16  42% ▕██████    ▏ 1.3 GB of 3.2 GB · 12 MB/s · 2m05s left``"""
+        filled = int(progress.fraction * BAR_WIDTH)
+        return (f"{progress.status} {progress.fraction:4.0%} "
+                f"▕{'█' * filled}{' ' * (BAR_WIDTH - filled)}▏ "
+                f"{progress.describe(time.monotonic() - self.started)}")
 
     def _line(self, text: str, end: str = "") -> None:
         self.out.write("\r" + text.ljust(self.width) + end)

@@ -23,7 +23,7 @@ from pathlib import Path
 from engine.errors import Cancelled, DigestMismatch, DiskFull, InvalidName, RegistryError
 from engine.store import manifest as mf
 from engine.store.blobs import find_blob
-from engine.store.humanize import human_bytes
+from engine.store.humanize import human_bytes, human_eta
 from engine.store.names import ModelName
 from engine.store.registry import RegistryClient, Unreachable
 from engine.store.store import Store
@@ -45,6 +45,28 @@ class PullProgress:
     completed: int       # bytes in the store or downloaded so far
     downloaded: int      # bytes fetched over the network by this pull
     blob_size: int = 0   # bytes of the blob being pulled (0 between blobs)
+
+    @property
+    def fraction(self) -> float:
+        return self.completed / self.total if self.total else 0.0
+
+    def speed(self, elapsed_s: float) -> float:
+        """Bytes per second fetched by this pull so far."""
+        return self.downloaded / elapsed_s if elapsed_s > 0 else 0.0
+
+    def seconds_left(self, elapsed_s: float) -> float | None:
+        speed = self.speed(elapsed_s)
+        return (self.total - self.completed) / speed if speed > 0 else None
+
+    def describe(self, elapsed_s: float) -> str:
+        """"512 MB of 3.2 GB · 12 MB/s · 2m05s left": bytes, speed and ETA in one line."""
+        text = f"{human_bytes(self.completed)} of {human_bytes(self.total)}"
+        left = self.seconds_left(elapsed_s)
+        if self.downloaded:
+            text += f" · {human_bytes(int(self.speed(elapsed_s)))}/s"
+        if left is not None and self.completed < self.total:
+            text += f" · {human_eta(left)} left"
+        return text
 
 
 @dataclass(frozen=True)
