@@ -63,7 +63,7 @@ def test_get_a_model_appears_in_the_picker(qtbot, window, published):
     with qtbot.waitSignal(dialog.pulled, timeout=TIMEOUT_MS) as signal:
         dialog.download.click()
     result = signal.args[0]
-    assert sizes[-1] == 1000 and "of 460 KB" in dialog.bar.format()
+    assert sizes[-1] == 1000 and dialog.size.text() == "Size: 460 KB"
     assert dialog.status.text().startswith(f"{published} is in the store")
     assert not dialog.isVisible()
     qtbot.waitUntil(lambda: published in _names(window), timeout=TIMEOUT_MS)

@@ -51,7 +51,7 @@ class GetModelDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Get a model")
         self.setObjectName("getModelDialog")
-        self.setMinimumWidth(520)
+        self.setFixedWidth(560)          # fixed: wrapped lines then get their height
         self.runner, self.store = runner, store
         self.job: PullJob | None = None
         self.started = 0.0
@@ -66,9 +66,12 @@ class GetModelDialog(QDialog):
         layout.addWidget(self.name)
         self.insecure = QCheckBox("Allow plain http (a private registry on your network)")
         layout.addWidget(self.insecure)
+        self.size = QLabel("")
+        self.size.setObjectName("pullSize")
+        layout.addWidget(self.size)
         self.bar = QProgressBar()
         self.bar.setRange(0, STEPS)
-        self.bar.setTextVisible(True)
+        self.bar.setTextVisible(False)
         self.bar.hide()
         layout.addWidget(self.bar)
         self.status = QLabel("")
@@ -103,8 +106,10 @@ class GetModelDialog(QDialog):
             return
         self.error.hide()
         self.bar.setValue(0)
-        self.bar.setFormat("%p%")
-        self.bar.show()
+        self.size.setText("")
+        for widget in (self.size, self.bar, self.status):
+            widget.show()
+        self.adjustSize()
         self.status.setText(f"Looking up {name}…")
         self.job = job = PullJob(self.store, name, self.insecure.isChecked())
         job.progress.connect(self._progress)
@@ -132,9 +137,11 @@ class GetModelDialog(QDialog):
             return
         self.bar.setValue(int(progress.fraction * STEPS))
         if progress.total:
-            self.bar.setFormat(f"%p% of {human_bytes(progress.total)}")
-        self.status.setText(f"{progress.status} · "
-                            f"{progress.describe(time.monotonic() - self.started)}")
+            self.size.setText(f"Size: {human_bytes(progress.total)}")
+            self.status.setText(f"{progress.fraction:.0%} · {progress.status} · "
+                                f"{progress.describe(time.monotonic() - self.started)}")
+        else:
+            self.status.setText(progress.status)
 
     def _pulled(self, result: PullResult) -> None:
         self.job = None
@@ -150,10 +157,11 @@ class GetModelDialog(QDialog):
             return
         self.job = None
         self._set_running(False)
-        self.status.setText("")
-        self.bar.hide()
+        for widget in (self.size, self.bar, self.status):
+            widget.hide()
         self.error.setText(message)
         self.error.show()
+        self.adjustSize()
 
     def reject(self) -> None:
         """Closing the dialog (Esc, the window's close button) cancels a pull in progress."""
