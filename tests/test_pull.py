@@ -24,6 +24,7 @@ from engine.store.importer import import_gguf
 from engine.store.params import parse_params
 from engine.store.pull import pull_model
 from tests.fixtures.registry import LocalRegistry, free_port, manifest_digests, store_tree
+from tests.fixtures.registry_front import RegistryFront
 from tests.fixtures.synthetic_gguf import write_model
 
 KB = 1024
@@ -243,3 +244,54 @@ def test_stale_cleaning_keeps_resumable_downloads(tmp_path):
     removed = writer.remove_stale_partials(blobs, manifests,
                                            now=mtime + writer.RESUMABLE_FOR_S + 1)
     assert sorted(removed) == sorted([resumable, ranges])
+
+
+@pytest.fixture
+def front(registry):
+    front = RegistryFront(registry.port)
+    yield front
+    front.stop()
+
+
+def test_anonymous_token_flow_and_redirect_to_storage_without_the_token(tmp_path, registry,
+                                                                       published, front):
+    store = Store.open(tmp_path / "models")
+    result = pull_model(store, f"{front.host}/library/tiny", insecure=True)
+    data = registry.pushed["library/tiny:latest"]
+    manifest = store.manifests_dir / front.host / "library/tiny/latest"   # port in the dir
+    assert manifest.read_bytes() == data and result.downloaded == result.size
+    for hex_digest in manifest_digests(data):
+        assert (store.blobs_dir / f"sha256-{hex_digest}").read_bytes() == \
+            registry.blob_data(hex_digest).read_bytes()
+    assert front.token_queries == [{"service": ["lantern-test"],
+                                    "scope": ["repository:library/tiny:pull"]}]
+    authorized = [s for s in front.seen if s.headers.get("Authorization")]
+    assert any("/manifests/" in s.path for s in authorized)
+    assert len(front.storage_seen) == 4                       # every blob came from storage
+    assert all("Authorization" not in s.headers for s in front.storage_seen)
+
+
+def test_a_refused_token_is_one_unauthorized_line(tmp_path, front):
+    front.refuse_token = True
+    with pytest.raises(Unauthorized, match="refused an anonymous token .*401"):
+        pull_model(Store.open(tmp_path / "models"), f"{front.host}/library/tiny",
+                   insecure=True)
+    assert store_tree(tmp_path / "models") == {}
+
+
+def test_a_dropped_connection_continues_with_a_range_request(tmp_path, registry, published,
+                                                             front):
+    gguf_hex = manifest_digests(registry.pushed["library/tiny:latest"])[1]
+    store = Store.open(tmp_path / "models")
+    store.blobs_dir.mkdir(parents=True)
+    for hex_digest in manifest_digests(registry.pushed["library/tiny:latest"]):
+        if hex_digest != gguf_hex:         # only the GGUF is left to fetch
+            (store.blobs_dir / f"sha256-{hex_digest}").write_bytes(
+                registry.blob_data(hex_digest).read_bytes())
+    front.cut_after = 100 * KB
+    pull_model(store, f"{front.host}/library/tiny", insecure=True)
+    ranges = [s.headers.get("Range") for s in front.storage_seen]
+    size = registry.blob_data(gguf_hex).stat().st_size
+    assert ranges == [f"bytes=0-{size - 1}", f"bytes={100 * KB}-{size - 1}"]
+    assert (store.blobs_dir / f"sha256-{gguf_hex}").read_bytes() == \
+        registry.blob_data(gguf_hex).read_bytes()
