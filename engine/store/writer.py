@@ -160,7 +160,8 @@ class ResumableBlob:
         self._saved_at = 0.0
         previous = self._load_ranges() if self.path.is_file() else None
         self.ranges = previous or split_ranges(size, part_size)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_BINARY", 0),
+                           0o644)
         try:
             if fcntl is not None:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -200,13 +201,20 @@ class ResumableBlob:
 
     def write(self, byte_range: ByteRange, data: bytes) -> None:
         """Write the next bytes of ``byte_range`` (called by that range's thread only)."""
-        written = os.pwrite(self._fd, data, byte_range.offset)
+        written = self._write_at(data, byte_range.offset)
         with self._lock:
             byte_range.done += written
         if written < len(data):
             self.write(byte_range, data[written:])
         elif time.monotonic() - self._saved_at > SAVE_EVERY_S:
             self.save()
+
+    def _write_at(self, data: bytes, offset: int) -> int:
+        if hasattr(os, "pwrite"):
+            return os.pwrite(self._fd, data, offset)
+        with self._lock:                    # Windows: no pwrite, so seek and write as one
+            os.lseek(self._fd, offset, os.SEEK_SET)
+            return os.write(self._fd, data)
 
     def save(self) -> None:
         """Record how far each range got (atomically: the record is never half written)."""
