@@ -28,6 +28,7 @@ MAX_REDIRECTS = 5
 MAX_MANIFEST_BYTES = 4 << 20
 USER_AGENT = f"lantern/{__version__}"
 _REDIRECTS = (301, 302, 303, 307, 308)
+_LISTS = ("manifest.list.v2+json", "image.index.v1+json")
 _CHALLENGE_PARAM = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -59,7 +60,7 @@ class RegistryClient:
                     f"(404); check the spelling and the tag")
             self._expect(response, (200,), "the manifest")
             media_type = response.getheader("Content-Type", "").split(";")[0].strip()
-            if media_type and media_type != MANIFEST_MEDIA_TYPE:
+            if media_type.endswith(_LISTS):      # several platforms' images, not a model
                 raise RegistryError(
                     f"registry {self.name.host} sent a {media_type} manifest for "
                     f"{self.name.display}; Lantern pulls Ollama models ({MANIFEST_MEDIA_TYPE})")
