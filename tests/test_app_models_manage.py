@@ -49,8 +49,10 @@ def _names(window: MainWindow) -> list[str]:
 
 def _get_dialog(window: MainWindow) -> GetModelDialog:
     window.sidebar.get_model.click()
-    dialog = window.findChild(GetModelDialog)
+    dialog = window.manager.dialog
     assert dialog is not None and dialog.isVisible()
+    window.sidebar.get_model.click()                  # a second click: the same dialog
+    assert window.manager.dialog is dialog
     return dialog
 
 

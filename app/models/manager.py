@@ -44,12 +44,19 @@ class ModelManager(QObject):
         super().__init__(parent)
         self.runner, self.store, self.window = runner, store, parent
         self.jobs: dict[CallJob, Callable[[object], None]] = {}
+        self.dialog: GetModelDialog | None = None
 
     def get_model(self) -> GetModelDialog:
-        dialog = GetModelDialog(self.runner, self.store(), self.window)
-        dialog.pulled.connect(self._pulled)
-        dialog.open()
-        return dialog
+        """Open the "Get a model" dialog (the one already open, if any)."""
+        if self.dialog is not None and self.dialog.isVisible():
+            self.dialog.raise_()
+            return self.dialog
+        if self.dialog is not None:
+            self.dialog.deleteLater()
+        self.dialog = GetModelDialog(self.runner, self.store(), self.window)
+        self.dialog.pulled.connect(self._pulled)
+        self.dialog.open()
+        return self.dialog
 
     def _pulled(self, result: PullResult) -> None:
         self.message.emit("info", f"{result.name.display} is ready "
