@@ -129,11 +129,17 @@ def pull_model(store: Store, name: str | ModelName, *, insecure: bool = False,
     except BaseException as error:
         _stop(downloads, error, store, target)
         raise
-    for blob in downloads:
-        blob.publish()
-    report.status("writing manifest")
     path = store.find_manifest(target) or store.manifest_path(target)
-    write_manifest(path, data)
+    try:
+        for blob in downloads:
+            blob.publish()
+        report.status("writing manifest")
+        write_manifest(path, data)
+    except OSError as error:
+        if not _disk_full(error):
+            raise
+        raise DiskFull(f"disk full: no space left for the manifest of {target.display} "
+                       f"at {path}; free some space and pull again") from None
     report.status("success")
     resumed = sum(blob.resumed for blob in downloads)
     return PullResult(name=target, manifest_path=path, size=report.total,

@@ -176,6 +176,9 @@ class ResumableBlob:
                 "right now; wait for it to finish") from None
         except BaseException:
             self._close()
+            if previous is None:              # nothing of an earlier pull to keep
+                self.path.unlink(missing_ok=True)
+                self.ranges_path.unlink(missing_ok=True)
             raise
         self.resumed = self.done
 
