@@ -133,7 +133,7 @@ def test_interrupted_pull_resumes_with_range_requests(tmp_path, registry, publis
     result = pull_model(store, published, insecure=True)
     fetched = [(status, n) for digest, status, n in registry.blob_gets(since)
                if digest == gguf_hex]
-    assert len(fetched) == 1 and fetched[0][0] == 206
+    assert len(fetched) == 1 and fetched[0][0] == 206, fetched
     assert 150 * KB <= size - fetched[0][1] < 200 * KB            # continued, not restarted
     assert result.resumed >= 150 * KB and result.downloaded == result.size - result.resumed
     _assert_byte_identical(store, registry, "library/tiny")
@@ -295,3 +295,23 @@ def test_a_dropped_connection_continues_with_a_range_request(tmp_path, registry,
     assert ranges == [f"bytes=0-{size - 1}", f"bytes={100 * KB}-{size - 1}"]
     assert (store.blobs_dir / f"sha256-{gguf_hex}").read_bytes() == \
         registry.blob_data(gguf_hex).read_bytes()
+
+
+def test_pulling_an_updated_tag_drops_the_blobs_only_the_old_version_used(
+        tmp_path, registry):
+    scratch = Store.open(tmp_path / "scratch")
+    gguf = write_model(tmp_path / "versioned.gguf", "qwen2", seed=3)
+    name = f"{registry.host}/library/versioned:latest"
+    store = Store.open(tmp_path / "models")
+    old = import_gguf(scratch, gguf, "v1", template="{{ .Prompt }} v1")
+    registry.push_model(scratch, "v1", "library/versioned", "latest")
+    pull_model(store, name, insecure=True)
+    old_template = next(l for l in old.layers if l.media_type.endswith("template"))
+    assert (store.blobs_dir / f"sha256-{old_template.hex}").exists()
+    import_gguf(scratch, gguf, "v2", template="{{ .Prompt }} v2")
+    registry.push_model(scratch, "v2", "library/versioned", "latest")
+    result = pull_model(store, name, insecure=True)
+    assert result.skipped == 2 and result.downloaded == len("{{ .Prompt }} v2")
+    _assert_byte_identical(store, registry, "library/versioned")
+    assert not (store.blobs_dir / f"sha256-{old_template.hex}").exists()
+    assert len(list(store.blobs_dir.iterdir())) == 3          # GGUF, new template, config

@@ -34,29 +34,36 @@ class Removal:
     shared: int                    # blobs kept because another model uses them
 
 
-def _digests(data: bytes) -> set[str]:
+def mentioned_digests(data: bytes) -> set[str]:
+    """Every sha256 hex digest written in a manifest's bytes (parsed or not)."""
     return {match.decode().lower() for match in _HEX.findall(data)}
 
 
-def _in_use_elsewhere(store: Store, manifest_path: Path) -> set[str]:
+def _in_use(store: Store, ignore: Path | None) -> set[str]:
     used: set[str] = set()
     for path in store.manifests_dir.glob("*/*/*/*"):
-        if path.is_file() and path != manifest_path:
-            used |= _digests(path.read_bytes())
+        if path.is_file() and path != ignore:
+            used |= mentioned_digests(path.read_bytes())
     return used
+
+
+def unused_blobs(store: Store, digests: set[str], ignore: Path | None = None) -> list[Path]:
+    """The blob files of ``digests`` that no manifest (but ``ignore``) mentions."""
+    unused = digests - _in_use(store, ignore)
+    return [blob for hex_digest in sorted(unused)
+            if (blob := find_blob(store.blobs_dir, hex_digest)) is not None]
 
 
 def plan_removal(store: Store, name: str | ModelName) -> Removal:
     """What ``remove_model`` would delete, without deleting anything (for a confirmation)."""
     path = store.require_manifest(name)
     found = ModelName.from_parts(*path.relative_to(store.manifests_dir).parts)
-    own = _digests(path.read_bytes())
-    used = _in_use_elsewhere(store, path)
-    blobs = [blob for hex_digest in sorted(own - used)
-             if (blob := find_blob(store.blobs_dir, hex_digest)) is not None]
+    own = mentioned_digests(path.read_bytes())
+    blobs = unused_blobs(store, own, ignore=path)
+    present = sum(find_blob(store.blobs_dir, hex_digest) is not None for hex_digest in own)
     return Removal(name=found, manifest_path=path, blobs=tuple(blobs),
                    freed=sum(blob.stat().st_size for blob in blobs),
-                   shared=sum(find_blob(store.blobs_dir, d) is not None for d in own & used))
+                   shared=present - len(blobs))
 
 
 def remove_model(store: Store, name: str | ModelName) -> Removal:

@@ -1,7 +1,8 @@
 """``lantern pull``: a model from a registry into the store, as ``ollama pull`` leaves it.
 
 Order (ollama server/images.go PullModel): manifest, then every blob not already in the
-store, then the manifest file, written last and byte for byte as the registry sent it.
+store, then the manifest file, written last and byte for byte as the registry sent it;
+when it replaced an older manifest of the tag, the old blobs no model uses any more go.
 Each missing blob downloads into a ResumableBlob (engine/store/writer.py), large ones in
 parallel byte ranges; each is hashed before anything gets a final name, and none is
 published until all are verified, so a failed pull adds no file under a final name.
@@ -23,6 +24,7 @@ from pathlib import Path
 from engine.errors import Cancelled, DigestMismatch, DiskFull, InvalidName, RegistryError
 from engine.store import manifest as mf
 from engine.store.blobs import find_blob
+from engine.store.copy_remove import mentioned_digests, unused_blobs
 from engine.store.humanize import human_bytes, human_eta
 from engine.store.names import ModelName
 from engine.store.registry import RegistryClient, Unreachable
@@ -130,6 +132,7 @@ def pull_model(store: Store, name: str | ModelName, *, insecure: bool = False,
         _stop(downloads, error, store, target)
         raise
     path = store.find_manifest(target) or store.manifest_path(target)
+    replaced = mentioned_digests(path.read_bytes()) if path.is_file() else set()
     try:
         for blob in downloads:
             blob.publish()
@@ -140,6 +143,8 @@ def pull_model(store: Store, name: str | ModelName, *, insecure: bool = False,
             raise
         raise DiskFull(f"disk full: no space left for the manifest of {target.display} "
                        f"at {path}; free some space and pull again") from None
+    for blob in unused_blobs(store, replaced):     # an updated tag: drop what it no longer uses
+        blob.unlink(missing_ok=True)
     report.status("success")
     resumed = sum(blob.resumed for blob in downloads)
     return PullResult(name=target, manifest_path=path, size=report.total,
