@@ -4,6 +4,7 @@ lines (Ollama's words) when the output is not a terminal."""
 import io
 import os
 import pty
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ import pytest
 from engine.cli.pull_commands import ProgressPrinter
 from engine.store import Store
 from engine.store.importer import import_gguf
-from engine.store.pull import PullProgress
+from engine.store.pull import PullProgress, pull_model
 from tests.fixtures.synthetic_gguf import write_model
 
 
@@ -71,3 +72,40 @@ def test_a_terminal_gets_the_bar(tmp_path, registry):
     assert "\rpulling " in text and "▕" in text and "%" in text and " of 460 KB" in text
     assert "verifying sha256 digest" in text and "success" in text
     assert f"pulled {registry.host}/library/tty:latest" in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
+def test_ctrl_c_keeps_the_download_and_the_next_pull_resumes(tmp_path, registry, demo_05b):
+    scratch = Store.open(tmp_path / "scratch")
+    model = import_gguf(scratch, demo_05b, "demo")
+    registry.push_model(scratch, "demo", "library/demo", "0.5b")
+    models = tmp_path / "models"
+    command = [sys.executable, "-m", "engine.cli", "pull", f"{registry.host}/library/demo:0.5b",
+               "--insecure", "--models-dir", str(models)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        gguf = model.model_path.name[7:]
+        for line in process.stderr:                      # plain status lines (not a TTY)
+            if line.decode().startswith(f"pulling {gguf[:12]}"):
+                break
+        partial = models / "blobs" / f"lantern-partial-sha256-{gguf}"
+        deadline = time.monotonic() + 30
+        while not (partial.exists() and partial.with_name(partial.name + ".ranges").exists()
+                   and (partial.stat().st_blocks * 512 > 20_000_000)):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.02)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(30) == 130
+        err = process.stderr.read().decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "pull interrupted; what was downloaded is kept" in err
+    assert not (models / "manifests" / registry.host).exists()
+    assert not (models / "blobs" / f"sha256-{gguf}").exists()
+
+    result = pull_model(Store.open(models), f"{registry.host}/library/demo:0.5b",
+                        insecure=True)
+    assert result.resumed > 20_000_000 and result.downloaded < model.size - 20_000_000
+    assert (models / "blobs" / f"sha256-{gguf}").read_bytes() == demo_05b.read_bytes()

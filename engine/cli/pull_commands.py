@@ -77,6 +77,7 @@ class ProgressPrinter:
     def close(self) -> None:
         if self.tty and self.width:
             self.out.write("\n")
+            self.width = 0
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
@@ -84,6 +85,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
     try:
         result = pull_model(Store.open(args.models_dir), args.model, insecure=args.insecure,
                             progress=printer)
+    except KeyboardInterrupt:
+        printer.close()
+        print("pull interrupted; what was downloaded is kept: run the same command to "
+              "resume", file=sys.stderr)
+        return 130
     finally:
         printer.close()
     note = f", {result.skipped} blobs already there" if result.skipped else ""
