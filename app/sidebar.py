@@ -210,7 +210,9 @@ class Sidebar(QFrame):
     def _model_menu(self, point: QPoint) -> None:
         entry = self.model_view.indexAt(point).data(ModelListModel.EntryRole)
         if entry is not None:
-            self.model_menu(entry).exec(self.model_view.viewport().mapToGlobal(point))
+            menu = self.model_menu(entry)
+            menu.exec(self.model_view.viewport().mapToGlobal(point))
+            menu.deleteLater()
 
     def _conversation_clicked(self, index: QModelIndex) -> None:
         conversation = index.data(ConversationListModel.ConversationRole)

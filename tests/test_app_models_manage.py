@@ -107,6 +107,10 @@ def test_get_a_model_shows_one_clear_line_for_a_wrong_name(qtbot, window, regist
     assert not dialog.bar.isVisible() and store_tree(window.store().root) == {}
     dialog.cancel_button.click()
     assert not dialog.isVisible()
+    menu_action = next(a for a in window.menuBar().actions()[0].menu().actions()
+                       if a.text() == "Get a model…")
+    menu_action.trigger()                              # File -> Get a model… opens a fresh one
+    assert window.manager.dialog is not dialog and window.manager.dialog.isVisible()
 
 
 def test_remove_and_copy_from_the_context_menu(qtbot, window, monkeypatch):
