@@ -137,13 +137,14 @@ class RegistryClient:
         try:
             connection.request("GET", target, headers=headers)
             return connection.getresponse()
-        except ssl.SSLError as error:
+        except ssl.SSLCertVerificationError as error:
             connection.close()
-            hint = ("; for a plain-http registry pass --insecure"
-                    if "WRONG_VERSION_NUMBER" in str(error) or "record layer" in str(error)
-                    else "")
-            raise RegistryError(f"no secure connection to {netloc} ({error.reason or error})"
-                                f"{hint}") from None
+            raise RegistryError(f"the certificate of {netloc} is not trusted "
+                                f"({error.verify_message or error})") from None
+        except ssl.SSLError as error:         # typically: the server speaks plain http
+            connection.close()
+            raise RegistryError(f"no secure connection to {netloc} ({error.reason or error}); "
+                                "if it is a plain-http registry, pass --insecure") from None
         except (OSError, http.client.HTTPException) as error:
             connection.close()
             raise Unreachable(f"cannot reach registry {netloc} ({_reason(error)}); check "
