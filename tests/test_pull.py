@@ -315,3 +315,24 @@ def test_pulling_an_updated_tag_drops_the_blobs_only_the_old_version_used(
     _assert_byte_identical(store, registry, "library/versioned")
     assert not (store.blobs_dir / f"sha256-{old_template.hex}").exists()
     assert len(list(store.blobs_dir.iterdir())) == 3          # GGUF, new template, config
+
+
+def test_https_is_the_default_and_its_certificate_is_checked(tmp_path, tmp_path_factory,
+                                                             monkeypatch):
+    secure = LocalRegistry.start(tmp_path_factory.mktemp("secure"), tls=True)
+    try:
+        scratch = Store.open(tmp_path / "scratch")
+        import_gguf(scratch, write_model(tmp_path / "tls.gguf", "qwen2", seed=5), "tls")
+        secure.push_model(scratch, "tls", "library/tls", "latest")
+        name = f"{secure.host}/library/tls"
+        store = Store.open(tmp_path / "models")
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "nothing.pem"))
+        with pytest.raises(RegistryError, match="certificate of 127.0.0.1:[0-9]+ is not trusted"):
+            pull_model(store, name)
+        assert store_tree(store.root) == {}
+        monkeypatch.setenv("SSL_CERT_FILE", str(secure.root / "cert.pem"))   # trust it
+        result = pull_model(store, name)                       # no --insecure: https
+        assert result.downloaded == result.size
+        assert store.get(name).manifest_path.read_bytes() == secure.pushed["library/tls:latest"]
+    finally:
+        secure.stop()
