@@ -176,6 +176,7 @@ class MainWindow(QMainWindow):
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
         self.empty.folderChosen.connect(self.set_models_dir)
+        self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
         self.empty.rescanRequested.connect(self.rescan)
 

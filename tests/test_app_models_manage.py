@@ -111,6 +111,10 @@ def test_get_a_model_shows_one_clear_line_for_a_wrong_name(qtbot, window, regist
                        if a.text() == "Get a model…")
     menu_action.trigger()                              # File -> Get a model… opens a fresh one
     assert window.manager.dialog is not dialog and window.manager.dialog.isVisible()
+    window.manager.dialog.reject()
+    qtbot.waitUntil(lambda: window.pages.currentWidget() is window.empty, timeout=TIMEOUT_MS)
+    window.empty.get_model.click()                     # the empty store offers it too
+    assert window.manager.dialog.isVisible()
 
 
 def test_remove_and_copy_from_the_context_menu(qtbot, window, monkeypatch):

@@ -30,6 +30,7 @@ def suggested_name(gguf: str | Path) -> str:
 
 
 class EmptyState(QFrame):
+    getModelRequested = Signal()
     folderChosen = Signal(str)
     importRequested = Signal(str)            # path of a .gguf file
     rescanRequested = Signal()
@@ -51,7 +52,8 @@ class EmptyState(QFrame):
         layout.addWidget(self.headline)
         explanation = QLabel(
             "Lantern chats with the models in your Ollama model store and shows what they "
-            "weigh at every token. Get a model with Ollama:"
+            "weigh at every token. Get one with the Get a model button below (no Ollama "
+            "needed), or with Ollama:"
         )
         explanation.setWordWrap(True)
         layout.addWidget(explanation)
@@ -81,6 +83,9 @@ class EmptyState(QFrame):
         self.store_path.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout.addWidget(self.store_path)
         buttons = QHBoxLayout()
+        self.get_model = QPushButton("Get a model…")
+        self.get_model.clicked.connect(self.getModelRequested)
+        buttons.addWidget(self.get_model)
         choose = QPushButton("Choose another folder…")
         choose.clicked.connect(self._choose_folder)
         buttons.addWidget(choose)
