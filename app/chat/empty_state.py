@@ -52,11 +52,18 @@ class EmptyState(QFrame):
         layout.addWidget(self.headline)
         explanation = QLabel(
             "Lantern chats with the models in your Ollama model store and shows what they "
-            "weigh at every token. Get one with the Get a model button below (no Ollama "
-            "needed), or with Ollama:"
+            "weigh at every token. Get a model here (no Ollama needed):"
         )
         explanation.setWordWrap(True)
         layout.addWidget(explanation)
+        get_row = QHBoxLayout()
+        self.get_model = QPushButton("Get a model…")
+        self.get_model.setObjectName("primaryButton")
+        self.get_model.clicked.connect(self.getModelRequested)
+        get_row.addWidget(self.get_model)
+        get_row.addStretch(1)
+        layout.addLayout(get_row)
+        layout.addWidget(QLabel("…or with Ollama:"))
         for command, note in ((PULL_COMMAND, "vision + text, 3B"),
                               (SMALL_PULL_COMMAND, "small and quick, text only")):
             row = QHBoxLayout()
@@ -83,9 +90,6 @@ class EmptyState(QFrame):
         self.store_path.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout.addWidget(self.store_path)
         buttons = QHBoxLayout()
-        self.get_model = QPushButton("Get a model…")
-        self.get_model.clicked.connect(self.getModelRequested)
-        buttons.addWidget(self.get_model)
         choose = QPushButton("Choose another folder…")
         choose.clicked.connect(self._choose_folder)
         buttons.addWidget(choose)
