@@ -3,7 +3,7 @@
 import pytest
 
 from engine.cli import main
-from engine.errors import ModelNotFound
+from engine.errors import LanternError, ModelNotFound
 from engine.store import Store
 from engine.store.copy_remove import copy_model, plan_removal, remove_model
 from tests.fixtures.registry import store_tree
@@ -66,3 +66,21 @@ def test_cp_shares_blobs_and_is_byte_identical(shared, capsys):
         copy_model(store, "a:2", "c")
     assert main(["rm", "nothing", "--models-dir", str(shared.root)]) == 1
     assert capsys.readouterr().err.startswith("Error: model 'nothing:latest' not found")
+
+
+def test_a_blob_that_cannot_be_deleted_is_named(shared, monkeypatch):
+    store = Store.open(shared.root)
+    remove_model(store, "a:1")
+    gguf = store.get("b:1").model_path
+    real_unlink = type(gguf).unlink
+
+    def in_use(path, missing_ok=False):
+        if path == gguf:
+            raise PermissionError(13, "Permission denied")
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(type(gguf), "unlink", in_use)
+    with pytest.raises(LanternError, match=f"deleted 'b:1', but 1 of its files could not be "
+                                           f"removed: {gguf.name} \\(Permission denied\\)"):
+        remove_model(store, "b:1")
+    assert store.list() == [] and gguf.exists()

@@ -70,12 +70,20 @@ def remove_model(store: Store, name: str | ModelName) -> Removal:
     """Delete the manifest, then its blobs no other manifest uses, then empty directories."""
     removal = plan_removal(store, name)
     removal.manifest_path.unlink()
-    for blob in removal.blobs:
-        blob.unlink(missing_ok=True)
     directory = removal.manifest_path.parent
     while directory != store.manifests_dir and not any(directory.iterdir()):
         directory.rmdir()
         directory = directory.parent
+    stuck = []
+    for blob in removal.blobs:
+        try:
+            blob.unlink(missing_ok=True)
+        except OSError as error:          # e.g. Windows: the file is mapped by a running model
+            stuck.append(f"{blob.name} ({error.strerror})")
+    if stuck:
+        raise LanternError(f"deleted '{removal.name.display}', but {len(stuck)} of its files "
+                           f"could not be removed: {', '.join(stuck)}; delete them by hand "
+                           f"from {store.blobs_dir} once nothing uses them")
     return removal
 
 
