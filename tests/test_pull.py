@@ -43,10 +43,6 @@ def published(registry, tmp_path_factory) -> str:
     return f"{registry.host}/library/tiny:latest"
 
 
-def _final_names(tree: dict[str, bytes]) -> dict[str, bytes]:
-    return {k: v for k, v in tree.items() if writer.PARTIAL_PREFIX not in k}
-
-
 def _assert_byte_identical(store: Store, registry: LocalRegistry, repository: str) -> None:
     data = registry.manifest_bytes(repository, "latest")
     path = store.manifests_dir / registry.host / repository / "latest"
@@ -164,11 +160,7 @@ def test_a_blob_corrupted_in_registry_storage_is_refused(tmp_path, registry, uni
     before = store_tree(store.root)
     with pytest.raises(DigestMismatch, match=f"sha256:{gguf_hex}.*corrupt, nothing was stored"):
         pull_model(store, name, insecure=True)
-    after = store_tree(store.root)
-    assert _final_names(after) == before                          # no final name added
-    assert [k for k in after if gguf_hex in k] == []               # the bad bytes are gone
-    for key in set(after) - set(before):                           # verified blobs, resumable
-        assert key.startswith(f"blobs/{writer.PARTIAL_PREFIX}sha256-")
+    assert store_tree(store.root) == before
 
 
 @pytest.mark.parametrize("case", ["not found", "unreachable", "plain http refused",

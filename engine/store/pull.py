@@ -7,7 +7,7 @@ Each missing blob downloads into a ResumableBlob (engine/store/writer.py), large
 parallel byte ranges; each is hashed before anything gets a final name, and none is
 published until all are verified, so a failed pull adds no file under a final name.
 Cancelling or losing the connection keeps the downloads for the next pull to continue;
-a corrupt blob or a full disk deletes what it wrote.
+a corrupt blob or a full disk deletes every download of the pull.
 """
 
 from __future__ import annotations
@@ -154,19 +154,19 @@ def pull_model(store: Store, name: str | ModelName, *, insecure: bool = False,
 
 def _stop(downloads: list[ResumableBlob], error: BaseException, store: Store,
           target: ModelName) -> None:
-    """Leave the store as it was: keep what can resume, delete what cannot."""
-    if _disk_full(error):
+    """Leave the store as it was. Only an interruption (cancel, a lost connection) keeps its
+    downloads to resume; a registry serving corrupt bytes or a full disk keeps nothing."""
+    if _disk_full(error) or isinstance(error, DigestMismatch):
         for blob in downloads:
             blob.discard()
-        if isinstance(error, DiskFull):
+        if not _disk_full(error) or isinstance(error, DiskFull):
             return
         done = human_bytes(sum(blob.size for blob in downloads))
         raise DiskFull(f"disk full: no space left in {store.blobs_dir} while pulling "
                        f"{target.display} ({done} to download); free some space and pull "
                        "again") from None
     for blob in downloads:
-        if not isinstance(error, DigestMismatch) or blob.path.exists():
-            blob.keep()
+        blob.keep()
 
 
 def _disk_full(error: BaseException) -> bool:
