@@ -34,6 +34,7 @@ from app.desktop.about import AboutDialog, about_facts
 from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
 from app.models.loader import ModelLoader
+from app.models.manager import ModelManager
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
@@ -68,6 +69,7 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationListModel(self.history, self)
         self.loader = ModelLoader(self.runner, self)
         self.controller = ConversationController(self.history, self.settings, self.runner, self)
+        self.manager = ModelManager(self.runner, self.store, self)
         self.scan_job: StoreScanJob | None = None
         self.import_job: CallJob | None = None
         self.entry: ModelEntry | None = None          # the loaded model's entry
@@ -119,6 +121,7 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         file_menu.addAction(self.shortcut_actions["new_chat"])
+        file_menu.addAction("Get a model…").triggered.connect(self.manager.get_model)
         file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
         file_menu.addAction("Import a conversation…").triggered.connect(
             self._import_conversation)
@@ -164,6 +167,11 @@ class MainWindow(QMainWindow):
         sidebar.conversationExportRequested.connect(self.actions.export)
         self.chat.header.editRequested.connect(self.actions.edit_settings)
         sidebar.settingsRequested.connect(self.open_settings)
+        sidebar.getModelRequested.connect(self.manager.get_model)
+        sidebar.modelCopyRequested.connect(self.manager.copy)
+        sidebar.modelRemoveRequested.connect(self.manager.remove)
+        self.manager.storeChanged.connect(self.rescan)
+        self.manager.message.connect(self.banner.show_message)
         loader.progress.connect(self._load_progress)
         loader.loaded.connect(self._loaded)
         loader.failed.connect(self._load_failed)
@@ -186,6 +194,7 @@ class MainWindow(QMainWindow):
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
         self.empty.folderChosen.connect(self.set_models_dir)
+        self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
         self.empty.rescanRequested.connect(self.rescan)
 
