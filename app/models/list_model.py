@@ -36,6 +36,7 @@ class ModelEntry:
     checked: bool = False               # the GGUF has been opened (family etc. confirmed)
     model: LocalModel | None = None
     remote: RemoteModel | None = None   # a model on a server (then `model` is None)
+    server: str = ""                    # host of the server it is on ("" for the store)
 
     @property
     def runnable(self) -> bool:
@@ -44,7 +45,7 @@ class ModelEntry:
     @property
     def host(self) -> str:
         """The server a remote model runs on; "" for a local one."""
-        return self.remote.connection.host if self.remote is not None else ""
+        return self.server
 
     @property
     def brief_problem(self) -> str | None:
@@ -137,10 +138,11 @@ def remote_entries(connection: Connection) -> list[ModelEntry]:
     try:
         connection, models = list_remote_models(connection)
     except LanternError as error:
-        return [ModelEntry(f"{connection.host} (server)", problem=str(error), checked=True)]
+        return [ModelEntry(f"{connection.host} (server)", problem=str(error), checked=True,
+                           server=connection.host)]
     return [ModelEntry(f"{info.name} @ {connection.host}", vision=info.vision is True,
-                       checked=True,
-                       remote=RemoteModel(connection, info)) for info in models]
+                       checked=True, remote=RemoteModel(connection, info),
+                       server=connection.host) for info in models]
 
 
 class RemoteScanJob(Job):
