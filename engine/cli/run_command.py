@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
+    p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
+                   help="speculative decoding (same answer, faster where text repeats): "
+                        "auto (default), off, ngram (prompt lookup) or a draft model's name")
     add_models_dir(p)
     p.set_defaults(func=run)
 
@@ -80,7 +83,11 @@ def run(args: argparse.Namespace) -> int:
                        requantize=args.requantize)
     if args.requantize or args.verbose:
         print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
-    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
+    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs),
+                       drafter=_drafter(args, model, options))
+    if args.verbose:
+        name = getattr(chat.drafter, "name", "off")
+        print(f"note: speculative decoding: {name}", file=sys.stderr)
     images = _load_images(model, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
@@ -93,6 +100,28 @@ def run(args: argparse.Namespace) -> int:
         raise GenerationError("--image needs a PROMPT to go with the image(s)")
     _interactive(chat, args, overrides, params)
     return 0
+
+
+def _drafter(args: argparse.Namespace, model, options: Options):
+    """--speculate as a drafter; draft models come from the same store as the target."""
+    from engine.runtime.loader import load_model
+    from engine.runtime.speculation import make_drafter
+
+    store = None if str(args.model).endswith(".gguf") else Store.open(args.models_dir)
+
+    def load_draft(name: str):
+        if store is None:
+            raise GenerationError(f"--speculate {name}: a draft model needs a store model "
+                                  "as target, not a bare .gguf file")
+        draft = load_model(store.get(name), num_ctx=options.num_ctx,
+                           requantize=args.requantize)
+        return draft.decoder, draft.gguf.path
+
+    def candidates():
+        return [] if store is None else [(m.name.display, m.model_path) for m in store.list()]
+
+    return make_drafter(args.speculate, model.gguf.path, load_draft=load_draft,
+                        candidates=candidates)
 
 
 def _load_images(model, paths: list[str], raw: bool) -> tuple:
@@ -206,6 +235,9 @@ def _print_timings(done: DoneEvent) -> None:
         f"eval duration:        {done.eval_duration / 1e9:.6f}s",
         f"eval rate:            {rate(done.eval_count, done.eval_duration)}",
     ]
+    if done.draft_count:
+        lines.append(f"drafted / accepted:   {done.draft_count} / {done.draft_accepted} "
+                     f"token(s), acceptance {done.acceptance:.0%}")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -60,6 +60,14 @@ class DraftLength:
 
     def choose(self, limit: int) -> int:
         """Tokens to draft now (0: decode plainly this step)."""
+        best, _ = self.best(limit)
+        if best == 0:
+            self.rate += 0.1 * (self.prior - self.rate)
+        return best
+
+    def best(self, limit: int) -> tuple[int, float]:
+        """The draft length up to ``limit`` with the most tokens per unit of time, and that
+        rate over plain decoding's; (0, 1.0) when no length beats plain decoding."""
         best, best_gain = 0, 1.0
         a = self.rate
         for k in range(1, min(limit, self.max_len) + 1):
@@ -67,9 +75,7 @@ class DraftLength:
             gain = (1 + kept) / (verify_cost(k + 1) + k * self.draft_cost)
             if gain > best_gain:
                 best, best_gain = k, gain
-        if best == 0:
-            self.rate += 0.1 * (self.prior - self.rate)
-        return best
+        return best, best_gain
 
     def update(self, proposed: int, kept: int) -> None:
         trials = kept + (1 if kept < proposed else 0)  # a rejection ends the trials
