@@ -249,8 +249,8 @@ def test_stop_string_and_stop_token_inside_a_draft(tiny):
             return ([*prefix, eos] if len(context) == len(prompt) + 1 else [])[:limit]
 
     fake = Recording(ThenStop([]))
-    tokens, done = run(tiny, prompt, options, fake)
-    assert [e.id for e in tokens] == [e.id for e in expected]
+    tokens, done = run(tiny, prompt, Options(temperature=0, num_predict=30), fake)
+    assert [e.id for e in tokens] == [e.id for e in plain]
     assert fake.rounds[0] == [[*prefix, eos], 5]
 
 
