@@ -238,7 +238,11 @@ class MessageWidget(QFrame):
             fmt = QTextCharFormat()
             fmt.setBackground(probability_colour(probability))
             fmt.setProperty(TOKEN_PROPERTY, index)
-            fmt.setToolTip(f"{event.piece!r}  p={probability:.3f}  logit={event.logit:.2f}")
+            tip = f"{event.piece!r}  p={probability:.3f}  logit={event.logit:.2f}"
+            if event.drafted:  # kept from a speculative draft
+                fmt.setFontUnderline(True)
+                tip += "  drafted"
+            fmt.setToolTip(tip)
             cursor.insertText(event.text or "", fmt)
 
     def _new_browser(self) -> AutoHeightBrowser:

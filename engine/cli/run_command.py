@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     if args.requantize or args.verbose:
         print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
     chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs),
-                       drafter=_drafter(args, model, options))
+                       drafter=_drafter(args, model))
     if args.verbose:
         name = getattr(chat.drafter, "name", "off")
         print(f"note: speculative decoding: {name}", file=sys.stderr)
@@ -102,26 +102,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _drafter(args: argparse.Namespace, model, options: Options):
+def _drafter(args: argparse.Namespace, model):
     """--speculate as a drafter; draft models come from the same store as the target."""
-    from engine.runtime.loader import load_model
-    from engine.runtime.speculation import make_drafter
+    from engine.runtime.speculation import drafter_for
 
     store = None if str(args.model).endswith(".gguf") else Store.open(args.models_dir)
-
-    def load_draft(name: str):
-        if store is None:
-            raise GenerationError(f"--speculate {name}: a draft model needs a store model "
-                                  "as target, not a bare .gguf file")
-        draft = load_model(store.get(name), num_ctx=options.num_ctx,
-                           requantize=args.requantize)
-        return draft.decoder, draft.gguf.path
-
-    def candidates():
-        return [] if store is None else [(m.name.display, m.model_path) for m in store.list()]
-
-    return make_drafter(args.speculate, model.gguf.path, load_draft=load_draft,
-                        candidates=candidates)
+    return drafter_for(args.speculate, model, store, requantize=args.requantize)
 
 
 def _load_images(model, paths: list[str], raw: bool) -> tuple:

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import GenerationError, LanternError
 from engine.gguf.reader import read_gguf
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
+
+if TYPE_CHECKING:
+    from engine.runtime.loader import LoadedModel
+    from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
 TYPICAL_ACCEPTANCE = 0.7
@@ -70,6 +75,30 @@ def make_drafter(choice: str, target_path: Path, *,
             "special ids); pick a model of the same family, or --speculate ngram"
         )
     return DraftModel(decoder, draft_cost=draft_cost(path, target_path))
+
+
+def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
+                requantize: str | None = None) -> Drafter | None:
+    """``choice`` for a loaded target model; draft models come from ``store`` (None: a bare
+    GGUF target, which can use off, ngram and auto only)."""
+    from engine.runtime.loader import load_model
+
+    def load_draft(name: str):
+        if store is None:
+            raise GenerationError(f"speculate={name}: a draft model needs a model from the "
+                                  "store as target, not a bare .gguf file")
+        draft = load_model(store.get(name), num_ctx=model.decoder.max_cache_len,
+                           requantize=requantize)
+        return draft.decoder, draft.gguf.path
+
+    def candidates() -> list[tuple[str, Path]]:
+        try:
+            models = store.list() if store is not None else []
+        except LanternError:  # no readable store: no draft models to consider
+            return []
+        return [(m.name.display, m.model_path) for m in models]
+
+    return make_drafter(choice, model.gguf.path, load_draft=load_draft, candidates=candidates)
 
 
 def draft_cost(draft: Path, target: Path) -> float:
