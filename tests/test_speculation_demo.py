@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.runtime.drafters import PromptLookup
 from engine.runtime.loader import load_model
 from engine.runtime.sampler import Options
-from tests.test_speculation import Recording, run
+from tests.test_speculation import Recording, eager, run
 
 CODE = '''def area(w, h):
     return w * h
@@ -37,7 +36,7 @@ PROMPTS = {
 def check(model, text, options):
     prompt = model.tokenize_chat([{"role": "user", "content": text}])
     plain, plain_done = run(model, prompt, options)
-    drafter = Recording(PromptLookup())
+    drafter = Recording(eager())  # drafts at every step: many verify steps, kept and not
     tokens, done = run(model, prompt, options, drafter)
     assert [e.id for e in tokens] == [e.id for e in plain], f"answer changed for {text!r}"
     assert done.text == plain_done.text and done.done_reason == plain_done.done_reason
@@ -54,7 +53,7 @@ def demo(request):
 
 
 def test_greedy_answers_are_identical(demo):
-    options = Options(temperature=0, num_predict=40)
+    options = Options(temperature=0, num_predict=32)
     stats = {}
     for name, text in PROMPTS.items():
         tokens, done, drafter = check(demo, text, options)
@@ -63,9 +62,9 @@ def test_greedy_answers_are_identical(demo):
             stops = demo.tokenizer.stop_ids
             assert done.done_reason == "stop"
             assert any(set(d[:k]) & stops for d, k in drafter.rounds), "no stop in a kept draft"
-    assert stats["edit"].draft_accepted >= 10 and stats["quote"].draft_accepted >= 10
-    assert stats["edit"].acceptance > stats["free"].acceptance if stats["free"].draft_count \
-        else True
+    for copying in ("edit", "quote", "repeat"):
+        assert stats[copying].draft_accepted >= 5, f"{copying}: drafts were not kept"
+    assert all(s.draft_accepted < s.draft_count for s in stats.values()), "none rejected"
 
 
 def test_penalties_stop_strings_and_num_predict(demo_05b):
