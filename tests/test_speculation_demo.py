@@ -63,7 +63,7 @@ def test_greedy_answers_are_identical(demo):
             assert done.done_reason == "stop"
             assert any(set(d[:k]) & stops for d, k in drafter.rounds), "no stop in a kept draft"
     for copying in ("edit", "quote", "repeat"):
-        assert stats[copying].draft_accepted >= 5, f"{copying}: drafts were not kept"
+        assert stats[copying].draft_accepted >= 3, f"{copying}: drafts were not kept"
     assert all(s.draft_accepted < s.draft_count for s in stats.values()), "none rejected"
 
 
