@@ -182,6 +182,7 @@ class DebugPanel(QDockWidget):
         self.token_title.setText(
             f"<b>{where}</b> #{event.index + 1}: <code>{_escape(visible_piece(event.piece))}"
             f"</code> (id {event.id})" + (" · <u>drafted</u>" if event.drafted else "")
+            + (" · thinking" if event.thinking else "")
         )
         self.top_model.set_records(top_rows(event))
         self.entropy_label.setText(
