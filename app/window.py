@@ -490,7 +490,11 @@ class MainWindow(QMainWindow):
         step = event.eval_duration / 1e6 / event.eval_count if event.eval_count else 0.0
         self.panel.show_timing(step, speed, event.prompt_eval_count,
                                event.prompt_eval_duration / 1e9)
-        self.status_speed.setText(f"{speed:.1f} tok/s · {event.eval_count} tokens")
+        status = f"{speed:.1f} tok/s · {event.eval_count} tokens"
+        if event.draft_count:
+            status += (f" · drafted {event.draft_count}, accepted {event.draft_accepted} "
+                       f"({event.acceptance:.0%})")
+        self.status_speed.setText(status)
 
     def _color_tokens(self, enabled: bool) -> None:
         self.chat.set_color_tokens(enabled)

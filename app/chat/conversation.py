@@ -27,6 +27,8 @@ from engine.runtime.chat import Message
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
+from engine.runtime.speculation import drafter_for
+from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
 TITLE_LENGTH = 48
@@ -255,6 +257,11 @@ class ConversationController(QObject):
         max_pixels = self.settings.max_pixels
 
         def events() -> Iterator[Event]:
+            if (Capability.SPECULATION in session.capabilities and session.drafter is None
+                    and self.settings.speculate != "off"):
+                session.drafter = drafter_for(self.settings.speculate, self.model,
+                                              Store.open(self.settings.models_dir),
+                                              requantize=self.settings.requantize or None)
             if pending is not None:
                 restored, notes = restore_messages(pending, max_pixels, self.vision,
                                                    session.prepare_image)

@@ -242,7 +242,11 @@ class MessageWidget(QFrame):
             fmt.setBackground(probability_colour(probability))
             fmt.setProperty(TOKEN_PROPERTY, index)
             logit = "" if event.logit is None else f"  logit={event.logit:.2f}"
-            fmt.setToolTip(f"{event.piece!r}  p={probability:.3f}{logit}")
+            tip = f"{event.piece!r}  p={probability:.3f}{logit}"
+            if event.drafted:  # kept from a speculative draft
+                fmt.setFontUnderline(True)
+                tip += "  drafted"
+            fmt.setToolTip(tip)
             cursor.insertText(event.text or "", fmt)
 
     def _new_browser(self) -> AutoHeightBrowser:

@@ -217,7 +217,8 @@ class DebugPanel(QDockWidget):
         where_id = f" (id {event.id})" if event.id >= 0 else ""
         self.token_title.setText(
             f"<b>{where}</b> #{event.index + 1}: <code>{_escape(visible_piece(event.piece))}"
-            f"</code>{where_id}" + (" · thinking" if event.thinking else "")
+            f"</code>{where_id}" + (" · <u>drafted</u>" if event.drafted else "")
+            + (" · thinking" if event.thinking else "")
         )
         self.top_model.set_records(top_rows(event))
         if math.isnan(event.logprob):

@@ -36,6 +36,7 @@ from engine.errors import LanternError
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers
 from engine.runtime.sampler import Options
+from engine.runtime.speculation import CHOICES as SPECULATE_CHOICES
 
 SAMPLING = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty",
             "repeat_last_n", "presence_penalty", "frequency_penalty", "seed", "num_predict")
@@ -143,6 +144,16 @@ class SettingsDialog(QDialog):
         self.requantize.setEnabled(not settings.exact)
         self.exact.toggled.connect(lambda on: self.requantize.setEnabled(not on))
         form.addRow("weights", self.requantize)
+        self.speculate = QComboBox()
+        self.speculate.setEditable(True)  # or type a draft model's name from the store
+        for choice in SPECULATE_CHOICES:
+            self.speculate.addItem(choice)
+        self.speculate.setCurrentText(settings.speculate)
+        self.speculate.setToolTip(
+            "Speculative decoding: the same answer, faster where the reply repeats text. "
+            "auto: prompt lookup, or a draft model when one in the store pays; ngram: prompt "
+            "lookup only; off; or the name of a smaller model with the same vocabulary.")
+        form.addRow("speculative decoding", self.speculate)
         pixels = QHBoxLayout()
         self.max_pixels = QSpinBox()
         self.max_pixels.setRange(3136, 12_845_056)
@@ -198,6 +209,7 @@ class SettingsDialog(QDialog):
             provider=self.provider.currentData() or "cpu",
             exact=self.exact.isChecked(),
             requantize="" if self.exact.isChecked() else self.requantize.currentData() or "",
+            speculate=self.speculate.currentText().strip() or "auto",
             max_pixels=self.max_pixels.value(),
             connections=[dict(r) for r in self.connections],
         )

@@ -25,6 +25,7 @@ class Settings:
     provider: str = "cpu"
     exact: bool = False
     requantize: str = ""                    # "": the GGUF's exact weights; else e.g. "q4/128"
+    speculate: str = "auto"                 # auto, off, ngram or a draft model's name
     max_pixels: int = 2_097_152
     layer_stats: bool = False
     color_by_probability: bool = False

@@ -64,6 +64,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
+    p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
+                   help="speculative decoding (same answer, faster where text repeats): "
+                        "auto (default), off, ngram (prompt lookup) or a draft model's name")
     add_models_dir(p)
     add_server(p)
     p.set_defaults(func=run)
@@ -87,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if args.server:
         from engine.remote.session import open_remote_model
 
-        if args.exact or args.requantize or args.provider != "cpu":
-            print("note: --exact, --requantize and --provider choose how Lantern runs a model; "
-                  "with --server the server runs it", file=sys.stderr)
+        if args.exact or args.requantize or args.provider != "cpu" or args.speculate != "auto":
+            print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
+                  "runs a model; with --server the server runs it", file=sys.stderr)
         model = open_remote_model(connection_of(args), args.model)
         params: dict = {}
         chat = model.open_session(Options.resolve(params, overrides), args.system, num_top)
@@ -103,7 +106,10 @@ def run(args: argparse.Namespace) -> int:
         if args.requantize or args.verbose:
             print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
         chat = ChatSession(model, options, system=args.system, num_top=num_top,
-                           think=args.think)
+                           think=args.think, drafter=_drafter(args, model))
+        if args.verbose:
+            name = getattr(chat.drafter, "name", "off")
+            print(f"note: speculative decoding: {name}", file=sys.stderr)
     images = _load_images(model, chat, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
@@ -116,6 +122,14 @@ def run(args: argparse.Namespace) -> int:
         raise GenerationError("--image needs a PROMPT to go with the image(s)")
     _interactive(chat, args, overrides, params)
     return 0
+
+
+def _drafter(args: argparse.Namespace, model):
+    """--speculate as a drafter; draft models come from the same store as the target."""
+    from engine.runtime.speculation import drafter_for
+
+    store = None if str(args.model).endswith(".gguf") else Store.open(args.models_dir)
+    return drafter_for(args.speculate, model, store, requantize=args.requantize)
 
 
 def _load_images(model, chat, paths: list[str], raw: bool) -> tuple:
@@ -268,6 +282,9 @@ def _print_timings(done: DoneEvent) -> None:
         f"eval duration:        {done.eval_duration / 1e9:.6f}s",
         f"eval rate:            {rate(done.eval_count, done.eval_duration)}",
     ]
+    if done.draft_count:
+        lines.append(f"drafted / accepted:   {done.draft_count} / {done.draft_accepted} "
+                     f"token(s), acceptance {done.acceptance:.0%}")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -27,10 +27,12 @@ class Capability(Enum):
     LENS = "the logit lens"
     ATTENTION = "attention maps"
     IMAGES = "images in the conversation"
+    SPECULATION = "speculative decoding"
 
 
 LOCAL_WEIGHTS = frozenset({Capability.LOGITS, Capability.PROMPT_TOKENS, Capability.LAYERS,
-                           Capability.REFERENCE, Capability.LENS, Capability.ATTENTION})
+                           Capability.REFERENCE, Capability.LENS, Capability.ATTENTION,
+                           Capability.SPECULATION})
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from engine.errors import GenerationError
 from engine.runtime.backend import Capability
 from engine.runtime.check import CheckReport, check_against_reference
+from engine.runtime.drafters import Drafter
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
@@ -57,6 +58,7 @@ class ChatSession:
     num_top: int = 5                # alternatives reported per token (<= 20)
     think: bool | str | None = None # Ollama's option; None: the template's default
     cancel_event: threading.Event = field(default_factory=threading.Event)
+    drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
 
     def __post_init__(self) -> None:
         # the cache record belongs to the model: every session on it sees what the one KV
@@ -98,7 +100,7 @@ class ChatSession:
         return self._split_thinking(prompt, self._generator.run(
             prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
             load_duration=self._take_load_duration(),
-            max_cache_len=self.model.decoder.max_cache_len))
+            max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter))
 
     def check_against_reference(self) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
@@ -143,6 +145,7 @@ class ChatSession:
                 num_top=self.num_top,
                 load_duration=self._take_load_duration(),
                 max_cache_len=self.model.decoder.max_cache_len,
+                drafter=self.drafter,
             )):
                 started = True
                 if isinstance(event, TokenEvent):

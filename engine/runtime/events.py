@@ -35,6 +35,7 @@ class TokenEvent:
     top: tuple[TopToken, ...]       # best first, k <= 20
     elapsed_ns: int                 # time of this step (forward + sampling)
     layer_stats: np.ndarray | None = field(default=None, compare=False)  # [n_layers+1, 4]
+    drafted: bool = False           # a drafter proposed it and the model's own choice kept it
     thinking: bool = False          # generated inside the model's <think> section
     thinking_text: str = ""         # delta for the thinking section (`text` is the answer's)
 
@@ -57,6 +58,13 @@ class DoneEvent:
     eval_duration: int              # ns
     load_duration: int              # ns
     total_duration: int             # ns
+    draft_count: int = 0            # tokens drafters proposed (speculative decoding)
+    draft_accepted: int = 0         # of those, kept: each is one forward saved
+
+    @property
+    def acceptance(self) -> float | None:
+        """Share of drafted tokens kept; None when nothing was drafted."""
+        return self.draft_accepted / self.draft_count if self.draft_count else None
     thinking: str = ""              # the whole thinking section (not part of `text`)
 
     def counters(self) -> dict[str, int | str]:

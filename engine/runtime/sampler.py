@@ -256,6 +256,34 @@ class Sampler:
     def sample(self, logits: np.ndarray, history: Sequence[int] = ()) -> int:
         """Next token id from the last position's logits [V] and the tokens so far
         (prompt and reply, oldest first; llama-server penalises prompt tokens too)."""
+        c = self.distribution(logits, history)
+        return int(c.ids[0]) if self.options.temperature <= 0.0 else draw(c, self.rng)
+
+    def verify(self, logits: np.ndarray, history: Sequence[int], drafted: int) -> tuple[int, bool]:
+        """Speculative decoding's exact acceptance of a deterministic draft (prompt lookup,
+        a draft model's greedy pick): (token, True) keeps ``drafted``, (other, False) replaces
+        it, so the token has exactly the distribution ``sample`` would give.
+
+        Greedy keeps the draft iff it is the argmax. Sampling keeps it with probability p(x),
+        else draws from p without x, renormalised (the rejection rule for a draft
+        distribution q concentrated on x: min(1, p/q) = p(x), residual max(0, p - q)).
+        Seeded streams: one uniform draw decides, one more draws a replacement.
+        """
+        c = self.distribution(logits, history)
+        if self.options.temperature <= 0.0:
+            token = int(c.ids[0])
+            return token, token == drafted
+        probs = c.probs()
+        hit = np.flatnonzero(c.ids == drafted)
+        p = float(probs[hit[0]]) if len(hit) else 0.0
+        if p > 0.0 and self.rng.random() < p:
+            return drafted, True
+        rest = Candidates(c.ids, np.where(c.ids == drafted, -np.inf, c.logits).astype(np.float32))
+        return draw(rest, self.rng), False
+
+    def distribution(self, logits: np.ndarray, history: Sequence[int] = ()) -> Candidates:
+        """The candidates ``sample`` draws from, their logits after every transform
+        (temperature included); greedy leaves the argmax alone."""
         o = self.options
         if not np.isfinite(logits.max()):
             raise GenerationError(
@@ -270,13 +298,13 @@ class Sampler:
             frequency=o.frequency_penalty,
         )
         if o.temperature <= 0.0:
-            return int(np.argmax(logits))
+            best = int(np.argmax(logits))
+            return Candidates(np.array([best]), logits[best:best + 1], True)
         c = top_k(Candidates.all(logits), o.top_k)
         c = typical_p(c, o.typical_p)
         c = top_p(c, o.top_p)
         c = min_p(c, o.min_p)
-        c = temperature(c, o.temperature)
-        return draw(c, self.rng)
+        return temperature(c, o.temperature)
 
 
 @dataclass(frozen=True)
