@@ -6,7 +6,9 @@ tokenizer, the ONNX session (Lantern) or ``Llama(model_path, n_threads)`` (llama
 not a Lantern dependency). Lantern loads "cold" with an empty graph cache (re-pack, store,
 map), then "warm" (a cache hit: what every later start costs). GGUF pages are in the OS
 page cache for both engines. Rounds alternate the engines so a busy machine slows them
-alike; the table shows medians, then ratios to llama.cpp.
+alike; the table shows medians and the ratio to llama.cpp. "warm, one by one" makes the
+same pieces one after another (how load_model worked before it made the tokenizer and the
+session side by side).
 
     .venv/bin/python -m benchmarks.load [--model 0.5b 1.5b] [--threads 2] [--rounds 3]
 """
@@ -35,6 +37,22 @@ def _child_lantern(path: str, threads: int) -> dict:
     return {"inside": model.load_duration / 1e9, "cache": model.decoder.cache_state}
 
 
+def _child_lantern_one_by_one(path: str, threads: int) -> dict:
+    """The same pieces one after another, as load_model made them before 2026-11-22."""
+    from engine.cli import build_parser
+
+    build_parser()
+    from engine.gguf import open_model
+    from engine.runtime.decoder import DecoderSession
+    from engine.tokenizer import load_tokenizer
+
+    started = time.perf_counter()
+    gguf = open_model(path)
+    load_tokenizer(path)
+    decoder = DecoderSession(gguf, max_cache_len=NUM_CTX)
+    return {"inside": time.perf_counter() - started, "cache": decoder.cache_state}
+
+
 def _child_llama_cpp(path: str, threads: int) -> dict:
     from llama_cpp import Llama
 
@@ -44,7 +62,8 @@ def _child_llama_cpp(path: str, threads: int) -> dict:
     return {"inside": time.perf_counter() - started, "cache": "-"}
 
 
-CHILDREN = {"lantern": _child_lantern, "llama.cpp": _child_llama_cpp}
+CHILDREN = {"lantern": _child_lantern, "lantern one by one": _child_lantern_one_by_one,
+            "llama.cpp": _child_llama_cpp}
 
 
 def measure(engine: str, path: str, threads: int, cache: str) -> dict:
@@ -82,20 +101,23 @@ def main() -> None:
     print(f"threads {args.threads}, nproc {os.cpu_count()}, {load_average()} at start")
     for key in args.model:
         path = str(fetch(DEMO_MODELS[key]))
-        rows: dict[str, list[dict]] = {"lantern cold": [], "lantern warm": [], "llama.cpp": []}
+        rows: dict[str, list[dict]] = {"lantern cold": [], "lantern warm": [],
+                                       "warm, one by one": [], "llama.cpp": []}
         for _ in range(args.rounds):
             with tempfile.TemporaryDirectory(prefix="lantern-load-") as cache:
                 rows["lantern cold"].append(measure("lantern", path, args.threads, cache))
                 rows["llama.cpp"].append(measure("llama.cpp", path, args.threads, cache))
                 rows["lantern warm"].append(measure("lantern", path, args.threads, cache))
+                rows["warm, one by one"].append(
+                    measure("lantern one by one", path, args.threads, cache))
         print(f"\n{key}: {path} ({load_average()})")
-        print(f"{'engine':14} {'ready':>7} {'in load':>8} {'peak':>6}  per round (ready)")
+        print(f"{'engine':16} {'ready':>7} {'in load':>8} {'peak':>6}  per round (ready)")
         base = statistics.median(r["ready"] for r in rows["llama.cpp"])
         for name, results in rows.items():
             ready = statistics.median(r["ready"] for r in results)
             inside = statistics.median(r["inside"] for r in results)
             peak = statistics.median(r["peak_mib"] for r in results)
-            print(f"{name:14} {ready:6.2f}s {inside:7.2f}s {peak:5.0f}M  "
+            print(f"{name:16} {ready:6.2f}s {inside:7.2f}s {peak:5.0f}M  "
                   + ", ".join(f"{r['ready']:.2f} ({r['cache']})" for r in results)
                   + f"   ({ready / base:.2f}x llama.cpp)")
 
