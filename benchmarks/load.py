@@ -8,7 +8,7 @@ map), then "warm" (a cache hit: what every later start costs). GGUF pages are in
 page cache for both engines. Rounds alternate the engines so a busy machine slows them
 alike; the table shows medians and the ratio to llama.cpp. "warm, one by one" makes the
 same pieces one after another (how load_model worked before it made the tokenizer and the
-session side by side).
+session side by side) and prints each one's wall and CPU seconds.
 
     .venv/bin/python -m benchmarks.load [--model 0.5b 1.5b] [--threads 2] [--rounds 3]
 """
@@ -46,11 +46,22 @@ def _child_lantern_one_by_one(path: str, threads: int) -> dict:
     from engine.runtime.decoder import DecoderSession
     from engine.tokenizer import load_tokenizer
 
-    started = time.perf_counter()
+    stages, started = {}, time.perf_counter()
+    clock = [started, time.process_time()]
+
+    def stage(name: str) -> None:  # wall and CPU seconds since the previous stage
+        now = [time.perf_counter(), time.process_time()]
+        stages[name] = [now[0] - clock[0], now[1] - clock[1]]
+        clock[:] = now
+
     gguf = open_model(path)
+    stage("open_model")
     load_tokenizer(path)
+    stage("load_tokenizer")
     decoder = DecoderSession(gguf, max_cache_len=NUM_CTX)
-    return {"inside": time.perf_counter() - started, "cache": decoder.cache_state}
+    stage("DecoderSession")
+    return {"inside": time.perf_counter() - started, "cache": decoder.cache_state,
+            "stages": stages}
 
 
 def _child_llama_cpp(path: str, threads: int) -> dict:
@@ -120,6 +131,10 @@ def main() -> None:
             print(f"{name:16} {ready:6.2f}s {inside:7.2f}s {peak:5.0f}M  "
                   + ", ".join(f"{r['ready']:.2f} ({r['cache']})" for r in results)
                   + f"   ({ready / base:.2f}x llama.cpp)")
+        for stage in rows["warm, one by one"][0]["stages"]:
+            wall, cpu = (statistics.median(r["stages"][stage][i] for r in rows["warm, one by one"])
+                         for i in (0, 1))
+            print(f"  one by one, {stage}: {wall:.2f}s wall, {cpu:.2f}s CPU")
 
 
 if __name__ == "__main__":
