@@ -11,6 +11,7 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
+    QHBoxLayout,
     QLabel,
     QListView,
     QMenu,
@@ -118,6 +119,9 @@ def _list_view(model, delegate: QStyledItemDelegate) -> QListView:
 
 class Sidebar(QFrame):
     modelChosen = Signal(object)            # ModelEntry
+    getModelRequested = Signal()
+    modelCopyRequested = Signal(object)     # ModelEntry
+    modelRemoveRequested = Signal(object)   # ModelEntry
     newChatRequested = Signal()
     conversationChosen = Signal(int)
     conversationDeleteRequested = Signal(int)
@@ -135,12 +139,24 @@ class Sidebar(QFrame):
         title.setObjectName("appTitle")
         layout.addWidget(title)
 
-        layout.addWidget(_section("Models"))
+        header = QHBoxLayout()
+        header.addWidget(_section("Models"))
+        header.addStretch(1)
+        self.get_model = QPushButton("＋ Get a model")
+        self.get_model.setObjectName("getModel")
+        self.get_model.setFlat(True)
+        self.get_model.setCursor(Qt.PointingHandCursor)
+        self.get_model.setToolTip("Download a model from a registry into the store")
+        self.get_model.clicked.connect(self.getModelRequested)
+        header.addWidget(self.get_model)
+        layout.addLayout(header)
         self.model_view = _list_view(models, TwoLineDelegate(
             ModelListModel.DetailsRole, ModelListModel.ProblemRole, ModelListModel.VisionRole,
             "vision"))
         self.model_view.setObjectName("modelList")
         self.model_view.clicked.connect(self._model_clicked)
+        self.model_view.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.model_view.customContextMenuRequested.connect(self._model_menu)
         layout.addWidget(self.model_view, 2)
 
         self.new_chat = QPushButton("＋  New chat")
@@ -180,6 +196,23 @@ class Sidebar(QFrame):
         entry: ModelEntry = index.data(ModelListModel.EntryRole)
         if entry is not None and entry.problem is None:
             self.modelChosen.emit(entry)
+
+    def model_menu(self, entry: ModelEntry) -> QMenu:
+        """Copy / Remove for one model (a broken one can only be removed)."""
+        menu = QMenu(self)
+        copy = menu.addAction("Copy…")
+        copy.setEnabled(entry.model is not None)
+        copy.triggered.connect(lambda: self.modelCopyRequested.emit(entry))
+        menu.addAction("Remove…").triggered.connect(
+            lambda: self.modelRemoveRequested.emit(entry))
+        return menu
+
+    def _model_menu(self, point: QPoint) -> None:
+        entry = self.model_view.indexAt(point).data(ModelListModel.EntryRole)
+        if entry is not None:
+            menu = self.model_menu(entry)
+            menu.exec(self.model_view.viewport().mapToGlobal(point))
+            menu.deleteLater()
 
     def _conversation_clicked(self, index: QModelIndex) -> None:
         conversation = index.data(ConversationListModel.ConversationRole)

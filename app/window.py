@@ -32,6 +32,7 @@ from app.desktop.about import AboutDialog, about_facts
 from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
 from app.models.loader import ModelLoader
+from app.models.manager import ModelManager
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
@@ -66,6 +67,7 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationListModel(self.history, self)
         self.loader = ModelLoader(self.runner, self)
         self.controller = ConversationController(self.history, self.settings, self.runner, self)
+        self.manager = ModelManager(self.runner, self.store, self)
         self.scan_job: StoreScanJob | None = None
         self.import_job: CallJob | None = None
         self.entry: ModelEntry | None = None          # the loaded model's entry
@@ -111,6 +113,7 @@ class MainWindow(QMainWindow):
         new_chat = file_menu.addAction("New chat")
         new_chat.setShortcut(QKeySequence.New)
         new_chat.triggered.connect(self.new_chat)
+        file_menu.addAction("Get a model…").triggered.connect(self.manager.get_model)
         file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
         file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
         file_menu.addAction("Look for models again").triggered.connect(self.rescan)
@@ -146,6 +149,11 @@ class MainWindow(QMainWindow):
         sidebar.conversationChosen.connect(self.open_conversation)
         sidebar.conversationDeleteRequested.connect(controller.delete)
         sidebar.settingsRequested.connect(self.open_settings)
+        sidebar.getModelRequested.connect(self.manager.get_model)
+        sidebar.modelCopyRequested.connect(self.manager.copy)
+        sidebar.modelRemoveRequested.connect(self.manager.remove)
+        self.manager.storeChanged.connect(self.rescan)
+        self.manager.message.connect(self.banner.show_message)
         loader.progress.connect(self._load_progress)
         loader.loaded.connect(self._loaded)
         loader.failed.connect(self._load_failed)
@@ -168,6 +176,7 @@ class MainWindow(QMainWindow):
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
         self.empty.folderChosen.connect(self.set_models_dir)
+        self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
         self.empty.rescanRequested.connect(self.rescan)
 
