@@ -83,3 +83,22 @@ def test_a_tokenizer_failure_reaches_the_caller_after_the_session_ends(tiny, mon
     with pytest.raises(CorruptModel, match="no vocabulary"):
         load_model(tiny, num_ctx=64)
     assert len(made) <= 1  # started at most once, and finished before the error came out
+
+
+def test_the_tokenizer_is_built_while_the_session_is_made(tiny, monkeypatch):
+    """Side by side, not one after the other: the tokenizer waits for the session to have
+    started (one after the other, it would wait in vain)."""
+    session_started = threading.Event()
+
+    def session(*args, **kwargs):
+        session_started.set()
+        return DecoderSession(*args, **kwargs)
+
+    def tokenizer(path):
+        assert session_started.wait(timeout=30), "the session had not started"
+        return load_tokenizer(path)
+
+    monkeypatch.setattr(loader, "DecoderSession", session)
+    monkeypatch.setattr(loader, "load_tokenizer", tokenizer)
+    model = load_model(tiny, num_ctx=64)
+    assert model.tokenizer.encode("hello") == load_tokenizer(tiny).encode("hello")
