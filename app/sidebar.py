@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListView,
     QMenu,
     QPushButton,
@@ -125,6 +126,9 @@ class Sidebar(QFrame):
     newChatRequested = Signal()
     conversationChosen = Signal(int)
     conversationDeleteRequested = Signal(int)
+    conversationRenameRequested = Signal(int)
+    conversationPinRequested = Signal(int, bool)
+    conversationExportRequested = Signal(int, str)     # id, "md" or "json"
     settingsRequested = Signal()
 
     def __init__(self, models: ModelListModel, conversations: ConversationListModel,
@@ -155,6 +159,7 @@ class Sidebar(QFrame):
             "vision"))
         self.model_view.setObjectName("modelList")
         self.model_view.clicked.connect(self._model_clicked)
+        self.model_view.activated.connect(self._model_clicked)     # Enter after Ctrl+K
         self.model_view.setContextMenuPolicy(Qt.CustomContextMenu)
         self.model_view.customContextMenuRequested.connect(self._model_menu)
         layout.addWidget(self.model_view, 2)
@@ -166,6 +171,12 @@ class Sidebar(QFrame):
         layout.addWidget(self.new_chat)
 
         layout.addWidget(_section("Conversations"))
+        self.search = QLineEdit()
+        self.search.setObjectName("conversationSearch")
+        self.search.setPlaceholderText("Search conversations (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(conversations.set_query)
+        layout.addWidget(self.search)
         self.conversation_view = _list_view(
             conversations, TwoLineDelegate(ConversationListModel.DetailsRole))
         self.conversation_view.setObjectName("conversationList")
@@ -225,6 +236,20 @@ class Sidebar(QFrame):
         if conversation is None:
             return
         menu = QMenu(self)
-        delete = menu.addAction("Delete conversation")
-        if menu.exec(self.conversation_view.viewport().mapToGlobal(point)) is delete:
-            self.conversationDeleteRequested.emit(conversation.id)
+        actions = {
+            menu.addAction("Rename…"): lambda: self.conversationRenameRequested.emit(
+                conversation.id),
+            menu.addAction("Unpin" if conversation.pinned else "Pin to the top"):
+                lambda: self.conversationPinRequested.emit(conversation.id,
+                                                           not conversation.pinned),
+            menu.addAction("Export as Markdown…"): lambda: self.conversationExportRequested.emit(
+                conversation.id, "md"),
+            menu.addAction("Export as JSON…"): lambda: self.conversationExportRequested.emit(
+                conversation.id, "json"),
+        }
+        menu.addSeparator()
+        actions[menu.addAction("Delete conversation")] = \
+            lambda: self.conversationDeleteRequested.emit(conversation.id)
+        chosen = menu.exec(self.conversation_view.viewport().mapToGlobal(point))
+        if chosen in actions:
+            actions[chosen]()

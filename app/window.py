@@ -26,8 +26,10 @@ from app.chat.conversation import ConversationController
 from app.chat.empty_state import EmptyState, suggested_name
 from app.chat.input_box import image_paths_of
 from app.chat.page import ChatPage, no_vision_text
+from app.conversations.actions import ConversationActions
 from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
+from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
 from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
@@ -101,20 +103,28 @@ class MainWindow(QMainWindow):
         self.panel.stats_toggle.setChecked(self.settings.layer_stats)
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)
         self.chat.set_color_tokens(self.settings.color_by_probability)
+        self.actions = ConversationActions(self, self.controller, self.banner)
+        self.shortcut_actions = shortcuts.bind(self, {
+            "new_chat": self.new_chat, "focus_input": self.focus_input,
+            "pick_model": self.pick_model, "search": self.focus_search,
+            "escape": self.escape, "copy_answer": self.copy_last_answer,
+            "show_shortcuts": self.show_shortcuts})
         self._build_menus()
         self._build_status_bar()
         self._connect()
+        self._conversation_changed(None)
+        self.focus_input()                 # typing goes to the input from the start
         self.rescan()
 
     # -- construction ----------------------------------------------------------------------
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        new_chat = file_menu.addAction("New chat")
-        new_chat.setShortcut(QKeySequence.New)
-        new_chat.triggered.connect(self.new_chat)
+        file_menu.addAction(self.shortcut_actions["new_chat"])
         file_menu.addAction("Get a model…").triggered.connect(self.manager.get_model)
         file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
+        file_menu.addAction("Import a conversation…").triggered.connect(
+            self._import_conversation)
         file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
         file_menu.addAction("Look for models again").triggered.connect(self.rescan)
         file_menu.addSeparator()
@@ -130,7 +140,11 @@ class MainWindow(QMainWindow):
         toggle.setText("Debug panel")
         toggle.setShortcut(QKeySequence("Ctrl+D"))
         view_menu.addAction(toggle)
-        about = self.menuBar().addMenu("&Help").addAction("About Lantern")
+        help_menu = self.menuBar().addMenu("&Help")
+        keys = self.shortcut_actions["show_shortcuts"]
+        keys.setText("Keyboard shortcuts")
+        help_menu.addAction(keys)
+        about = help_menu.addAction("About Lantern")
         about.setMenuRole(QAction.AboutRole)
         about.triggered.connect(self.show_about)
 
@@ -147,7 +161,11 @@ class MainWindow(QMainWindow):
         sidebar.modelChosen.connect(self.load_model)
         sidebar.newChatRequested.connect(self.new_chat)
         sidebar.conversationChosen.connect(self.open_conversation)
-        sidebar.conversationDeleteRequested.connect(controller.delete)
+        sidebar.conversationDeleteRequested.connect(self.delete_conversation)
+        sidebar.conversationRenameRequested.connect(self.actions.rename)
+        sidebar.conversationPinRequested.connect(self.actions.set_pinned)
+        sidebar.conversationExportRequested.connect(self.actions.export)
+        self.chat.header.editRequested.connect(self.actions.edit_settings)
         sidebar.settingsRequested.connect(self.open_settings)
         sidebar.getModelRequested.connect(self.manager.get_model)
         sidebar.modelCopyRequested.connect(self.manager.copy)
@@ -208,10 +226,17 @@ class MainWindow(QMainWindow):
 
     def _described(self, row: int, entry: ModelEntry) -> None:
         self.models.update_entry(row, entry)
-        if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
+        if (self.auto_load and entry.runnable and entry.name == self._start_model()
                 and self.entry is None and not self.loader.loading):
             self.sidebar.select_model(entry.name)
             self.load_model(entry)
+
+    def _start_model(self) -> str | None:
+        """The model to load on start: the last one used, else the only one there is."""
+        names = [e.name for e in self.models.entries]
+        if self.settings.last_model in names:
+            return self.settings.last_model
+        return names[0] if len(names) == 1 else None
 
     def _scan_failed(self, message: str) -> None:
         self.models.set_entries([])
@@ -283,6 +308,9 @@ class MainWindow(QMainWindow):
         self.controller.set_model(model, entry.vision)
         self.banner.dismiss_progress()
         self.chat.input.set_ready(True)
+        self._conversation_changed(self.controller.conversation_id)
+        if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
+            self.focus_input()
         self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
         weights = model.decoder.requantization
         self.status_provider.setText(
@@ -314,6 +342,13 @@ class MainWindow(QMainWindow):
         self.controller.new_chat()
         self.chat.clear()
         self.panel.clear()
+        self.focus_input()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete (Undo in the banner); the open conversation gives way to a new chat."""
+        if conversation_id == self.controller.conversation_id:
+            self.new_chat()
+        self.actions.delete(conversation_id)
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.controller.conversation_id:
@@ -330,6 +365,49 @@ class MainWindow(QMainWindow):
     def _refresh_conversations(self) -> None:
         self.conversations.refresh()
         self.sidebar.select_conversation(self.controller.conversation_id)
+        self.chat.refresh_header()
+        self.setWindowTitle(" — ".join(
+            [self.chat.header.title.text(), self.controller.model_name or "no model",
+             "Lantern"]))
+
+    def _import_conversation(self) -> None:
+        conversation_id = self.actions.import_file()
+        if conversation_id is not None:
+            self.open_conversation(conversation_id)
+
+    # -- keyboard --------------------------------------------------------------------------
+
+    def focus_input(self) -> None:
+        self.chat.input.editor.setFocus()
+
+    def pick_model(self) -> None:
+        """Ctrl+K: the model list takes the keyboard (arrows, Enter loads)."""
+        view = self.sidebar.model_view
+        row = self.models.row_of(self.entry.name) if self.entry else 0
+        if self.models.rowCount():
+            view.setCurrentIndex(self.models.index(max(row, 0)))
+        view.setFocus()
+
+    def focus_search(self) -> None:
+        self.sidebar.search.setFocus()
+        self.sidebar.search.selectAll()
+
+    def escape(self) -> None:
+        """Esc: stop the answer; else leave editing; else clear the search."""
+        if self.controller.busy:
+            self.controller.stop()
+        elif self.chat.input.editing:
+            self.chat.input.cancel_edit()
+        elif self.sidebar.search.text():
+            self.sidebar.search.clear()
+            self.focus_input()
+
+    def copy_last_answer(self) -> None:
+        if self.chat.copy_last_answer():
+            self.statusBar().showMessage("Copied the last answer", 3000)
+
+    def show_shortcuts(self) -> None:
+        shortcuts.ShortcutsDialog(self).exec()
 
     # -- streaming and the panel -----------------------------------------------------------
 

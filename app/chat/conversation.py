@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from app.conversations.history import History, StoredMessage
+from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
 from engine.errors import GenerationError, ImageError
@@ -68,6 +68,10 @@ class ConversationController(QObject):
         self.check_job: CallJob | None = None
         self.answer_id: int | None = None
         self.answer_text = ""
+        self.answer_thinking = ""
+        self.thinking_ns = 0         # engine time of this answer's thinking tokens
+        self._logprobs: list[dict] = []
+        self.draft_system, self.draft_options = "", {}   # a new chat's own settings
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
         self._saved_at = 0.0
         self._first_token = False
@@ -94,6 +98,25 @@ class ConversationController(QObject):
     def model_name(self) -> str:
         return self.model.name if self.model is not None else ""
 
+    @property
+    def thinking_ms(self) -> int:
+        return self.thinking_ns // 1_000_000
+
+    def conversation_settings(self) -> tuple[str, dict]:
+        """This conversation's own system prompt and options (a new chat's drafts)."""
+        if self.conversation_id is None:
+            return self.draft_system, dict(self.draft_options)
+        conversation = self.history.conversation(self.conversation_id)
+        return (conversation.system, dict(conversation.options)) if conversation else ("", {})
+
+    def set_conversation_settings(self, system: str, options: dict) -> None:
+        """Applies from the next answer on."""
+        if self.conversation_id is None:
+            self.draft_system, self.draft_options = system, dict(options)
+        else:
+            self.history.set_settings(self.conversation_id, system, options)
+        self.conversationChanged.emit(self.conversation_id)
+
     # -- model and conversation switching ---------------------------------------------------
 
     def set_model(self, model: LoadedModel, vision: bool) -> None:
@@ -107,6 +130,7 @@ class ConversationController(QObject):
     def new_chat(self) -> None:
         self.stop(wait=True)
         self.conversation_id, self.session, self._pending = None, None, None
+        self.draft_system, self.draft_options = "", {}
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
@@ -117,10 +141,16 @@ class ConversationController(QObject):
         self.conversationChanged.emit(conversation_id)
         return messages
 
-    def delete(self, conversation_id: int) -> None:
+    def delete(self, conversation_id: int) -> Snapshot | None:
+        """Delete a conversation; the snapshot returned puts it back (`undelete`)."""
         if conversation_id == self.conversation_id:
             self.new_chat()
-        self.history.delete(conversation_id)
+        snapshot = self.history.delete(conversation_id)
+        self.listChanged.emit()
+        return snapshot
+
+    def undelete(self, snapshot: Snapshot) -> None:
+        self.history.restore(snapshot)
         self.listChanged.emit()
 
     # -- turns ------------------------------------------------------------------------------
@@ -128,7 +158,8 @@ class ConversationController(QObject):
     def send(self, text: str, images: tuple[str, ...] = ()) -> Turn:
         self._require_idle()
         if self.conversation_id is None:
-            conversation = self.history.create(title_of(text, images), self.model_name)
+            conversation = self.history.create(title_of(text, images), self.model_name,
+                                               self.draft_system, self.draft_options)
             self.conversation_id = conversation.id
             self.conversationChanged.emit(conversation.id)
         user_id = self.history.add(self.conversation_id, "user", text, images)
@@ -196,15 +227,18 @@ class ConversationController(QObject):
     def _start_answer(self, turn: Callable[[ChatSession, tuple], Iterator[Event]],
                       images: tuple[str, ...] = ()) -> int:
         self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
-        self.answer_text = ""
+        self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
+        self._logprobs = []
         self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
-        options = Options.resolve(self.model.params,
-                                  {**self.settings.options, "num_ctx": self.settings.num_ctx})
-        session = self.session or ChatSession(self.model, options,
-                                              self.settings.system or None, num_top=5)
+        system, own = self.conversation_settings()
+        options = Options.resolve(self.model.params, {**self.settings.options, **own,
+                                                      "num_ctx": self.settings.num_ctx})
+        session = self.session or ChatSession(self.model, options, num_top=5)
         session.options = options
+        session.system = system or self.settings.system or None
+        session.think = self.settings.think      # False: Ollama's think=false
         self.session = session
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
@@ -239,12 +273,16 @@ class ConversationController(QObject):
             self._decode_ns += event.elapsed_ns
             self._decoded += 1
         self.answer_text += event.text
+        self.answer_thinking += event.thinking_text
+        if event.thinking:
+            self.thinking_ns += event.elapsed_ns
+        self._logprobs.append(token_logprobs(event))
         self.token.emit(event)
         if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
             self._save(complete=False)
 
     def _on_done(self, event: DoneEvent) -> None:
-        self.answer_text = event.text
+        self.answer_text, self.answer_thinking = event.text, event.thinking
         self._finish(complete=event.done_reason != "cancel")
         self.answerDone.emit(event)
 
@@ -257,14 +295,16 @@ class ConversationController(QObject):
         self.answerFailed.emit(message)
 
     def _finish(self, complete: bool) -> None:
-        self._save(complete)
+        self._save(complete, final=True)
         self.job, self.answer_id = None, None
         self.busyChanged.emit(False)
         self.listChanged.emit()
 
-    def _save(self, complete: bool) -> None:
+    def _save(self, complete: bool, final: bool = False) -> None:
         if self.answer_id is not None:
-            self.history.update(self.answer_id, self.answer_text, complete)
+            self.history.update(self.answer_id, self.answer_text, complete,
+                                self.answer_thinking, self.thinking_ms,
+                                self._logprobs if final else None)
             self._saved_at = time.monotonic()
 
     # -- reference check ------------------------------------------------------------------------
@@ -310,5 +350,15 @@ def restore_messages(stored: list[StoredMessage], max_pixels: int,
                 inputs.append(preprocess(path, max_pixels=max_pixels))
             except ImageError as error:
                 notes.append(f"an earlier image is left out of the conversation: {error}")
-        messages.append(Message(message.role, message.content, tuple(inputs)))
+        messages.append(Message(message.role, message.content, tuple(inputs),
+                                thinking=message.thinking))
     return messages, notes
+
+
+def token_logprobs(event: TokenEvent) -> dict:
+    """What an export keeps of a token: its text, log-probability and the best few."""
+    kept = {"token": event.piece, "logprob": round(event.logprob, 5),
+            "top": [[t.piece, round(t.logprob, 5)] for t in event.top]}
+    if event.thinking:
+        kept["thinking"] = True
+    return kept

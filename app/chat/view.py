@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.markdown_blocks import split_blocks
+from app.chat.thinking_section import ThinkingSection
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
 
@@ -165,6 +166,8 @@ class MessageWidget(QFrame):
         layout.addLayout(header)
         if images:
             layout.addLayout(_image_strip(images))
+        self.thinking = ThinkingSection()
+        layout.addWidget(self.thinking)
         self.body = QVBoxLayout()
         self.body.setSpacing(6)
         layout.addLayout(self.body)
@@ -281,6 +284,12 @@ class ChatView(QScrollArea):
         self._layout.setSpacing(12)
         self._layout.addStretch(1)
         self.setWidget(inner)
+        self.hint = QLabel("")
+        self.hint.setObjectName("chatHint")
+        self.hint.setAlignment(Qt.AlignCenter)
+        self.hint.setWordWrap(True)
+        self.hint.setMinimumHeight(220)
+        self._layout.insertWidget(0, self.hint)
         self.messages: list[MessageWidget] = []
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._keep_at_end)
@@ -290,7 +299,13 @@ class ChatView(QScrollArea):
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.messages.append(widget)
         self._follow = True
+        self.hint.hide()
         return widget
+
+    def set_hint(self, text: str) -> None:
+        """What an empty chat says (what to do next)."""
+        self.hint.setText(text)
+        self.hint.setVisible(not self.messages)
 
     def remove_from(self, widget: MessageWidget) -> None:
         """Remove a message and all after it."""
@@ -299,6 +314,7 @@ class ChatView(QScrollArea):
             w.setParent(None)
             w.deleteLater()
         del self.messages[index:]
+        self.hint.setVisible(not self.messages)
 
     def clear(self) -> None:
         if self.messages:

@@ -181,7 +181,7 @@ class DebugPanel(QDockWidget):
         where = "Latest token" if latest else "Token under the mouse"
         self.token_title.setText(
             f"<b>{where}</b> #{event.index + 1}: <code>{_escape(visible_piece(event.piece))}"
-            f"</code> (id {event.id})"
+            f"</code> (id {event.id})" + (" · thinking" if event.thinking else "")
         )
         self.top_model.set_records(top_rows(event))
         self.entropy_label.setText(

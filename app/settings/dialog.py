@@ -107,6 +107,11 @@ class SettingsDialog(QDialog):
         self.num_ctx.setValue(settings.num_ctx)
         self.num_ctx.setToolTip("num_ctx: tokens the model can see at once (reloads the model)")
         form.addRow("context size (num_ctx)", self.num_ctx)
+        self.think = QCheckBox("let thinking models (Qwen3, DeepSeek-R1) think before answering")
+        self.think.setChecked(settings.think)
+        self.think.setToolTip("Off sends Ollama's think=false: models whose template allows "
+                              "it answer at once")
+        form.addRow("thinking", self.think)
         layout.addWidget(conversation)
 
         engine = QGroupBox("Engine (changes reload the model)")
@@ -170,6 +175,7 @@ class SettingsDialog(QDialog):
             options=self.options(),
             system=self.system_edit.toPlainText().strip(),
             num_ctx=self.num_ctx.value(),
+            think=self.think.isChecked(),
             provider=self.provider.currentData() or "cpu",
             exact=self.exact.isChecked(),
             requantize="" if self.exact.isChecked() else self.requantize.currentData() or "",

@@ -28,6 +28,7 @@ class Settings:
     max_pixels: int = 2_097_152
     layer_stats: bool = False
     color_by_probability: bool = False
+    think: bool = True                      # thinking models think (off: Ollama's think=false)
 
     @classmethod
     def path(cls) -> Path:

@@ -31,6 +31,7 @@ OPTION_FLAGS = {  # CLI flag -> Ollama option name
 HELP = """Available commands:
   /set parameter NAME VALUE   set a generation option (e.g. /set parameter temperature 0)
   /set system TEXT            set the system message
+  /set think | /set nothink   turn the model's thinking on or off
   /show info                  show model details
   /clear                      forget the conversation
   /bye                        exit
@@ -51,6 +52,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-logprobs", type=int, default=0, metavar="K",
                    help="with --format jsonl: the K (<= 20) most likely tokens at each step")
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--think", nargs="?", const="true", metavar="true|false|high|medium|low",
+                   type=parse_think,
+                   help="thinking models: think first (default: the template's own choice)")
+    p.add_argument("--hidethinking", action="store_true",
+                   help="do not print the model's thinking, only its answer")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
@@ -80,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
                        requantize=args.requantize)
     if args.requantize or args.verbose:
         print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
-    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
+    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs),
+                       think=args.think)
     images = _load_images(model, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
@@ -140,11 +147,46 @@ def _start_worker(events: Iterator[Event]) -> queue.Queue:
     return box
 
 
+def parse_think(value: str) -> bool | str:
+    """Ollama's --think values: true/false, or a level for models that take one."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("high", "medium", "low"):
+        return lowered
+    raise argparse.ArgumentTypeError(
+        f"--think takes true, false, high, medium or low, not {value!r}")
+
+
+class ThinkingPrinter:
+    """Thinking in the terminal as `ollama run` shows it: "Thinking..." and the text
+    (dim on a terminal), "...done thinking." before the answer; `hide` prints none of it."""
+
+    def __init__(self, hide: bool) -> None:
+        self.hide, self.state = hide, "before"
+        tty = sys.stdout.isatty()
+        self.dim, self.plain = ("\x1b[2m", "\x1b[0m") if tty else ("", "")
+
+    def thinking(self, text: str) -> str:
+        if self.hide or not text:
+            return ""
+        opened = self.state == "before"
+        self.state = "thinking"
+        return (f"{self.dim}Thinking...\n" if opened else self.dim) + text + self.plain
+
+    def answer(self, text: str) -> str:
+        if self.state == "thinking" and text:
+            self.state = "answered"
+            return f"{self.dim}\n...done thinking.{self.plain}\n\n" + text
+        return text
+
+
 def _print_events(events: Iterator[Event], cancel: Callable[[], None],
                   args: argparse.Namespace) -> DoneEvent | None:
     """Print events as they come. Ctrl-C cancels the answer; we keep reading until the
     worker has really finished, so the next prompt never races a running answer."""
     done: DoneEvent | None = None
+    printer = ThinkingPrinter(args.hidethinking)
     box = _start_worker(events)
     while True:
         try:
@@ -153,12 +195,13 @@ def _print_events(events: Iterator[Event], cancel: Callable[[], None],
                 return done
             if isinstance(item, BaseException):
                 raise item
-            done = _print_event(item, args) or done
+            done = _print_event(item, args, printer) or done
         except KeyboardInterrupt:
             cancel()
 
 
-def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
+def _print_event(item: Event, args: argparse.Namespace,
+                 printer: ThinkingPrinter) -> DoneEvent | None:
     out = sys.stdout
     if isinstance(item, NoticeEvent):
         print(f"note: {item.message}", file=sys.stderr)
@@ -166,13 +209,13 @@ def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
         if args.format == "jsonl":
             out.write(json.dumps(_token_json(item, args.top_logprobs), ensure_ascii=False) + "\n")
         else:
-            out.write(item.text)
+            out.write(printer.thinking(item.thinking_text) + printer.answer(item.text))
         out.flush()
     elif isinstance(item, DoneEvent):
         if args.format == "jsonl":
             out.write(json.dumps({"done": True, **item.counters()}) + "\n")
         else:
-            out.write(item.tail + "\n")
+            out.write(printer.answer(item.tail) + "\n")
         out.flush()
         if args.verbose:
             _print_timings(item)
@@ -184,6 +227,7 @@ def _token_json(event: TokenEvent, k: int) -> dict:
     return {
         "id": event.id,
         "token": event.piece,
+        **({"thinking": True} if event.thinking else {}),
         "logprob": event.logprob,
         "top_logprobs": [
             {"id": t.id, "token": t.piece, "logprob": t.logprob, "logit": t.logit}
@@ -270,6 +314,9 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
             return
         overrides[name] = value
         print(f"Set parameter '{name}' to '{raw}'")
+    elif words[:2] in (["/set", "think"], ["/set", "nothink"]):
+        chat.think = words[1] == "think"
+        print(f"Set '{words[1]}' mode.")
     elif words[:2] == ["/set", "system"] and len(words) >= 3:
         chat.system = text.split(None, 2)[2]
         print("Set system message.")

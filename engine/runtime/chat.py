@@ -17,6 +17,7 @@ from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
+from engine.runtime.thinking import ThinkingSplitter, prompt_opens_thinking
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Message:
     role: str                       # "system", "user", "assistant"
     content: str
     images: tuple = ()              # engine.vision ImageInput records
+    thinking: str = ""              # an answer's thinking section (kept apart from content)
 
 
 @dataclass
@@ -33,6 +35,7 @@ class ChatSession:
     system: str | None = None       # None: the model's system layer
     messages: list[Message] = field(default_factory=list)
     num_top: int = 5                # alternatives reported per token (<= 20)
+    think: bool | str | None = None # Ollama's option; None: the template's default
     cancel_event: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -71,10 +74,10 @@ class ChatSession:
         self.cancel_event.clear()
         prompt = self.model.tokenize_raw(text)
         self.last_prompt = prompt
-        return self._generator.run(prompt, self.options, cancel=self.cancel_event,
-                                   num_top=self.num_top,
-                                   load_duration=self._take_load_duration(),
-                                   max_cache_len=self.model.decoder.max_cache_len)
+        return self._split_thinking(prompt, self._generator.run(
+            prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
+            load_duration=self._take_load_duration(),
+            max_cache_len=self.model.decoder.max_cache_len))
 
     def check_against_reference(self) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
@@ -110,26 +113,51 @@ class ChatSession:
                 f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
-        reply, started = "", False
+        reply, thinking, started = "", "", False
         try:
-            for event in self._generator.run(
+            for event in self._split_thinking(prompt, self._generator.run(
                 prompt,
                 self.options,
                 cancel=self.cancel_event,
                 num_top=self.num_top,
                 load_duration=self._take_load_duration(),
                 max_cache_len=self.model.decoder.max_cache_len,
-            ):
+            )):
                 started = True
                 if isinstance(event, TokenEvent):
                     reply += event.text
+                    thinking += event.thinking_text
                 elif isinstance(event, DoneEvent):
-                    reply = event.text
+                    reply, thinking = event.text, event.thinking
                 yield event
         finally:
             # whatever was generated stays in the conversation, even when cancelled
             if started:
-                self.messages.append(Message("assistant", reply))
+                self.messages.append(Message("assistant", reply, thinking=thinking))
+
+    def _split_thinking(self, prompt: PromptTokens, events: Iterator[Event]) -> Iterator[Event]:
+        """Tag each token's text as thinking or answer (engine.runtime.thinking); the
+        DoneEvent's text is the answer alone and its `thinking` the thinking section."""
+        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        splitter = ThinkingSplitter(opened=prompt_opens_thinking(tail))
+        answer, thinking = [], []
+        for event in events:
+            if isinstance(event, TokenEvent):
+                part = splitter.push(event.text)
+                event = replace(event, text=part.answer, thinking_text=part.thinking,
+                                thinking=part.in_thinking)
+                answer.append(part.answer)
+                thinking.append(part.thinking)
+            elif isinstance(event, DoneEvent):
+                end, rest = splitter.push(event.tail), splitter.flush()
+                released = end.answer + rest.answer
+                thinking.append(end.thinking + rest.thinking)
+                event = replace(event, text="".join(answer) + released, tail=released,
+                                thinking="".join(thinking))
+                if self.think is False and event.thinking:
+                    yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
+                                      "switch for thinking (think=false is ignored)")
+            yield event
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does
@@ -149,7 +177,8 @@ class ChatSession:
         system = [m for m in self.messages if m.role == "system"]
         turns = [m for m in self.messages if m.role != "system"]
         for dropped in range(len(turns)):
-            prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system)
+            prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system,
+                                              think=self.think)
             if len(prompt) + reserve <= limit or dropped == len(turns) - 1:
                 if len(prompt) >= limit:
                     raise GenerationError(

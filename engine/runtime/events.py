@@ -34,6 +34,8 @@ class TokenEvent:
     top: tuple[TopToken, ...]       # best first, k <= 20
     elapsed_ns: int                 # time of this step (forward + sampling)
     layer_stats: np.ndarray | None = field(default=None, compare=False)  # [n_layers+1, 4]
+    thinking: bool = False          # generated inside the model's <think> section
+    thinking_text: str = ""         # delta for the thinking section (`text` is the answer's)
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class DoneEvent:
     eval_duration: int              # ns
     load_duration: int              # ns
     total_duration: int             # ns
+    thinking: str = ""              # the whole thinking section (not part of `text`)
 
     def counters(self) -> dict[str, int | str]:
         return {

@@ -49,9 +49,10 @@ class LoadedModel:
     _vision: VisionEncoder | None = field(default=None, repr=False)
     _vision_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def tokenize_chat(self, messages: Sequence, system: str | None = None) -> PromptTokens:
+    def tokenize_chat(self, messages: Sequence, system: str | None = None,
+                      think: bool | str | None = None) -> PromptTokens:
         """Render messages with the model's template and tokenize them, only the template's
-        own markup becoming control tokens."""
+        own markup becoming control tokens. `think` is Ollama's option (None: unset)."""
         rendered = render_prompt(
             [_as_dict(m) for m in messages],
             layer_messages=self.preset_messages,
@@ -59,6 +60,7 @@ class LoadedModel:
             chat_template=self.gguf.config.chat_template,
             system=system if system is not None else self.system,
             special_tokens=self.special_token_strings(),
+            think=think,
         )
         ids = self.tokenizer.encode_prompt(rendered.segments)
         images = [image for m in messages for image in _images_of(m)]
@@ -105,6 +107,8 @@ def _as_dict(message) -> dict:
     if isinstance(message, dict):
         return message
     out = {"role": message.role, "content": message.content}
+    if message.thinking:
+        out["thinking"] = message.thinking
     if message.images:
         out["images"] = list(message.images)
     return out
