@@ -15,7 +15,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.desktop import self_test, theme
+from app.desktop import preflight, self_test, theme
 from app.desktop.logging_setup import setup_logging
 from app.desktop.single_instance import (
     FileOpenEvents,
@@ -56,6 +56,10 @@ def offer_imports(window: MainWindow, paths: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    problem = preflight.problem()          # before Qt, which would abort instead
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
     files = [str(Path(f).resolve()) for f in args.files]
     setup_logging()
     name = server_name()

@@ -11,7 +11,9 @@ from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
+    QHBoxLayout,
     QLabel,
+    QLineEdit,
     QListView,
     QMenu,
     QPushButton,
@@ -118,9 +120,15 @@ def _list_view(model, delegate: QStyledItemDelegate) -> QListView:
 
 class Sidebar(QFrame):
     modelChosen = Signal(object)            # ModelEntry
+    getModelRequested = Signal()
+    modelCopyRequested = Signal(object)     # ModelEntry
+    modelRemoveRequested = Signal(object)   # ModelEntry
     newChatRequested = Signal()
     conversationChosen = Signal(int)
     conversationDeleteRequested = Signal(int)
+    conversationRenameRequested = Signal(int)
+    conversationPinRequested = Signal(int, bool)
+    conversationExportRequested = Signal(int, str)     # id, "md" or "json"
     settingsRequested = Signal()
 
     def __init__(self, models: ModelListModel, conversations: ConversationListModel,
@@ -135,12 +143,25 @@ class Sidebar(QFrame):
         title.setObjectName("appTitle")
         layout.addWidget(title)
 
-        layout.addWidget(_section("Models"))
+        header = QHBoxLayout()
+        header.addWidget(_section("Models"))
+        header.addStretch(1)
+        self.get_model = QPushButton("＋ Get a model")
+        self.get_model.setObjectName("getModel")
+        self.get_model.setFlat(True)
+        self.get_model.setCursor(Qt.PointingHandCursor)
+        self.get_model.setToolTip("Download a model from a registry into the store")
+        self.get_model.clicked.connect(self.getModelRequested)
+        header.addWidget(self.get_model)
+        layout.addLayout(header)
         self.model_view = _list_view(models, TwoLineDelegate(
             ModelListModel.DetailsRole, ModelListModel.ProblemRole, ModelListModel.VisionRole,
             "vision"))
         self.model_view.setObjectName("modelList")
         self.model_view.clicked.connect(self._model_clicked)
+        self.model_view.activated.connect(self._model_clicked)     # Enter after Ctrl+K
+        self.model_view.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.model_view.customContextMenuRequested.connect(self._model_menu)
         layout.addWidget(self.model_view, 2)
 
         self.new_chat = QPushButton("＋  New chat")
@@ -150,6 +171,12 @@ class Sidebar(QFrame):
         layout.addWidget(self.new_chat)
 
         layout.addWidget(_section("Conversations"))
+        self.search = QLineEdit()
+        self.search.setObjectName("conversationSearch")
+        self.search.setPlaceholderText("Search conversations (Ctrl+F)")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(conversations.set_query)
+        layout.addWidget(self.search)
         self.conversation_view = _list_view(
             conversations, TwoLineDelegate(ConversationListModel.DetailsRole))
         self.conversation_view.setObjectName("conversationList")
@@ -181,6 +208,27 @@ class Sidebar(QFrame):
         if entry is not None and entry.problem is None:
             self.modelChosen.emit(entry)
 
+    def model_menu(self, entry: ModelEntry) -> QMenu:
+        """Copy / Remove for one model (a broken one can only be removed; a server's
+        models are the server's business)."""
+        menu = QMenu(self)
+        if entry.server:
+            menu.addAction(f"On {entry.server}: see File → Connections…").setEnabled(False)
+            return menu
+        copy = menu.addAction("Copy…")
+        copy.setEnabled(entry.model is not None)
+        copy.triggered.connect(lambda: self.modelCopyRequested.emit(entry))
+        menu.addAction("Remove…").triggered.connect(
+            lambda: self.modelRemoveRequested.emit(entry))
+        return menu
+
+    def _model_menu(self, point: QPoint) -> None:
+        entry = self.model_view.indexAt(point).data(ModelListModel.EntryRole)
+        if entry is not None:
+            menu = self.model_menu(entry)
+            menu.exec(self.model_view.viewport().mapToGlobal(point))
+            menu.deleteLater()
+
     def _conversation_clicked(self, index: QModelIndex) -> None:
         conversation = index.data(ConversationListModel.ConversationRole)
         if conversation is not None:
@@ -192,6 +240,20 @@ class Sidebar(QFrame):
         if conversation is None:
             return
         menu = QMenu(self)
-        delete = menu.addAction("Delete conversation")
-        if menu.exec(self.conversation_view.viewport().mapToGlobal(point)) is delete:
-            self.conversationDeleteRequested.emit(conversation.id)
+        actions = {
+            menu.addAction("Rename…"): lambda: self.conversationRenameRequested.emit(
+                conversation.id),
+            menu.addAction("Unpin" if conversation.pinned else "Pin to the top"):
+                lambda: self.conversationPinRequested.emit(conversation.id,
+                                                           not conversation.pinned),
+            menu.addAction("Export as Markdown…"): lambda: self.conversationExportRequested.emit(
+                conversation.id, "md"),
+            menu.addAction("Export as JSON…"): lambda: self.conversationExportRequested.emit(
+                conversation.id, "json"),
+        }
+        menu.addSeparator()
+        actions[menu.addAction("Delete conversation")] = \
+            lambda: self.conversationDeleteRequested.emit(conversation.id)
+        chosen = menu.exec(self.conversation_view.viewport().mapToGlobal(point))
+        if chosen in actions:
+            actions[chosen]()

@@ -26,19 +26,26 @@ from app.chat.conversation import ConversationController
 from app.chat.empty_state import EmptyState, suggested_name
 from app.chat.input_box import image_paths_of
 from app.chat.page import ChatPage, no_vision_text
+from app.conversations.actions import ConversationActions
 from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
+from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
+from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.panel import DebugPanel
-from app.models.list_model import ModelEntry, ModelListModel, StoreScanJob
+from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
 from app.models.loader import ModelLoader
+from app.models.manager import ModelManager
+from app.settings.connections import ConnectionsDialog, connection_of
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import CallJob, JobRunner
 from engine.errors import LanternError
 from engine.paths import data_dir
+from engine.remote.session import RemoteModel
+from engine.runtime.backend import Capability
 from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
@@ -67,7 +74,12 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationListModel(self.history, self)
         self.loader = ModelLoader(self.runner, self)
         self.controller = ConversationController(self.history, self.settings, self.runner, self)
+        self.manager = ModelManager(self.runner, self.store, self)
         self.scan_job: StoreScanJob | None = None
+        self.remote_job: RemoteScanJob | None = None
+        self.local_entries: list[ModelEntry] = []
+        self.remote_entries: list[ModelEntry] = []     # models of Settings → Connections
+        self.crosscheck: CrossCheckDialog | None = None
         self.import_job: CallJob | None = None
         self.entry: ModelEntry | None = None          # the loaded model's entry
         self._first_listing = True
@@ -101,21 +113,31 @@ class MainWindow(QMainWindow):
         self.panel.stats_toggle.setChecked(self.settings.layer_stats)
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)
         self.chat.set_color_tokens(self.settings.color_by_probability)
+        self.actions = ConversationActions(self, self.controller, self.banner)
+        self.shortcut_actions = shortcuts.bind(self, {
+            "new_chat": self.new_chat, "focus_input": self.focus_input,
+            "pick_model": self.pick_model, "search": self.focus_search,
+            "escape": self.escape, "copy_answer": self.copy_last_answer,
+            "show_shortcuts": self.show_shortcuts})
         self._build_menus()
         self._build_status_bar()
         self._connect()
+        self._conversation_changed(None)
+        self.focus_input()                 # typing goes to the input from the start
         self.rescan()
 
     # -- construction ----------------------------------------------------------------------
 
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
-        new_chat = file_menu.addAction("New chat")
-        new_chat.setShortcut(QKeySequence.New)
-        new_chat.triggered.connect(self.new_chat)
+        file_menu.addAction(self.shortcut_actions["new_chat"])
+        file_menu.addAction("Get a model…").triggered.connect(self.manager.get_model)
         file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
+        file_menu.addAction("Import a conversation…").triggered.connect(
+            self._import_conversation)
         file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
         file_menu.addAction("Look for models again").triggered.connect(self.rescan)
+        file_menu.addAction("Connections…").triggered.connect(self.open_connections)
         file_menu.addSeparator()
         settings = file_menu.addAction("Settings…")
         settings.setShortcut(QKeySequence.Preferences)
@@ -129,7 +151,14 @@ class MainWindow(QMainWindow):
         toggle.setText("Debug panel")
         toggle.setShortcut(QKeySequence("Ctrl+D"))
         view_menu.addAction(toggle)
-        about = self.menuBar().addMenu("&Help").addAction("About Lantern")
+        tools = self.menuBar().addMenu("&Tools")
+        self.crosscheck_action = tools.addAction("Cross-check with a server…")
+        self.crosscheck_action.triggered.connect(self.open_crosscheck)
+        help_menu = self.menuBar().addMenu("&Help")
+        keys = self.shortcut_actions["show_shortcuts"]
+        keys.setText("Keyboard shortcuts")
+        help_menu.addAction(keys)
+        about = help_menu.addAction("About Lantern")
         about.setMenuRole(QAction.AboutRole)
         about.triggered.connect(self.show_about)
 
@@ -146,8 +175,17 @@ class MainWindow(QMainWindow):
         sidebar.modelChosen.connect(self.load_model)
         sidebar.newChatRequested.connect(self.new_chat)
         sidebar.conversationChosen.connect(self.open_conversation)
-        sidebar.conversationDeleteRequested.connect(controller.delete)
+        sidebar.conversationDeleteRequested.connect(self.delete_conversation)
+        sidebar.conversationRenameRequested.connect(self.actions.rename)
+        sidebar.conversationPinRequested.connect(self.actions.set_pinned)
+        sidebar.conversationExportRequested.connect(self.actions.export)
+        self.chat.header.editRequested.connect(self.actions.edit_settings)
         sidebar.settingsRequested.connect(self.open_settings)
+        sidebar.getModelRequested.connect(self.manager.get_model)
+        sidebar.modelCopyRequested.connect(self.manager.copy)
+        sidebar.modelRemoveRequested.connect(self.manager.remove)
+        self.manager.storeChanged.connect(self.rescan)
+        self.manager.message.connect(self.banner.show_message)
         loader.progress.connect(self._load_progress)
         loader.loaded.connect(self._loaded)
         loader.failed.connect(self._load_failed)
@@ -171,6 +209,7 @@ class MainWindow(QMainWindow):
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
         self.empty.folderChosen.connect(self.set_models_dir)
+        self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
         self.empty.rescanRequested.connect(self.rescan)
 
@@ -180,6 +219,7 @@ class MainWindow(QMainWindow):
         return Store.open(self.settings.models_dir)
 
     def rescan(self) -> None:
+        self.rescan_remote()
         if self.scan_job is not None:
             self.scan_job.cancel()
         job = StoreScanJob(self.store())
@@ -189,32 +229,85 @@ class MainWindow(QMainWindow):
         self.scan_job = job
         self.runner.start(job)
 
+    def rescan_remote(self) -> None:
+        """Ask every connection for its models (they join the list after the local ones)."""
+        if self.remote_job is not None:
+            self.remote_job.cancel()
+        connections = []
+        for record in self.settings.connections:
+            try:
+                connections.append(connection_of(record))
+            except LanternError as error:
+                self.banner.show_message("error", f"a saved connection is unusable: {error}")
+        self.remote_entries = []
+        if not connections:
+            self._show_entries()
+            return
+        job = RemoteScanJob(connections)
+        job.listed.connect(self._remote_listed)
+        self.remote_job = job
+        self.runner.start(job)
+
+    def _remote_listed(self, entries: list[ModelEntry]) -> None:
+        if self.sender() is not self.remote_job:
+            return
+        self.remote_job = None
+        self.remote_entries = entries
+        self._show_entries()
+        for entry in entries:
+            if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
+                    and self.entry is None and not self.loader.loading):
+                self.sidebar.select_model(entry.name)
+                self.load_model(entry)
+
+    def _show_entries(self) -> None:
+        """Local models first (the store scan describes them by row), then remote ones."""
+        entries = self.local_entries + self.remote_entries
+        self.models.set_entries(entries)
+        if self.entry is not None:
+            self.sidebar.select_model(self.entry.name)
+        if not self._first_listing:
+            self.pages.setCurrentWidget(self.chat if entries else self.empty)
+
     def _listed(self, entries: list[ModelEntry]) -> None:
+        self.local_entries = list(entries)
+        entries = self.local_entries + self.remote_entries
         self.models.set_entries(entries)
         store = self.store()
         self.empty.set_store(store.root, store.root.is_dir())
         self.pages.setCurrentWidget(self.chat if entries else self.empty)
         if self._first_listing:
             self._first_listing = False
-            self.panel.setVisible(bool(entries))   # nothing to look inside yet
+            # nothing to look inside yet (unless a server's models are on their way)
+            self.panel.setVisible(bool(entries or self.settings.connections))
         if self.entry is not None:
             self.sidebar.select_model(self.entry.name)
 
     def _described(self, row: int, entry: ModelEntry) -> None:
+        if 0 <= row < len(self.local_entries):
+            self.local_entries[row] = entry
         self.models.update_entry(row, entry)
-        if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
+        if (self.auto_load and entry.runnable and entry.name == self._start_model()
                 and self.entry is None and not self.loader.loading):
             self.sidebar.select_model(entry.name)
             self.load_model(entry)
 
+    def _start_model(self) -> str | None:
+        """The model to load on start: the last one used, else the only one there is."""
+        names = [e.name for e in self.models.entries]
+        if self.settings.last_model in names:
+            return self.settings.last_model
+        return names[0] if len(names) == 1 else None
+
     def _scan_failed(self, message: str) -> None:
-        self.models.set_entries([])
+        self.local_entries = []
+        self.models.set_entries(self.remote_entries)
         store = self.store()
         self.empty.set_store(store.root, store.root.is_dir())
-        self.pages.setCurrentWidget(self.empty)
+        self.pages.setCurrentWidget(self.chat if self.remote_entries else self.empty)
         if self._first_listing:
             self._first_listing = False
-            self.panel.setVisible(False)
+            self.panel.setVisible(bool(self.settings.connections))
 
     def set_models_dir(self, folder: str) -> None:
         self.settings = replace(self.settings, models_dir=folder)
@@ -272,18 +365,30 @@ class MainWindow(QMainWindow):
         name = self.loader.entry.name if self.loader.entry else ""
         self.banner.show_progress(f"Loading {name}: {stage}…", fraction)
 
-    def _loaded(self, model: LoadedModel, entry: ModelEntry) -> None:
+    def _loaded(self, model: LoadedModel | RemoteModel, entry: ModelEntry) -> None:
         self.entry = entry
-        self.controller.set_model(model, entry.vision)
+        where = f"the server {entry.host}" if entry.host else "this computer"
+        self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
+        self.panel.set_capabilities(model.capabilities, model.name, where)
+        self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
         self.chat.input.set_ready(True)
+        self._conversation_changed(self.controller.conversation_id)
+        if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
+            self.focus_input()
         self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
-        weights = model.decoder.requantization
-        self.status_provider.setText(
-            f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
-            + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
-            + f"loaded in {model.load_duration / 1e9:.1f} s")
-        self.status_provider.setToolTip(model.decoder.weights)
+        if entry.remote is not None:
+            kind = entry.remote.connection.kind
+            self.status_provider.setText(f"remote · {entry.host} ({kind})")
+            self.status_provider.setToolTip(f"{model.name} runs on {entry.host}; the panel "
+                                            "shows the server's log-probabilities")
+        else:
+            weights = model.decoder.requantization
+            self.status_provider.setText(
+                f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
+                + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
+                + f"loaded in {model.load_duration / 1e9:.1f} s")
+            self.status_provider.setToolTip(model.decoder.weights)
         if self.settings.last_model != entry.name:
             self.settings = replace(self.settings, last_model=entry.name)
             self.controller.settings = self.settings
@@ -309,6 +414,13 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.panel.clear()
         self.inspector.clear()
+        self.focus_input()
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        """Delete (Undo in the banner); the open conversation gives way to a new chat."""
+        if conversation_id == self.controller.conversation_id:
+            self.new_chat()
+        self.actions.delete(conversation_id)
 
     def open_conversation(self, conversation_id: int) -> None:
         if conversation_id == self.controller.conversation_id:
@@ -326,6 +438,49 @@ class MainWindow(QMainWindow):
     def _refresh_conversations(self) -> None:
         self.conversations.refresh()
         self.sidebar.select_conversation(self.controller.conversation_id)
+        self.chat.refresh_header()
+        self.setWindowTitle(" — ".join(
+            [self.chat.header.title.text(), self.controller.model_name or "no model",
+             "Lantern"]))
+
+    def _import_conversation(self) -> None:
+        conversation_id = self.actions.import_file()
+        if conversation_id is not None:
+            self.open_conversation(conversation_id)
+
+    # -- keyboard --------------------------------------------------------------------------
+
+    def focus_input(self) -> None:
+        self.chat.input.editor.setFocus()
+
+    def pick_model(self) -> None:
+        """Ctrl+K: the model list takes the keyboard (arrows, Enter loads)."""
+        view = self.sidebar.model_view
+        row = self.models.row_of(self.entry.name) if self.entry else 0
+        if self.models.rowCount():
+            view.setCurrentIndex(self.models.index(max(row, 0)))
+        view.setFocus()
+
+    def focus_search(self) -> None:
+        self.sidebar.search.setFocus()
+        self.sidebar.search.selectAll()
+
+    def escape(self) -> None:
+        """Esc: stop the answer; else leave editing; else clear the search."""
+        if self.controller.busy:
+            self.controller.stop()
+        elif self.chat.input.editing:
+            self.chat.input.cancel_edit()
+        elif self.sidebar.search.text():
+            self.sidebar.search.clear()
+            self.focus_input()
+
+    def copy_last_answer(self) -> None:
+        if self.chat.copy_last_answer():
+            self.statusBar().showMessage("Copied the last answer", 3000)
+
+    def show_shortcuts(self) -> None:
+        shortcuts.ShortcutsDialog(self).exec()
 
     # -- streaming and the panel -----------------------------------------------------------
 
@@ -340,7 +495,11 @@ class MainWindow(QMainWindow):
         step = event.eval_duration / 1e6 / event.eval_count if event.eval_count else 0.0
         self.panel.show_timing(step, speed, event.prompt_eval_count,
                                event.prompt_eval_duration / 1e9)
-        self.status_speed.setText(f"{speed:.1f} tok/s · {event.eval_count} tokens")
+        status = f"{speed:.1f} tok/s · {event.eval_count} tokens"
+        if event.draft_count:
+            status += (f" · drafted {event.draft_count}, accepted {event.draft_accepted} "
+                       f"({event.acceptance:.0%})")
+        self.status_speed.setText(status)
 
     def _color_tokens(self, enabled: bool) -> None:
         self.chat.set_color_tokens(enabled)
@@ -369,14 +528,31 @@ class MainWindow(QMainWindow):
     def open_settings(self) -> None:
         model = self.controller.model
         dialog = SettingsDialog(self.settings, model.params if model else None,
-                                model.system if model else None, self)
+                                model.system if model else None, self, runner=self.runner)
         if dialog.exec():
             before = self.settings
             self.settings = dialog.result_settings()
             self.controller.settings = self.settings
             self.settings.save()
-            if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS):
+            if before.connections != self.settings.connections:
+                self.rescan_remote()
+            if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS) \
+                    and (self.entry is None or self.entry.remote is None):
                 self.reload_model()
+
+    def open_connections(self) -> None:
+        dialog = ConnectionsDialog(self.settings.connections, self.runner, self)
+        if dialog.exec() and dialog.records != self.settings.connections:
+            self._save_settings(connections=dialog.records)
+            self.rescan_remote()
+
+    def open_crosscheck(self) -> None:
+        """Lantern's loaded model against a server's copy, on the current conversation."""
+        if self.crosscheck is None:
+            self.crosscheck = CrossCheckDialog(self.controller, self.models, self.runner, self)
+        self.crosscheck.refresh()
+        self.crosscheck.show()
+        self.crosscheck.raise_()
 
     def show_about(self) -> None:
         AboutDialog(about_facts(self.store().root, self.history.path), self).exec()

@@ -43,3 +43,28 @@ class ImageError(LanternError):
 
 class GenerationError(LanternError):
     """Generation could not proceed (context overflow that cannot be resolved, bad options...)."""
+
+
+class RegistryError(LanternError):
+    """A model registry that cannot be reached or answers with something unusable."""
+
+
+class Unauthorized(RegistryError):
+    """The registry refused access (HTTP 401/403), even after the anonymous token flow."""
+
+
+class DiskFull(LanternError):
+    """No space left where the store writes."""
+
+
+class Cancelled(LanternError):
+    """An operation the user stopped; what can be resumed is kept."""
+
+
+class RemoteError(LanternError):
+    """A remote engine (Ollama, an OpenAI-compatible server) could not be used: unreachable,
+    refused the key, lacks the model, or cut its answer."""
+
+
+class StreamCut(RemoteError):
+    """The server's answer ended before it said it was done; what arrived is kept."""

@@ -34,3 +34,17 @@ def demo_15b() -> Path:
     from tests.fixtures.demo_models import QWEN_15B, fetch
 
     return fetch(QWEN_15B)
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """A real docker-registry (distribution 2.8) on a free loopback port, stopped at the end.
+    Missing binary: the tests fail and say how to install it (they are not skipped)."""
+    from tests.fixtures.registry import LocalRegistry
+
+    try:
+        local = LocalRegistry.start(tmp_path_factory.mktemp("registry"))
+    except RuntimeError as error:
+        pytest.fail(str(error))
+    yield local
+    local.stop()

@@ -37,3 +37,18 @@ def test_app_never_touches_onnx_or_gguf_internals():
         for path, names in _imports("app").items()
     }
     assert {p: n for p, n in offenders.items() if n} == {}
+
+
+def test_lantern_run_imports_no_test_oracles_or_qt():
+    """Every `lantern run` pays for its imports before the model loads: the numerical
+    oracles (torch, transformers) and Qt must stay out of that path."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from engine.cli import build_parser; build_parser(); "
+             "import engine.runtime.loader, engine.runtime.chat; "
+             "print(' '.join(sorted(m.split('.')[0] for m in sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout.split())
+    assert "engine" in loaded  # the probe really imported the CLI
+    assert loaded & {"torch", "transformers", "accelerate", "PySide6"} == set()

@@ -51,17 +51,17 @@ def test_install_writes_entry_icons_and_mime_type(tmp_path):
     assert mime.find(f"{MIME_NS}magic/{MIME_NS}match").get("value") == "GGUF"
 
 
-@pytest.mark.skipif(shutil.which("update-mime-database") is None,
-                    reason="shared-mime-info is not installed")
 def test_install_refreshes_the_mime_database(tmp_path):
+    if shutil.which("update-mime-database") is None:
+        pytest.fail("update-mime-database is not installed: apt-get install shared-mime-info")
     entry = install(tmp_path, ["/usr/bin/lantern"])
     assert "update-mime-database" in entry.refreshed
     assert "application/x-gguf:*.gguf" in (tmp_path / "mime" / "globs2").read_text()
 
 
-@pytest.mark.skipif(shutil.which("desktop-file-validate") is None,
-                    reason="desktop-file-utils is not installed")
 def test_the_installed_entry_is_valid(tmp_path):
+    if shutil.which("desktop-file-validate") is None:
+        pytest.fail("desktop-file-validate is not installed: apt-get install desktop-file-utils")
     entry = install(tmp_path, ["/opt/My Apps/lantern"])
     result = subprocess.run(["desktop-file-validate", str(entry.desktop_file)],
                             capture_output=True, text=True)

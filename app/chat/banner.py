@@ -12,6 +12,7 @@ LEVELS = ("info", "warning", "error", "progress")
 
 class Banner(QFrame):
     cancelRequested = Signal()
+    actionRequested = Signal()           # the message's own button (e.g. Undo)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -33,6 +34,10 @@ class Banner(QFrame):
         self.progress.setTextVisible(False)
         self.progress.setFixedWidth(180)
         layout.addWidget(self.progress)
+        self.action = QPushButton("")
+        self.action.setObjectName("bannerAction")
+        self.action.clicked.connect(self._act)
+        layout.addWidget(self.action)
         self.cancel = QPushButton("Cancel")
         self.cancel.setObjectName("bannerCancel")
         self.cancel.clicked.connect(self.cancelRequested)
@@ -45,9 +50,12 @@ class Banner(QFrame):
         layout.addWidget(self.close_button)
         self.hide()
 
-    def show_message(self, level: str, text: str) -> None:
-        """level: "info", "warning" or "error"."""
+    def show_message(self, level: str, text: str, action: str = "") -> None:
+        """level: "info", "warning" or "error"; `action` labels a button that emits
+        actionRequested (and dismisses the message)."""
         self._set_level(level)
+        self.action.setText(action)
+        self.action.setVisible(bool(action))
         self.icon.setText({"info": "ℹ", "warning": "⚠", "error": "✖"}.get(level, ""))
         self.text.setText(text)
         self.progress.hide()
@@ -66,9 +74,14 @@ class Banner(QFrame):
             self.progress.setRange(0, 1000)
             self.progress.setValue(int(1000 * max(0.0, min(1.0, fraction))))
         self.progress.show()
+        self.action.hide()
         self.cancel.setVisible(cancellable)
         self.close_button.hide()
         self.show()
+
+    def _act(self) -> None:
+        self.dismiss()
+        self.actionRequested.emit()
 
     def dismiss(self) -> None:
         self.level = ""

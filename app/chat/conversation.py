@@ -1,5 +1,6 @@
-"""One conversation at a time, on the engine side: the ChatSession, its History rows and
-the GenerateJob streaming the answer.
+"""One conversation at a time, on the engine side: the chat backend (the local engine's
+ChatSession or a server's RemoteChatSession, both engine.runtime.backend.ChatBackend), its
+History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History every half second and at the end, so quitting
 (`shutdown`) or a crash keeps what was shown. Stored conversations are restored into a
@@ -15,15 +16,19 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from app.conversations.history import History, StoredMessage
+from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
 from engine.errors import GenerationError, ImageError
-from engine.runtime.chat import ChatSession, Message
+from engine.remote.crosscheck import cross_check
+from engine.remote.session import RemoteModel
+from engine.runtime.backend import Capability, ChatBackend, unavailable_reason
+from engine.runtime.chat import Message
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
-from engine.vision.preprocess import ImageInput, preprocess
+from engine.runtime.speculation import drafter_for
+from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
 TITLE_LENGTH = 48
@@ -55,19 +60,26 @@ class ConversationController(QObject):
     promptReady = Signal(object, object)     # PromptTokens being answered, id -> piece
     checkDone = Signal(object)               # engine.runtime.check.CheckReport
     checkFailed = Signal(str)
+    crossCheckDone = Signal(object)          # engine.remote.crosscheck.CrossCheckReport
+    crossCheckFailed = Signal(str)
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.history, self.settings, self.runner = history, settings, runner
-        self.model: LoadedModel | None = None
+        self.model: LoadedModel | RemoteModel | None = None
+        self.where = "this computer"            # where the model runs (a server's host)
         self.vision = False
-        self.session: ChatSession | None = None
+        self.session: ChatBackend | None = None
         self.conversation_id: int | None = None
         self.job: GenerateJob | None = None
         self.check_job: CallJob | None = None
         self.answer_id: int | None = None
         self.answer_text = ""
+        self.answer_thinking = ""
+        self.thinking_ns = 0         # engine time of this answer's thinking tokens
+        self._logprobs: list[dict] = []
+        self.draft_system, self.draft_options = "", {}   # a new chat's own settings
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
         self._saved_at = 0.0
         self._first_token = False
@@ -94,12 +106,36 @@ class ConversationController(QObject):
     def model_name(self) -> str:
         return self.model.name if self.model is not None else ""
 
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self.model.capabilities if self.model is not None else frozenset()
+
+    @property
+    def thinking_ms(self) -> int:
+        return self.thinking_ns // 1_000_000
+
+    def conversation_settings(self) -> tuple[str, dict]:
+        """This conversation's own system prompt and options (a new chat's drafts)."""
+        if self.conversation_id is None:
+            return self.draft_system, dict(self.draft_options)
+        conversation = self.history.conversation(self.conversation_id)
+        return (conversation.system, dict(conversation.options)) if conversation else ("", {})
+
+    def set_conversation_settings(self, system: str, options: dict) -> None:
+        """Applies from the next answer on."""
+        if self.conversation_id is None:
+            self.draft_system, self.draft_options = system, dict(options)
+        else:
+            self.history.set_settings(self.conversation_id, system, options)
+        self.conversationChanged.emit(self.conversation_id)
+
     # -- model and conversation switching ---------------------------------------------------
 
-    def set_model(self, model: LoadedModel, vision: bool) -> None:
+    def set_model(self, model: LoadedModel | RemoteModel, vision: bool,
+                  where: str = "this computer") -> None:
         """Use a newly loaded model; the conversation continues in a fresh session."""
         self.stop(wait=True)
-        self.model, self.vision = model, vision
+        self.model, self.vision, self.where = model, vision, where
         self.session = None
         if self.conversation_id is not None:
             self._pending = self.history.messages(self.conversation_id)
@@ -107,6 +143,7 @@ class ConversationController(QObject):
     def new_chat(self) -> None:
         self.stop(wait=True)
         self.conversation_id, self.session, self._pending = None, None, None
+        self.draft_system, self.draft_options = "", {}
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
@@ -117,10 +154,16 @@ class ConversationController(QObject):
         self.conversationChanged.emit(conversation_id)
         return messages
 
-    def delete(self, conversation_id: int) -> None:
+    def delete(self, conversation_id: int) -> Snapshot | None:
+        """Delete a conversation; the snapshot returned puts it back (`undelete`)."""
         if conversation_id == self.conversation_id:
             self.new_chat()
-        self.history.delete(conversation_id)
+        snapshot = self.history.delete(conversation_id)
+        self.listChanged.emit()
+        return snapshot
+
+    def undelete(self, snapshot: Snapshot) -> None:
+        self.history.restore(snapshot)
         self.listChanged.emit()
 
     # -- turns ------------------------------------------------------------------------------
@@ -128,7 +171,8 @@ class ConversationController(QObject):
     def send(self, text: str, images: tuple[str, ...] = ()) -> Turn:
         self._require_idle()
         if self.conversation_id is None:
-            conversation = self.history.create(title_of(text, images), self.model_name)
+            conversation = self.history.create(title_of(text, images), self.model_name,
+                                               self.draft_system, self.draft_options)
             self.conversation_id = conversation.id
             self.conversationChanged.emit(conversation.id)
         user_id = self.history.add(self.conversation_id, "user", text, images)
@@ -193,29 +237,38 @@ class ConversationController(QObject):
         last = self._last_stored(role)
         return last.id if last is not None else None
 
-    def _start_answer(self, turn: Callable[[ChatSession, tuple], Iterator[Event]],
+    def _start_answer(self, turn: Callable[[ChatBackend, tuple], Iterator[Event]],
                       images: tuple[str, ...] = ()) -> int:
         self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
-        self.answer_text = ""
+        self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
+        self._logprobs = []
         self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
-        options = Options.resolve(self.model.params,
-                                  {**self.settings.options, "num_ctx": self.settings.num_ctx})
-        session = self.session or ChatSession(self.model, options,
-                                              self.settings.system or None, num_top=5)
+        system, own = self.conversation_settings()
+        options = Options.resolve(self.model.params, {**self.settings.options, **own,
+                                                      "num_ctx": self.settings.num_ctx})
+        session = self.session or self.model.open_session(options, None, 5)
         session.options = options
+        session.system = system or self.settings.system or None
+        session.think = self.settings.think      # False: Ollama's think=false
         self.session = session
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
 
         def events() -> Iterator[Event]:
+            if (Capability.SPECULATION in session.capabilities and session.drafter is None
+                    and self.settings.speculate != "off"):
+                session.drafter = drafter_for(self.settings.speculate, self.model,
+                                              Store.open(self.settings.models_dir),
+                                              requantize=self.settings.requantize or None)
             if pending is not None:
-                restored, notes = restore_messages(pending, max_pixels, self.vision)
+                restored, notes = restore_messages(pending, max_pixels, self.vision,
+                                                   session.prepare_image)
                 session.messages = restored
                 for note in notes:
                     yield NoticeEvent(note)
-            inputs = tuple(preprocess(path, max_pixels=max_pixels) for path in images)
+            inputs = tuple(session.prepare_image(path, max_pixels) for path in images)
             yield from turn(session, inputs)
 
         job = GenerateJob(events, session.cancel)
@@ -239,12 +292,16 @@ class ConversationController(QObject):
             self._decode_ns += event.elapsed_ns
             self._decoded += 1
         self.answer_text += event.text
+        self.answer_thinking += event.thinking_text
+        if event.thinking:
+            self.thinking_ns += event.elapsed_ns
+        self._logprobs.append(token_logprobs(event))
         self.token.emit(event)
         if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
             self._save(complete=False)
 
     def _on_done(self, event: DoneEvent) -> None:
-        self.answer_text = event.text
+        self.answer_text, self.answer_thinking = event.text, event.thinking
         self._finish(complete=event.done_reason != "cancel")
         self.answerDone.emit(event)
 
@@ -257,14 +314,16 @@ class ConversationController(QObject):
         self.answerFailed.emit(message)
 
     def _finish(self, complete: bool) -> None:
-        self._save(complete)
+        self._save(complete, final=True)
         self.job, self.answer_id = None, None
         self.busyChanged.emit(False)
         self.listChanged.emit()
 
-    def _save(self, complete: bool) -> None:
+    def _save(self, complete: bool, final: bool = False) -> None:
         if self.answer_id is not None:
-            self.history.update(self.answer_id, self.answer_text, complete)
+            self.history.update(self.answer_id, self.answer_text, complete,
+                                self.answer_thinking, self.thinking_ms,
+                                self._logprobs if final else None)
             self._saved_at = time.monotonic()
 
     # -- reference check ------------------------------------------------------------------------
@@ -272,6 +331,9 @@ class ConversationController(QObject):
     def check(self) -> None:
         """Compare engine and numpy reference on the current context (off the GUI thread)."""
         self._require_idle()
+        if Capability.REFERENCE not in self.capabilities:
+            raise GenerationError(unavailable_reason(Capability.REFERENCE, self.model_name,
+                                                     self.where))
         session = self.session
         if session is None or session.last_prompt is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
@@ -281,6 +343,43 @@ class ConversationController(QObject):
         self.check_job = job
         self.busyChanged.emit(True)
         self.runner.start(job)
+
+    def cross_check(self, remote: RemoteModel, same_weights: bool, num_predict: int) -> None:
+        """The server's greedy answer to this conversation against Lantern's own
+        log-probabilities along it (off the GUI thread; sending waits for it)."""
+        self._require_idle()
+        if Capability.LOGITS not in self.capabilities:
+            raise GenerationError("the cross-check compares Lantern's own engine with a "
+                                  "server: load a model from this computer first")
+        if self.session is None or not any(m.role == "user" for m in self.session.messages):
+            raise GenerationError("send a message first: the cross-check answers the "
+                                  "conversation's last user message again")
+        messages = list(self.session.messages)
+        while messages[-1].role != "user":
+            messages.pop()
+        if any(m.images for m in messages):
+            raise GenerationError("the cross-check compares text conversations: start a "
+                                  "new chat without images")
+        model, system = self.model, self.session.system
+        job = CallJob(lambda: cross_check(model, remote, messages, system,
+                                          num_predict=num_predict,
+                                          same_weights_asserted=same_weights,
+                                          num_ctx=model.decoder.max_cache_len))
+        job.result.connect(self._on_cross_check_result)
+        job.failed.connect(self._on_cross_check_failed)
+        self.check_job = job
+        self.busyChanged.emit(True)
+        self.runner.start(job)
+
+    def _on_cross_check_result(self, report: object) -> None:
+        self.check_job = None
+        self.busyChanged.emit(False)
+        self.crossCheckDone.emit(report)
+
+    def _on_cross_check_failed(self, message: str) -> None:
+        self.check_job = None
+        self.busyChanged.emit(False)
+        self.crossCheckFailed.emit(message)
 
     def _on_check_result(self, report: object) -> None:
         self.check_job = None
@@ -293,22 +392,32 @@ class ConversationController(QObject):
         self.checkFailed.emit(message)
 
 
-def restore_messages(stored: list[StoredMessage], max_pixels: int,
-                     vision: bool) -> tuple[list[Message], list[str]]:
-    """Stored messages as engine messages; images re-read (vision models only). Images
-    that are gone are left out, with a note saying so."""
+def restore_messages(stored: list[StoredMessage], max_pixels: int, vision: bool,
+                     prepare: Callable[[str, int], object]) -> tuple[list[Message], list[str]]:
+    """Stored messages as engine messages; images re-read by the backend's ``prepare``
+    (vision models only). Images that are gone are left out, with a note saying so."""
     messages, notes = [], []
     for message in stored:
         if message.role == "assistant" and not message.content:
             continue
-        inputs: list[ImageInput] = []
+        inputs: list[object] = []
         if message.images and not vision:
             notes.append(f"{len(message.images)} earlier image(s) left out: this model "
                          "cannot see images")
         for path in message.images if vision else ():
             try:
-                inputs.append(preprocess(path, max_pixels=max_pixels))
+                inputs.append(prepare(path, max_pixels))
             except ImageError as error:
                 notes.append(f"an earlier image is left out of the conversation: {error}")
-        messages.append(Message(message.role, message.content, tuple(inputs)))
+        messages.append(Message(message.role, message.content, tuple(inputs),
+                                thinking=message.thinking))
     return messages, notes
+
+
+def token_logprobs(event: TokenEvent) -> dict:
+    """What an export keeps of a token: its text, log-probability and the best few."""
+    kept = {"token": event.piece, "logprob": round(event.logprob, 5),
+            "top": [[t.piece, round(t.logprob, 5)] for t in event.top]}
+    if event.thinking:
+        kept["thinking"] = True
+    return kept

@@ -30,6 +30,7 @@ def suggested_name(gguf: str | Path) -> str:
 
 
 class EmptyState(QFrame):
+    getModelRequested = Signal()
     folderChosen = Signal(str)
     importRequested = Signal(str)            # path of a .gguf file
     rescanRequested = Signal()
@@ -51,10 +52,18 @@ class EmptyState(QFrame):
         layout.addWidget(self.headline)
         explanation = QLabel(
             "Lantern chats with the models in your Ollama model store and shows what they "
-            "weigh at every token. Get a model with Ollama:"
+            "weigh at every token. Get a model here (no Ollama needed):"
         )
         explanation.setWordWrap(True)
         layout.addWidget(explanation)
+        get_row = QHBoxLayout()
+        self.get_model = QPushButton("Get a model…")
+        self.get_model.setObjectName("primaryButton")
+        self.get_model.clicked.connect(self.getModelRequested)
+        get_row.addWidget(self.get_model)
+        get_row.addStretch(1)
+        layout.addLayout(get_row)
+        layout.addWidget(QLabel("…or with Ollama:"))
         for command, note in ((PULL_COMMAND, "vision + text, 3B"),
                               (SMALL_PULL_COMMAND, "small and quick, text only")):
             row = QHBoxLayout()

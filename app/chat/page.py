@@ -10,6 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from app.chat.conversation import ConversationController, Turn
+from app.chat.header import ConversationHeader
 from app.chat.input_box import InputBox, Submission
 from app.chat.view import ChatView, MessageWidget
 from app.conversations.history import StoredMessage
@@ -41,6 +42,8 @@ class ChatPage(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
+        self.header = ConversationHeader()
+        layout.addWidget(self.header)
         self.view = ChatView()
         layout.addWidget(self.view, 1)
         self.input = InputBox()
@@ -61,6 +64,8 @@ class ChatPage(QWidget):
         for stored in messages:
             widget = self._add(stored.role, stored.content, stored.images, stored.id,
                                model_name)
+            if stored.thinking:
+                widget.thinking.finish(stored.thinking, stored.thinking_ms)
             if stored.role == "assistant" and not stored.complete:
                 widget.set_status("interrupted")
         self._update_actions()
@@ -69,6 +74,30 @@ class ChatPage(QWidget):
         self.view.clear()
         self.answer = None
         self.input.cancel_edit()
+
+    def refresh_header(self) -> None:
+        """Title, model and this conversation's own settings; the empty chat's hint."""
+        controller = self.controller
+        stored = (controller.history.conversation(controller.conversation_id)
+                  if controller.conversation_id is not None else None)
+        system, options = controller.conversation_settings()
+        self.header.show_conversation(stored.title if stored else "New chat",
+                                      controller.model_name or (stored.model if stored else ""),
+                                      system, options)
+        if controller.model is None:
+            self.view.set_hint("Pick a model on the left (Ctrl+K) to start chatting.")
+        else:
+            self.view.set_hint(f"Ask {controller.model_name} anything: type below and press "
+                               "Enter (Shift+Enter for a new line).\nCtrl+N starts a new "
+                               "chat, Ctrl+K picks another model, F1 lists the shortcuts.")
+
+    def copy_last_answer(self) -> bool:
+        """Put the latest answer on the clipboard; False when there is none yet."""
+        last = next((w for w in reversed(self.view.messages)
+                     if w.role == "assistant" and w.text), None)
+        if last is not None:
+            self._copy(last)
+        return last is not None
 
     def set_color_tokens(self, enabled: bool) -> None:
         self.color_tokens = enabled
@@ -147,15 +176,23 @@ class ChatPage(QWidget):
     def _on_token(self, event: TokenEvent) -> None:
         if self.answer is None:
             return
+        thinking = self.answer.thinking
         if not self.answer.tokens:
-            self.answer.set_status("writing…")
+            self.answer.set_status("thinking…" if event.thinking else "writing…")
         self.answer.tokens.append(event)
+        if event.thinking_text or (event.thinking and thinking.isHidden()):
+            thinking.stream(self.controller.answer_thinking, self.controller.thinking_ms)
+        if event.text and thinking.streaming:      # the answer starts: fold the thinking
+            thinking.finish(self.controller.answer_thinking, self.controller.thinking_ms)
+            self.answer.set_status("writing…")
         self.answer.set_text(self.controller.answer_text)
 
     def _on_done(self, event: DoneEvent) -> None:
         if self.answer is None:
             return
         self.answer.set_text(event.text, immediate=True)
+        if event.thinking:
+            self.answer.thinking.finish(event.thinking, self.controller.thinking_ms)
         self.answer.set_status(DONE_NOTES.get(event.done_reason, ""))
         self.answer = None
         self._update_actions()

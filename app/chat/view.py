@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.markdown_blocks import split_blocks
+from app.chat.thinking_section import ThinkingSection
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
 
@@ -173,6 +174,8 @@ class MessageWidget(QFrame):
         layout.addLayout(header)
         if images:
             layout.addLayout(_image_strip(images))
+        self.thinking = ThinkingSection()
+        layout.addWidget(self.thinking)
         self.body = QVBoxLayout()
         self.body.setSpacing(6)
         layout.addLayout(self.body)
@@ -246,7 +249,12 @@ class MessageWidget(QFrame):
             fmt = QTextCharFormat()
             fmt.setBackground(probability_colour(probability))
             fmt.setProperty(TOKEN_PROPERTY, index)
-            fmt.setToolTip(f"{event.piece!r}  p={probability:.3f}  logit={event.logit:.2f}")
+            logit = "" if event.logit is None else f"  logit={event.logit:.2f}"
+            tip = f"{event.piece!r}  p={probability:.3f}{logit}"
+            if event.drafted:  # kept from a speculative draft
+                fmt.setFontUnderline(True)
+                tip += "  drafted"
+            fmt.setToolTip(tip)
             cursor.insertText(event.text or "", fmt)
 
     def _new_browser(self) -> AutoHeightBrowser:
@@ -290,6 +298,12 @@ class ChatView(QScrollArea):
         self._layout.setSpacing(12)
         self._layout.addStretch(1)
         self.setWidget(inner)
+        self.hint = QLabel("")
+        self.hint.setObjectName("chatHint")
+        self.hint.setAlignment(Qt.AlignCenter)
+        self.hint.setWordWrap(True)
+        self.hint.setMinimumHeight(220)
+        self._layout.insertWidget(0, self.hint)
         self.messages: list[MessageWidget] = []
         self._follow = True
         self.verticalScrollBar().rangeChanged.connect(self._keep_at_end)
@@ -299,7 +313,13 @@ class ChatView(QScrollArea):
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.messages.append(widget)
         self._follow = True
+        self.hint.hide()
         return widget
+
+    def set_hint(self, text: str) -> None:
+        """What an empty chat says (what to do next)."""
+        self.hint.setText(text)
+        self.hint.setVisible(not self.messages)
 
     def remove_from(self, widget: MessageWidget) -> None:
         """Remove a message and all after it."""
@@ -308,6 +328,7 @@ class ChatView(QScrollArea):
             w.setParent(None)
             w.deleteLater()
         del self.messages[index:]
+        self.hint.setVisible(not self.messages)
 
     def clear(self) -> None:
         if self.messages:

@@ -2,6 +2,10 @@
 
 Every change is committed at once (WAL journal), and an answer being streamed is
 saved as it grows, so quitting or crashing mid-answer keeps what was shown.
+
+Databases from earlier releases are moved forward on open: missing columns are added
+with defaults and the search index is built from the messages already there; nothing
+is ever dropped. Search uses SQLite's FTS5 when the library has it, else LIKE.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SCHEMA = """
@@ -31,6 +35,39 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation, id);
 """
 
+# columns added since the first release: (table, column, declaration)
+ADDED_COLUMNS = (
+    ("conversations", "pinned", "INTEGER NOT NULL DEFAULT 0"),
+    ("conversations", "system", "TEXT NOT NULL DEFAULT ''"),
+    ("conversations", "options", "TEXT NOT NULL DEFAULT '{}'"),
+    ("messages", "thinking", "TEXT NOT NULL DEFAULT ''"),
+    ("messages", "thinking_ms", "INTEGER NOT NULL DEFAULT 0"),
+    ("messages", "logprobs", "TEXT NOT NULL DEFAULT '[]'"),
+)
+
+FTS_SCHEMA = """
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, thinking, content='messages', content_rowid='id');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content, thinking)
+    VALUES (new.id, new.content, new.thinking);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, thinking)
+    VALUES ('delete', old.id, old.content, old.thinking);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, thinking ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content, thinking)
+    VALUES ('delete', old.id, old.content, old.thinking);
+    INSERT INTO messages_fts(rowid, content, thinking)
+    VALUES (new.id, new.content, new.thinking);
+END;
+INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+"""
+
+CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created"
+MESSAGE_COLUMNS = "id, role, content, images, complete, thinking, thinking_ms, logprobs"
+
 
 @dataclass(frozen=True)
 class Conversation:
@@ -38,6 +75,11 @@ class Conversation:
     title: str
     model: str
     updated: float
+    pinned: bool = False
+    system: str = ""                # empty: the app's (or the model's) system prompt
+    options: dict = field(default_factory=dict, compare=False)  # Ollama option overrides
+    created: float = 0.0
+    snippet: str = ""               # search results: the text around the match
 
 
 @dataclass(frozen=True)
@@ -47,6 +89,17 @@ class StoredMessage:
     content: str
     images: tuple[str, ...]     # paths of the image files as the user gave them
     complete: bool              # False: the answer was interrupted
+    thinking: str = ""          # a thinking model's thinking section
+    thinking_ms: int = 0        # how long it thought
+    logprobs: tuple = ()        # per token: {"token", "logprob", "top": [[token, logprob]]}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A deleted conversation, whole, so that Undo can put it back as it was."""
+
+    conversation: Conversation
+    messages: list[StoredMessage]
 
 
 class History:
@@ -57,31 +110,124 @@ class History:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        self._migrate()
+        self.full_text = self._has_fts()
 
     def close(self) -> None:
         self._db.close()
 
+    def _migrate(self) -> None:
+        for table, column, declaration in ADDED_COLUMNS:
+            present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in present:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+    def _has_fts(self) -> bool:
+        """The search index exists (built now from existing messages if it did not)."""
+        if self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages_fts'").fetchone():
+            return True
+        try:
+            self._db.executescript("BEGIN;" + FTS_SCHEMA + "COMMIT;")
+        except sqlite3.OperationalError:          # SQLite built without FTS5
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            return False
+        return True
+
     # -- conversations ------------------------------------------------------------------
 
-    def create(self, title: str, model: str) -> Conversation:
+    def create(self, title: str, model: str, system: str = "",
+               options: dict | None = None) -> Conversation:
         now = time.time()
         cursor = self._db.execute(
-            "INSERT INTO conversations (title, model, created, updated) VALUES (?, ?, ?, ?)",
-            (title, model, now, now),
+            "INSERT INTO conversations (title, model, created, updated, system, options) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (title, model, now, now, system, json.dumps(options or {})),
         )
-        return Conversation(int(cursor.lastrowid), title, model, now)
+        return self.conversation(int(cursor.lastrowid))
+
+    def conversation(self, conversation: int) -> Conversation | None:
+        row = self._db.execute(f"SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE id = ?",
+                               (conversation,)).fetchone()
+        return None if row is None else _conversation(row)
 
     def conversations(self) -> list[Conversation]:
-        rows = self._db.execute(
-            "SELECT id, title, model, updated FROM conversations ORDER BY updated DESC, id DESC"
-        )
-        return [Conversation(*row) for row in rows]
+        """Pinned first, then the most recently updated."""
+        rows = self._db.execute(f"SELECT {CONVERSATION_COLUMNS} FROM conversations "
+                                "ORDER BY pinned DESC, updated DESC, id DESC")
+        return [_conversation(row) for row in rows]
 
     def rename(self, conversation: int, title: str) -> None:
         self._db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation))
 
-    def delete(self, conversation: int) -> None:
+    def set_pinned(self, conversation: int, pinned: bool) -> None:
+        self._db.execute("UPDATE conversations SET pinned = ? WHERE id = ?",
+                         (int(pinned), conversation))
+
+    def set_settings(self, conversation: int, system: str, options: dict) -> None:
+        """The conversation's own system prompt and sampling options."""
+        self._db.execute("UPDATE conversations SET system = ?, options = ? WHERE id = ?",
+                         (system, json.dumps(options), conversation))
+
+    def delete(self, conversation: int) -> Snapshot | None:
+        """Delete a conversation; returns it whole for `restore` (Undo)."""
+        found = self.conversation(conversation)
+        if found is None:
+            return None
+        snapshot = Snapshot(found, self.messages(conversation))
         self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation,))
+        return snapshot
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put a deleted conversation back, with its ids, as it was."""
+        c = snapshot.conversation
+        self._db.execute("BEGIN")
+        try:
+            self._db.execute(
+                "INSERT INTO conversations (id, title, model, created, updated, pinned, "
+                "system, options) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (c.id, c.title, c.model, c.created, c.updated, int(c.pinned), c.system,
+                 json.dumps(c.options)))
+            for m in snapshot.messages:
+                self._insert_message(c.id, m, message_id=m.id)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def search(self, text: str, limit: int = 50) -> list[Conversation]:
+        """Conversations whose title or messages (both sides, thinking too) contain every
+        word of `text`, best first; each with a snippet around the match."""
+        words = text.split()
+        if not words:
+            return []
+        found: dict[int, str] = {}
+        if self.full_text:
+            query = " ".join('"' + w.replace('"', '""') + '"*' for w in words)
+            rows = self._db.execute(
+                "SELECT m.conversation, snippet(messages_fts, -1, '', '', '…', 10) "
+                "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+                "WHERE messages_fts MATCH ? ORDER BY rank", (query,))
+        else:
+            where = " AND ".join("(content LIKE ? ESCAPE '\\' OR thinking LIKE ? ESCAPE '\\')"
+                                 for _ in words)
+            args = [p for w in words for p in (_like(w), _like(w))]
+            rows = ((cid, _around(content, words[0])) for cid, content in self._db.execute(
+                f"SELECT conversation, content FROM messages WHERE {where} ORDER BY id DESC",
+                args))
+        for conversation, snippet in rows:
+            found.setdefault(conversation, snippet)
+        titled = self._db.execute(
+            "SELECT id FROM conversations WHERE " + " AND ".join(
+                "title LIKE ? ESCAPE '\\'" for _ in words), [_like(w) for w in words])
+        for (conversation,) in titled:
+            found.setdefault(conversation, "")
+        out = []
+        for conversation, snippet in list(found.items())[:limit]:
+            c = self.conversation(conversation)
+            if c is not None:
+                out.append(_with_snippet(c, snippet))
+        return out
 
     # -- messages -----------------------------------------------------------------------
 
@@ -95,12 +241,21 @@ class History:
         self._touch(conversation)
         return int(cursor.lastrowid)
 
-    def update(self, message: int, content: str, complete: bool) -> None:
-        """Save a streaming answer as far as it got."""
+    def add_message(self, conversation: int, message: StoredMessage) -> int:
+        """Add a whole message (import): thinking and log-probabilities included."""
+        message_id = self._insert_message(conversation, message)
+        self._touch(conversation)
+        return message_id
+
+    def update(self, message: int, content: str, complete: bool, thinking: str = "",
+               thinking_ms: int = 0, logprobs: list | None = None) -> None:
+        """Save a streaming answer as far as it got (log-probabilities: once, at the end)."""
         self._db.execute(
-            "UPDATE messages SET content = ?, complete = ? WHERE id = ?",
-            (content, int(complete), message),
-        )
+            "UPDATE messages SET content = ?, complete = ?, thinking = ?, thinking_ms = ? "
+            "WHERE id = ?", (content, int(complete), thinking, thinking_ms, message))
+        if logprobs is not None:
+            self._db.execute("UPDATE messages SET logprobs = ? WHERE id = ?",
+                             (json.dumps(logprobs, ensure_ascii=False), message))
 
     def truncate_from(self, conversation: int, message: int) -> None:
         """Drop a message and everything after it (edit / regenerate)."""
@@ -111,16 +266,48 @@ class History:
 
     def messages(self, conversation: int) -> list[StoredMessage]:
         rows = self._db.execute(
-            "SELECT id, role, content, images, complete FROM messages "
-            "WHERE conversation = ? ORDER BY id",
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id",
             (conversation,),
         )
         return [
-            StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]))
+            StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]),
+                          row[5], row[6], tuple(json.loads(row[7])))
             for row in rows
         ]
+
+    def _insert_message(self, conversation: int, m: StoredMessage,
+                        message_id: int | None = None) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO messages (id, conversation, role, content, images, complete, "
+            "thinking, thinking_ms, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (message_id, conversation, m.role, m.content, json.dumps(list(m.images)),
+             int(m.complete), m.thinking, m.thinking_ms,
+             json.dumps(list(m.logprobs), ensure_ascii=False)))
+        return int(cursor.lastrowid)
 
     def _touch(self, conversation: int) -> None:
         self._db.execute(
             "UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation)
         )
+
+
+def _conversation(row: tuple) -> Conversation:
+    cid, title, model, updated, pinned, system, options, created = row
+    return Conversation(cid, title, model, updated, bool(pinned), system, json.loads(options),
+                        created)
+
+
+def _with_snippet(c: Conversation, snippet: str) -> Conversation:
+    return Conversation(c.id, c.title, c.model, c.updated, c.pinned, c.system, c.options,
+                        c.created, " ".join(snippet.split()))
+
+
+def _like(word: str) -> str:
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def _around(text: str, word: str, width: int = 40) -> str:
+    at = text.lower().find(word.lower())
+    start = max(0, at - width)
+    return ("…" if start else "") + text[start:at + len(word) + width] + "…"

@@ -1,4 +1,5 @@
-"""The saved conversations, newest first, as a list model over History."""
+"""The saved conversations as a list model over History: pinned first, then newest; or,
+while a search runs, the conversations that match with the text around the match."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class ConversationListModel(QAbstractListModel):
     def __init__(self, history: History, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.history = history
+        self.query = ""
         self.conversations: list[Conversation] = []
         self.refresh()
 
@@ -39,8 +41,14 @@ class ConversationListModel(QAbstractListModel):
 
     def refresh(self) -> None:
         self.beginResetModel()
-        self.conversations = self.history.conversations()
+        self.conversations = (self.history.search(self.query) if self.query.strip()
+                              else self.history.conversations())
         self.endResetModel()
+
+    def set_query(self, query: str) -> None:
+        """Show only conversations matching `query` (both sides' text, titles); "" all."""
+        self.query = query
+        self.refresh()
 
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
         return 0 if parent.isValid() else len(self.conversations)
@@ -52,7 +60,10 @@ class ConversationListModel(QAbstractListModel):
         if role == Qt.DisplayRole:
             return conversation.title
         if role == self.DetailsRole:
-            return f"{conversation.model} · {when(conversation.updated)}"
+            if conversation.snippet:
+                return conversation.snippet
+            pin = "📌 " if conversation.pinned else ""
+            return f"{pin}{conversation.model} · {when(conversation.updated)}"
         if role == Qt.ToolTipRole:
             return f"{conversation.title}\n{conversation.model}"
         if role == self.ConversationRole:

@@ -65,6 +65,8 @@ class Inspector(QObject):
     def _busy(self, busy: bool) -> None:
         if busy and self.conversation.busy:
             self.cancel()            # the stream comes first
+            self.prompt, self.events = None, []      # a server's answer brings no prompt
+            self.panel.start_reply()
         elif not busy and self.pending is not None:
             row, where = self.pending
             self.pending = None
@@ -100,11 +102,13 @@ class Inspector(QObject):
         self.select_reply(index)
 
     def select_reply(self, index: int) -> None:
-        if not 0 <= index < len(self.events) or self.prompt is None:
+        if not 0 <= index < len(self.events):
             return
         event = self.events[index]
         self.panel.show_token(event, latest=False)
         self.panel.reply_chart.set_selected(index)
+        if self.prompt is None:
+            return
         self.select_row(len(self.prompt) + index - 1, f"the step that chose reply token "
                         f"#{index + 1}")
 

@@ -45,6 +45,7 @@ from app.inspector.rows import (
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.widgets import hint, section
+from engine.runtime.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
 FAILED_COLOUR = QColor(230, 80, 70, 70)
@@ -134,7 +135,38 @@ class DebugPanel(QDockWidget):
         self.opinion = OpinionPage(_table)
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.reply: list = []                # TokenEvents of the latest answer
-        self.setWidget(self.tabs)
+        # what each tab needs from the backend; a tab it cannot fill is disabled, and why
+        self.tab_needs = {1: Capability.PROMPT_TOKENS, 2: Capability.LENS,
+                          3: Capability.LAYERS, 4: Capability.REFERENCE, 5: Capability.LOGITS}
+        self.unavailable = hint("")
+        self.unavailable.setObjectName("panelUnavailable")
+        self.unavailable.hide()
+        body = QWidget()
+        body_layout = QVBoxLayout(body)
+        body_layout.setContentsMargins(0, 0, 0, 0)
+        body_layout.addWidget(self.unavailable)
+        body_layout.addWidget(self.tabs, 1)
+        self.setWidget(body)
+
+    def set_capabilities(self, capabilities: frozenset[Capability], model_name: str,
+                         where: str) -> None:
+        """Enable the tabs the backend can fill; the others say plainly why they cannot."""
+        missing = []
+        for tab, need in self.tab_needs.items():
+            able = need in capabilities
+            self.tabs.setTabEnabled(tab, able)
+            self.tabs.setTabToolTip(tab, "" if able else unavailable_reason(need, model_name,
+                                                                            where))
+            if not able:
+                missing.append(self.tabs.tabText(tab))
+        if missing and self.tabs.currentIndex() in self.tab_needs and \
+                not self.tabs.isTabEnabled(self.tabs.currentIndex()):
+            self.tabs.setCurrentIndex(0)
+        self.unavailable.setVisible(bool(missing))
+        self.unavailable.setText(
+            f"{', '.join(missing)}: not available for {model_name}. It runs on {where}, "
+            "which sends the answer and its log-probabilities but not the model's insides "
+            "(those views need the weights on this computer)." if missing else "")
 
     # -- token tab ------------------------------------------------------------------------
 
@@ -149,9 +181,12 @@ class DebugPanel(QDockWidget):
         self.top_model = RecordTableModel(
             [
                 Column("token", lambda r: visible_piece(r.piece)),
-                Column("id", lambda r: str(r.id), numeric=True),
-                Column("logit", lambda r: f"{r.logit:.3f}", numeric=True,
-                       bar=lambda r: r.logit_fraction),
+                Column("id", lambda r: str(r.id) if r.id >= 0 else "—", numeric=True,
+                       tip=lambda r: "" if r.id >= 0 else "the server sends no token ids"),
+                Column("logit", lambda r: "—" if r.logit is None else f"{r.logit:.3f}",
+                       numeric=True, bar=lambda r: r.logit_fraction,
+                       tip=lambda r: "the server reports log-probabilities only"
+                       if r.logit is None else ""),
                 Column("probability", lambda r: f"{r.probability:.2%}", numeric=True,
                        bar=lambda r: r.probability),
             ],
@@ -212,18 +247,25 @@ class DebugPanel(QDockWidget):
     def show_token(self, event, *, latest: bool) -> None:
         """Fill the top-5 table from a TokenEvent; the chosen token's row is highlighted."""
         where = "Latest token" if latest else "Token under the mouse"
+        where_id = f" (id {event.id})" if event.id >= 0 else ""
         self.token_title.setText(
             f"<b>{where}</b> #{event.index + 1}: <code>{_escape(visible_piece(event.piece))}"
-            f"</code> (id {event.id})"
+            f"</code>{where_id}" + (" · <u>drafted</u>" if event.drafted else "")
+            + (" · thinking" if event.thinking else "")
         )
         self.top_model.set_records(top_rows(event))
-        self.entropy_label.setText(
-            f"chosen: p {math.exp(event.logprob):.2%} · logprob {event.logprob:.3f} · "
-            f"entropy {event.entropy:.3f} nats"
-        )
         reasons = event.reasons
         self.reasons_model.set_records(list(reasons.candidates) if reasons else [])
-        self.reasons_label.setText(reasons.summary if reasons else "")
+        self.reasons_label.setText(reasons.summary if reasons else
+                                   "" if event.logit is not None else
+                                   "the server does not say how it sampled")
+        if math.isnan(event.logprob):
+            self.entropy_label.setText("the server sent no log-probabilities for this token")
+            return
+        entropy = (f"entropy {event.entropy:.3f} nats" if math.isfinite(event.entropy)
+                   else "entropy — (the server reports only the best candidates)")
+        self.entropy_label.setText(
+            f"chosen: p {math.exp(event.logprob):.2%} · logprob {event.logprob:.3f} · {entropy}")
         if event.layer_stats is not None:
             self.show_layer_stats(event.layer_stats)
 
@@ -243,7 +285,9 @@ class DebugPanel(QDockWidget):
     def show_timing(self, step_ms: float, tokens_per_s: float, prompt_tokens: int | None = None,
                     prompt_s: float | None = None) -> None:
         lines = [f"step {step_ms:.1f} ms · {tokens_per_s:.1f} tok/s"]
-        if prompt_tokens is not None and prompt_s is not None:
+        if prompt_tokens == 0 and prompt_s is not None:      # a server that does not count
+            lines.append(f"prompt: {prompt_s:.2f} s to the first token")
+        elif prompt_tokens is not None and prompt_s is not None:
             rate = prompt_tokens / prompt_s if prompt_s > 0 else 0.0
             lines.append(f"prompt: {prompt_tokens} tokens in {prompt_s:.2f} s ({rate:.0f} tok/s)")
         self.timing_label.setText("\n".join(lines))

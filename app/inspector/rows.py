@@ -26,7 +26,7 @@ def visible_piece(piece: str) -> str:
 class TopRow:
     id: int
     piece: str
-    logit: float
+    logit: float | None           # None from a server (log-probabilities only)
     probability: float
     logit_fraction: float          # position between the lowest and highest shown logit
     chosen: bool
@@ -82,6 +82,9 @@ def top_rows(event) -> list[TopRow]:
     tops = event.top[:TOP_ROWS]
     if not tops:
         return []
+    if tops[0].logit is None:       # a server: log-probabilities only, no logit bars
+        return [TopRow(t.id, t.piece, None, t.probability, 0.0, t.piece == event.piece)
+                for t in tops]
     low, high = min(t.logit for t in tops), max(t.logit for t in tops)
     return [TopRow(t.id, t.piece, t.logit, t.probability,
                    (t.logit - low) / (high - low) if high > low else 1.0, t.id == event.id)

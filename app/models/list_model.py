@@ -16,6 +16,8 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt, Signal
 from app.workers import Job
 from engine.errors import LanternError
 from engine.gguf import open_model
+from engine.remote.connection import Connection
+from engine.remote.session import RemoteModel, list_remote_models
 from engine.store import LocalModel, ModelName, Store
 from engine.store.humanize import human_bytes
 
@@ -33,10 +35,17 @@ class ModelEntry:
     problem: str | None = None          # why it cannot run; None when it can
     checked: bool = False               # the GGUF has been opened (family etc. confirmed)
     model: LocalModel | None = None
+    remote: RemoteModel | None = None   # a model on a server (then `model` is None)
+    server: str = ""                    # host of the server it is on ("" for the store)
 
     @property
     def runnable(self) -> bool:
-        return self.problem is None and self.model is not None
+        return self.problem is None and (self.model is not None or self.remote is not None)
+
+    @property
+    def host(self) -> str:
+        """The server a remote model runs on; "" for a local one."""
+        return self.server
 
     @property
     def brief_problem(self) -> str | None:
@@ -46,6 +55,8 @@ class ModelEntry:
 
     @property
     def details(self) -> str:
+        if self.remote is not None:
+            return " · ".join(p for p in (f"on {self.host}", self.remote.info.details) if p)
         parts = [self.parameter_size, self.family, self.quantization,
                  human_bytes(self.size) if self.size else ""]
         return " · ".join(p for p in parts if p)
@@ -119,6 +130,37 @@ class StoreScanJob(Job):
                 return
             if not entry.checked:
                 self.described.emit(row, described_entry(entry))
+
+
+def remote_entries(connection: Connection) -> list[ModelEntry]:
+    """A server's models as entries named "model @ host"; an unreachable server is one
+    disabled entry whose second line says why."""
+    try:
+        connection, models = list_remote_models(connection)
+    except LanternError as error:
+        return [ModelEntry(f"{connection.host} (server)", problem=str(error), checked=True,
+                           server=connection.host)]
+    return [ModelEntry(f"{info.name} @ {connection.host}", vision=info.vision is True,
+                       checked=True, remote=RemoteModel(connection, info),
+                       server=connection.host) for info in models]
+
+
+class RemoteScanJob(Job):
+    """Lists every connection's models (each server asked in turn, off the GUI thread)."""
+
+    listed = Signal(object)        # list[ModelEntry]
+
+    def __init__(self, connections: list[Connection]) -> None:
+        super().__init__()
+        self.connections = connections
+
+    def work(self) -> None:
+        entries: list[ModelEntry] = []
+        for connection in self.connections:
+            if self.cancel_event.is_set():
+                return
+            entries += remote_entries(connection)
+        self.listed.emit(entries)
 
 
 class ModelListModel(QAbstractListModel):

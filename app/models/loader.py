@@ -1,9 +1,12 @@
 """Loads the chosen model on a worker thread (building its ONNX session takes seconds),
-one load at a time: choosing another model cancels the load in progress.
+one load at a time: choosing another model cancels the load in progress. A remote model
+loads nothing: its server is asked whether it still has it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from functools import partial
 
 from PySide6.QtCore import QObject, Signal
@@ -11,7 +14,15 @@ from PySide6.QtCore import QObject, Signal
 from app.models.list_model import ModelEntry
 from app.settings.store import Settings
 from app.workers import JobRunner, LoadJob
+from engine.remote.session import RemoteModel, open_remote_model
 from engine.runtime.loader import LoadedModel, load_model
+
+
+def reach(remote: RemoteModel, progress: Callable[[str, float], None],
+          cancel: threading.Event) -> RemoteModel:
+    """"Loading" a remote model: make sure its server still has it (nothing is loaded here)."""
+    progress(f"Asking {remote.connection.host}", 0.5)
+    return open_remote_model(remote.connection, remote.name)
 
 
 class ModelLoader(QObject):
@@ -33,9 +44,13 @@ class ModelLoader(QObject):
 
     def load(self, entry: ModelEntry, settings: Settings) -> None:
         self.cancel()
-        load = partial(load_model, entry.model, exact=settings.exact, provider=settings.provider,
-                       num_ctx=settings.num_ctx, layer_stats=settings.layer_stats,
-                       requantize=None if settings.exact else settings.requantize or None)
+        if entry.remote is not None:
+            load = partial(reach, entry.remote)
+        else:
+            load = partial(load_model, entry.model, exact=settings.exact,
+                           provider=settings.provider, num_ctx=settings.num_ctx,
+                           layer_stats=settings.layer_stats,
+                           requantize=None if settings.exact else settings.requantize or None)
         job = LoadJob(load)
         job.progress.connect(self._on_progress)
         job.loaded.connect(self._on_loaded)

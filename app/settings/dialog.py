@@ -23,16 +23,20 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from app.settings.connections import ConnectionsDialog, describe
 from app.settings.store import Settings
+from app.workers import JobRunner
 from engine.errors import LanternError
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers
 from engine.runtime.sampler import Options
+from engine.runtime.speculation import CHOICES as SPECULATE_CHOICES
 
 SAMPLING = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty",
             "repeat_last_n", "presence_penalty", "frequency_penalty", "seed", "num_predict")
@@ -66,8 +70,11 @@ def parse_option(name: str, text: str) -> object:
 
 class SettingsDialog(QDialog):
     def __init__(self, settings: Settings, params_layer: Mapping[str, object] | None = None,
-                 system_layer: str | None = None, parent: QWidget | None = None) -> None:
+                 system_layer: str | None = None, parent: QWidget | None = None,
+                 runner: JobRunner | None = None) -> None:
         super().__init__(parent)
+        self.runner = runner
+        self.connections = [dict(r) for r in settings.connections]
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
         self.setMinimumWidth(560)
@@ -107,6 +114,11 @@ class SettingsDialog(QDialog):
         self.num_ctx.setValue(settings.num_ctx)
         self.num_ctx.setToolTip("num_ctx: tokens the model can see at once (reloads the model)")
         form.addRow("context size (num_ctx)", self.num_ctx)
+        self.think = QCheckBox("let thinking models (Qwen3, DeepSeek-R1) think before answering")
+        self.think.setChecked(settings.think)
+        self.think.setToolTip("Off sends Ollama's think=false: models whose template allows "
+                              "it answer at once")
+        form.addRow("thinking", self.think)
         layout.addWidget(conversation)
 
         engine = QGroupBox("Engine (changes reload the model)")
@@ -132,6 +144,16 @@ class SettingsDialog(QDialog):
         self.requantize.setEnabled(not settings.exact)
         self.exact.toggled.connect(lambda on: self.requantize.setEnabled(not on))
         form.addRow("weights", self.requantize)
+        self.speculate = QComboBox()
+        self.speculate.setEditable(True)  # or type a draft model's name from the store
+        for choice in SPECULATE_CHOICES:
+            self.speculate.addItem(choice)
+        self.speculate.setCurrentText(settings.speculate)
+        self.speculate.setToolTip(
+            "Speculative decoding: the same answer, faster where the reply repeats text. "
+            "auto: prompt lookup, or a draft model when one in the store pays; ngram: prompt "
+            "lookup only; off; or the name of a smaller model with the same vocabulary.")
+        form.addRow("speculative decoding", self.speculate)
         pixels = QHBoxLayout()
         self.max_pixels = QSpinBox()
         self.max_pixels.setRange(3136, 12_845_056)
@@ -142,6 +164,19 @@ class SettingsDialog(QDialog):
         pixels.addWidget(QLabel("pixels (larger images are scaled down)"))
         form.addRow("max image size", pixels)
         layout.addWidget(engine)
+
+        remote = QGroupBox("Connections (remote engines: Ollama, vLLM, SGLang, llama-server)")
+        row = QHBoxLayout(remote)
+        self.connections_label = QLabel("")
+        self.connections_label.setWordWrap(True)
+        row.addWidget(self.connections_label, 1)
+        manage = QPushButton("Connections…")
+        manage.setObjectName("manageConnections")
+        manage.clicked.connect(self.edit_connections)
+        manage.setEnabled(runner is not None)
+        row.addWidget(manage)
+        self._show_connections()
+        layout.addWidget(remote)
 
         self.error = QLabel("")
         self.error.setObjectName("dialogError")
@@ -170,11 +205,25 @@ class SettingsDialog(QDialog):
             options=self.options(),
             system=self.system_edit.toPlainText().strip(),
             num_ctx=self.num_ctx.value(),
+            think=self.think.isChecked(),
             provider=self.provider.currentData() or "cpu",
             exact=self.exact.isChecked(),
             requantize="" if self.exact.isChecked() else self.requantize.currentData() or "",
+            speculate=self.speculate.currentText().strip() or "auto",
             max_pixels=self.max_pixels.value(),
+            connections=[dict(r) for r in self.connections],
         )
+
+    def edit_connections(self) -> None:
+        dialog = ConnectionsDialog(self.connections, self.runner, self)
+        if dialog.exec():
+            self.connections = dialog.records
+            self._show_connections()
+
+    def _show_connections(self) -> None:
+        hosts = [describe(r) for r in self.connections]
+        self.connections_label.setText("\n".join(hosts) if hosts else
+                                       "none: only the models on this computer are listed")
 
     def accept(self) -> None:
         try:

@@ -25,9 +25,14 @@ class Settings:
     provider: str = "cpu"
     exact: bool = False
     requantize: str = ""                    # "": the GGUF's exact weights; else e.g. "q4/128"
+    speculate: str = "auto"                 # auto, off, ngram or a draft model's name
     max_pixels: int = 2_097_152
     layer_stats: bool = False
     color_by_probability: bool = False
+    think: bool = True                      # thinking models think (off: Ollama's think=false)
+    # remote engines: {"url", "kind", "api_key"} each; the key is kept here only (never in
+    # logs or history); mkstemp makes this file readable by its owner alone
+    connections: list[dict] = field(default_factory=list)
 
     @classmethod
     def path(cls) -> Path:

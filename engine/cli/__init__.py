@@ -13,11 +13,13 @@ from engine.errors import LanternError
 
 COMMAND_MODULES = (
     "engine.cli.store_commands",   # list, show, import
+    "engine.cli.pull_commands",    # pull, rm, cp
     "engine.cli.tokenize_commands",  # tokenize
     "engine.cli.run_command",      # run
     "engine.cli.debug_command",    # debug
     "engine.cli.inspect_command",  # inspect
     "engine.cli.prompt_commands",  # prompt
+    "engine.cli.crosscheck_command",  # crosscheck
 )
 
 

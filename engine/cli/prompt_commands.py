@@ -10,6 +10,7 @@ from engine.errors import LanternError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from engine.cli import add_models_dir
+    from engine.cli.run_command import parse_think
 
     parser = subparsers.add_parser(
         "prompt",
@@ -23,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--messages", metavar="FILE.json", required=True, help="the chat to render")
     parser.add_argument("--system", metavar="TEXT", help="system prompt (replaces the model's)")
+    parser.add_argument("--think", nargs="?", const="true", type=parse_think,
+                        metavar="true|false|high|medium|low",
+                        help="Ollama's think option, as `lantern run --think` sends it")
     add_models_dir(parser)
     parser.set_defaults(func=run)
 
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         tools=tools,
         special_tokens=special,
         layer_messages=layer_messages,
+        think=args.think,
     )
     ids = tokenizer.encode_prompt(prompt.segments)
     print(prompt.text, end="" if prompt.text.endswith("\n") else "\n")

@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.cli import add_models_dir
+from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
+from engine.remote.records import chosen_options
+from engine.runtime.backend import Capability
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.sampler import Options
@@ -31,6 +34,7 @@ OPTION_FLAGS = {  # CLI flag -> Ollama option name
 HELP = """Available commands:
   /set parameter NAME VALUE   set a generation option (e.g. /set parameter temperature 0)
   /set system TEXT            set the system message
+  /set think | /set nothink   turn the model's thinking on or off
   /show info                  show model details
   /clear                      forget the conversation
   /bye                        exit
@@ -51,11 +55,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-logprobs", type=int, default=0, metavar="K",
                    help="with --format jsonl: the K (<= 20) most likely tokens at each step")
     p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--think", nargs="?", const="true", metavar="true|false|high|medium|low",
+                   type=parse_think,
+                   help="thinking models: think first (default: the template's own choice)")
+    p.add_argument("--hidethinking", action="store_true",
+                   help="do not print the model's thinking, only its answer")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
+    p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
+                   help="speculative decoding (same answer, faster where text repeats): "
+                        "auto (default), off, ngram (prompt lookup) or a draft model's name")
     add_models_dir(p)
+    add_server(p)
     p.set_defaults(func=run)
 
 
@@ -72,16 +85,32 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
-    source = resolve_source(args.model, args.models_dir)
     overrides = _overrides(args)
-    params = dict(getattr(source, "params", {}) or {})
-    options = Options.resolve(params, overrides)
-    model = load_model(source, exact=args.exact, provider=args.provider, num_ctx=options.num_ctx,
-                       requantize=args.requantize)
-    if args.requantize or args.verbose:
-        print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
-    chat = ChatSession(model, options, system=args.system, num_top=max(5, args.top_logprobs))
-    images = _load_images(model, args.image, args.raw)
+    num_top = max(5, args.top_logprobs)
+    if args.server:
+        from engine.remote.session import open_remote_model
+
+        if args.exact or args.requantize or args.provider != "cpu" or args.speculate != "auto":
+            print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
+                  "runs a model; with --server the server runs it", file=sys.stderr)
+        model = open_remote_model(connection_of(args), args.model)
+        params: dict = {}
+        chat = model.open_session(Options.resolve(params, overrides), args.system, num_top)
+        chat.think = args.think
+    else:
+        source = resolve_source(args.model, args.models_dir)
+        params = dict(getattr(source, "params", {}) or {})
+        options = Options.resolve(params, overrides)
+        model = load_model(source, exact=args.exact, provider=args.provider,
+                           num_ctx=options.num_ctx, requantize=args.requantize)
+        if args.requantize or args.verbose:
+            print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
+        chat = ChatSession(model, options, system=args.system, num_top=num_top,
+                           think=args.think, drafter=_drafter(args, model))
+        if args.verbose:
+            name = getattr(chat.drafter, "name", "off")
+            print(f"note: speculative decoding: {name}", file=sys.stderr)
+    images = _load_images(model, chat, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
@@ -95,8 +124,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_images(model, paths: list[str], raw: bool) -> tuple:
-    """Preprocess --image files for a vision model; a clear error for any other."""
+def _drafter(args: argparse.Namespace, model):
+    """--speculate as a drafter; draft models come from the same store as the target."""
+    from engine.runtime.speculation import drafter_for
+
+    store = None if str(args.model).endswith(".gguf") else Store.open(args.models_dir)
+    return drafter_for(args.speculate, model, store, requantize=args.requantize)
+
+
+def _load_images(model, chat, paths: list[str], raw: bool) -> tuple:
+    """Prepare --image files for a vision model; a clear error for any other."""
     if not paths:
         return ()
     if not model.has_vision:
@@ -106,9 +143,9 @@ def _load_images(model, paths: list[str], raw: bool) -> tuple:
         )
     if raw:
         raise GenerationError("--raw sends text verbatim and cannot carry --image")
-    from engine.vision.preprocess import preprocess
+    from engine.vision.preprocess import MAX_PIXELS
 
-    return tuple(preprocess(Path(path)) for path in paths)
+    return tuple(chat.prepare_image(path, MAX_PIXELS) for path in paths)
 
 
 def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:
@@ -140,11 +177,46 @@ def _start_worker(events: Iterator[Event]) -> queue.Queue:
     return box
 
 
+def parse_think(value: str) -> bool | str:
+    """Ollama's --think values: true/false, or a level for models that take one."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("high", "medium", "low"):
+        return lowered
+    raise argparse.ArgumentTypeError(
+        f"--think takes true, false, high, medium or low, not {value!r}")
+
+
+class ThinkingPrinter:
+    """Thinking in the terminal as `ollama run` shows it: "Thinking..." and the text
+    (dim on a terminal), "...done thinking." before the answer; `hide` prints none of it."""
+
+    def __init__(self, hide: bool) -> None:
+        self.hide, self.state = hide, "before"
+        tty = sys.stdout.isatty()
+        self.dim, self.plain = ("\x1b[2m", "\x1b[0m") if tty else ("", "")
+
+    def thinking(self, text: str) -> str:
+        if self.hide or not text:
+            return ""
+        opened = self.state == "before"
+        self.state = "thinking"
+        return (f"{self.dim}Thinking...\n" if opened else self.dim) + text + self.plain
+
+    def answer(self, text: str) -> str:
+        if self.state == "thinking" and text:
+            self.state = "answered"
+            return f"{self.dim}\n...done thinking.{self.plain}\n\n" + text
+        return text
+
+
 def _print_events(events: Iterator[Event], cancel: Callable[[], None],
                   args: argparse.Namespace) -> DoneEvent | None:
     """Print events as they come. Ctrl-C cancels the answer; we keep reading until the
     worker has really finished, so the next prompt never races a running answer."""
     done: DoneEvent | None = None
+    printer = ThinkingPrinter(args.hidethinking)
     box = _start_worker(events)
     while True:
         try:
@@ -153,12 +225,13 @@ def _print_events(events: Iterator[Event], cancel: Callable[[], None],
                 return done
             if isinstance(item, BaseException):
                 raise item
-            done = _print_event(item, args) or done
+            done = _print_event(item, args, printer) or done
         except KeyboardInterrupt:
             cancel()
 
 
-def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
+def _print_event(item: Event, args: argparse.Namespace,
+                 printer: ThinkingPrinter) -> DoneEvent | None:
     out = sys.stdout
     if isinstance(item, NoticeEvent):
         print(f"note: {item.message}", file=sys.stderr)
@@ -166,13 +239,13 @@ def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
         if args.format == "jsonl":
             out.write(json.dumps(_token_json(item, args.top_logprobs), ensure_ascii=False) + "\n")
         else:
-            out.write(item.text)
+            out.write(printer.thinking(item.thinking_text) + printer.answer(item.text))
         out.flush()
     elif isinstance(item, DoneEvent):
         if args.format == "jsonl":
             out.write(json.dumps({"done": True, **item.counters()}) + "\n")
         else:
-            out.write(item.tail + "\n")
+            out.write(printer.answer(item.tail) + "\n")
         out.flush()
         if args.verbose:
             _print_timings(item)
@@ -181,12 +254,15 @@ def _print_event(item: Event, args: argparse.Namespace) -> DoneEvent | None:
 
 
 def _token_json(event: TokenEvent, k: int) -> dict:
+    """One token as JSON; from a server, "id" and "logit" are null (it sends neither)."""
     return {
-        "id": event.id,
+        "id": event.id if event.id >= 0 else None,
         "token": event.piece,
+        **({"thinking": True} if event.thinking else {}),
         "logprob": event.logprob,
         "top_logprobs": [
-            {"id": t.id, "token": t.piece, "logprob": t.logprob, "logit": t.logit}
+            {"id": t.id if t.id >= 0 else None, "token": t.piece, "logprob": t.logprob,
+             "logit": t.logit}
             for t in event.top[:k]
         ],
     }
@@ -206,6 +282,9 @@ def _print_timings(done: DoneEvent) -> None:
         f"eval duration:        {done.eval_duration / 1e9:.6f}s",
         f"eval rate:            {rate(done.eval_count, done.eval_duration)}",
     ]
+    if done.draft_count:
+        lines.append(f"drafted / accepted:   {done.draft_count} / {done.draft_accepted} "
+                     f"token(s), acceptance {done.acceptance:.0%}")
     print("\n".join(lines), file=sys.stderr)
 
 
@@ -270,9 +349,19 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
             return
         overrides[name] = value
         print(f"Set parameter '{name}' to '{raw}'")
+    elif words[:2] in (["/set", "think"], ["/set", "nothink"]):
+        chat.think = words[1] == "think"
+        print(f"Set '{words[1]}' mode.")
     elif words[:2] == ["/set", "system"] and len(words) >= 3:
         chat.system = text.split(None, 2)[2]
         print("Set system message.")
+    elif words[:2] == ["/show", "info"] and Capability.LAYERS not in chat.capabilities:
+        connection = chat.model.connection
+        print(f"  Model\n    name                {chat.model.name}")
+        print(f"    server              {connection.host} ({connection.kind})")
+        print(f"    details             {chat.model.info.details or 'not reported'}")
+        print("  Options (sent to the server)\n    " + "\n    ".join(
+            f"{k:<20}{v}" for k, v in chosen_options(chat.options).items()))
     elif words[:2] == ["/show", "info"]:
         config = chat.model.gguf.config
         print(f"  Model\n    architecture        {config.architecture}")

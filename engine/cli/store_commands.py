@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.cli import add_models_dir
+from engine.cli.server_options import add_server, list_remote
 from engine.errors import LanternError
 from engine.gguf.labels import human_number
 from engine.store import Store
@@ -28,9 +29,10 @@ SHOW_PARTS = ("license", "modelfile", "parameters", "system", "template")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("list", help="list the models in the store")
+    p = subparsers.add_parser("list", help="list the models in the store (or on a server)")
     p.add_argument("--json", action="store_true", help="print /api/tags-style JSON")
     add_models_dir(p)
+    add_server(p)
     p.set_defaults(func=cmd_list)
 
     p = subparsers.add_parser("show", help="describe a model")
@@ -82,6 +84,8 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "", gap: str = "    ") -
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.server:
+        return list_remote(args)
     store = Store.open(args.models_dir)
     models, problems = store.scan()
     for problem in problems:

@@ -62,8 +62,9 @@ class LayerCache:
 
 def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, step: CacheStep,
               cache: LayerCache, linear: Linear, name: str, dtype: type,
-              last_only: bool = False) -> str:
-    """x [1, S, H] -> [1, S, H] (or [1, 1, H] for the last position with ``last_only``)."""
+              rows: str | None = None) -> str:
+    """x [1, S, H] -> [1, S, H] (or [1, N, H], the last N positions, where ``rows`` names
+    an int64 [1] graph input holding N)."""
     q, k, v = project_qkv(g, x, w, linear, name)  # [1, S, heads * D] each; k, v may be ""
     if cfg.qk_norm:
         q = head_rms_norm(g, q, w.q_norm, cfg.n_heads, cfg.rms_eps, f"{name}.q_norm", dtype)
@@ -76,8 +77,8 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
         domain="com.microsoft", num_heads=cfg.n_heads, kv_num_heads=cfg.n_kv_heads,
         do_rotary=1, rotary_interleaved=int(cfg.rope_interleaved),
     )  # [1, S, n_heads * D]
-    if last_only:
-        out = last_position(g, out, f"{name}/last")  # [1, 1, n_heads * D]
+    if rows is not None:
+        out = last_rows(g, out, rows, f"{name}/last")  # [1, N, n_heads * D]
     return linear(out, w.output, f"{name}.output")
 
 
@@ -100,6 +101,15 @@ def project_qkv(g: GraphBuilder, x: str, w: AttentionWeights, linear: Linear,
     sizes = g.add_initializer(f"{name}.qkv_sizes", np.array([w.q.n, w.k.n, w.v.n], np.int64))
     q, k, v = g.add_node("Split", [qkv, sizes], [f"{name}/q", f"{name}/k", f"{name}/v"], axis=-1)
     return q, k, v
+
+
+def last_rows(g: GraphBuilder, x: str, count: str, name: str) -> str:
+    """x [1, S, C] -> [1, N, C], the last N tokens; ``count`` is an int64 [1] holding N."""
+    [start] = g.add_node("Neg", [count], [f"{name}.start"])
+    end = g.add_initializer(f"{name}.end", np.array([np.iinfo(np.int64).max], np.int64))
+    axis = g.add_initializer(f"{name}.axis", np.array([1], np.int64))
+    [y] = g.add_node("Slice", [x, start, end, axis], [name])
+    return y
 
 
 def last_position(g: GraphBuilder, x: str, name: str) -> str:

@@ -8,8 +8,9 @@
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
-seqlens_k, total_sequence_length and each block's KV buffers. Outputs: logits
-[1, 1, V] of the last position ([1, S, V] with all_logits), the updated KV buffers, and
+seqlens_k, total_sequence_length, num_logits and each block's KV buffers. Outputs: logits
+[1, N, V] of the last N = num_logits positions (a verify step of N drafted tokens asks for
+N; a prompt for 1) or [1, S, V] with all_logits, the updated KV buffers, and
 with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
 residual stream after the embeddings and after each block (the runtime derives
 mean/std/min/max from it and the reference check compares it row by row).
@@ -30,7 +31,14 @@ from engine.gguf import GGUFModel
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight, pack
 from engine.gguf.requantize import Requantization, requantize
-from engine.graph.attention import AttentionWeights, CacheStep, LayerCache, attention, last_position
+from engine.graph.attention import (
+    AttentionWeights,
+    CacheStep,
+    LayerCache,
+    attention,
+    last_position,
+    last_rows,
+)
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import stack_rows
 from engine.graph.linear import linear
@@ -39,6 +47,7 @@ from engine.graph.norms import add_rms_norm, rms_norm
 INPUTS_EMBEDS = "inputs_embeds"
 SEQLENS_K = "seqlens_k"
 TOTAL_LEN = "total_sequence_length"
+NUM_LOGITS = "num_logits"
 COS, SIN = "cos", "sin"
 LOGITS = "logits"
 HIDDEN_STATES = "hidden_states"
@@ -147,10 +156,11 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     h = rms_norm(g, x, w.attn_norm(0), eps, "blk.0.attn_norm", dtype)
     for i in range(cfg.n_layers):
         last_only = i == cfg.n_layers - 1 and not options.all_logits
+        rows = NUM_LOGITS if last_only else None
         a = attention(g, h, w.attention(i), cfg, step, caches[i], project, f"blk.{i}.attn",
-                      dtype, last_only=last_only)
-        if last_only:  # the last block's tail only matters at the last position
-            residual = last_position(g, residual, f"blk.{i}.last_residual")
+                      dtype, rows=rows)
+        if last_only:  # the last block's tail only matters at the rows that get logits
+            residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
         ffn = w.mlp(i)
         m = mlp(g, h, ffn, project, f"blk.{i}.ffn", down_accuracy(ffn.down, options))
@@ -160,7 +170,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
             next_norm, next_name = w.output_norm(), "output_norm"
         h, residual = add_rms_norm(g, m, residual, next_norm, eps, next_name, dtype)
         hidden_states.append(residual)
-    logits = project(h, w.lm_head(cfg), "lm_head")  # [1, S or 1, V]
+    logits = project(h, w.lm_head(cfg), "lm_head")  # [1, S or N, V]
     if options.float16:
         [logits] = g.add_node("Cast", [logits], [LOGITS + "/float32"], to=onnx.TensorProto.FLOAT)
     [logits] = g.add_node("Identity", [logits], [LOGITS])
@@ -171,10 +181,11 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
         (SEQLENS_K, np.int32, [1]),
         (TOTAL_LEN, np.int32, []),
+        (NUM_LOGITS, np.int64, [1]),
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
-    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else 1, cfg.vocab_size])]
+    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
     for c in caches:
         inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
         outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]

@@ -74,6 +74,8 @@ def render_prompt(
     ``system`` and ``layer_messages`` are the model's system and messages layers,
     applied by Ollama's rule (system first unless the chat starts with its own).
     ``add_generation_prompt`` applies to Jinja/ChatML; Ollama's templates decide it.
+    ``think`` is Ollama's option (True/False or a level); None leaves it unset, so the
+    template's own default holds. Jinja templates see it as ``enable_thinking``.
     """
     msgs = with_model_layers(messages, system, layer_messages)
     contents = [str(m.get("content") or "") for m in msgs]
@@ -88,6 +90,8 @@ def render_prompt(
         image_marks = [image_tag(i) for i in range(n_images)]
     else:
         kind = "jinja" if chat_template else "chatml"
+        # transformers' name for Ollama's `think` (Qwen3's template reads it)
+        thinking = {} if think is None else {"enable_thinking": think not in (False, "false")}
         source = chat_template or CHATML_TEMPLATE
         inline = [None]  # image placeholders inline in the text (template wants strings)?
 
@@ -96,7 +100,7 @@ def render_prompt(
                 return render_jinja(source, _jinja_messages(msgs, texts, as_text), tools=tools,
                                     add_generation_prompt=add_generation_prompt,
                                     special_tokens=special_tokens,
-                                    image_placeholder=image_placeholder)
+                                    image_placeholder=image_placeholder, **thinking)
             if not n_images or inline[0] is not None:
                 return attempt(inline[0] or None)
             try:

@@ -12,11 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from engine.errors import GenerationError
+from engine.runtime.backend import Capability
 from engine.runtime.check import CheckReport, check_against_reference
+from engine.runtime.drafters import Drafter
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
+from engine.runtime.thinking import ThinkingSplitter, prompt_opens_thinking
+from engine.vision.preprocess import ImageInput, preprocess
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,25 @@ class Message:
     role: str                       # "system", "user", "assistant"
     content: str
     images: tuple = ()              # engine.vision ImageInput records
+    thinking: str = ""              # an answer's thinking section (kept apart from content)
+
+
+def drop_answers(messages: list[Message]) -> None:
+    """Remove the answers after the last user message (to answer it again)."""
+    while messages and messages[-1].role == "assistant":
+        messages.pop()
+    if not messages:
+        raise GenerationError("there is no message to answer again: send one first")
+
+
+def replace_last_user(messages: list[Message], text: str) -> None:
+    """Replace the last user message's text and drop everything after it."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].role == "user":
+            del messages[index + 1:]
+            messages[index] = replace(messages[index], content=text)
+            return
+    raise GenerationError("there is no user message to edit: send one first")
 
 
 @dataclass
@@ -33,7 +56,9 @@ class ChatSession:
     system: str | None = None       # None: the model's system layer
     messages: list[Message] = field(default_factory=list)
     num_top: int = 5                # alternatives reported per token (<= 20)
+    think: bool | str | None = None # Ollama's option; None: the template's default
     cancel_event: threading.Event = field(default_factory=threading.Event)
+    drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
 
     def __post_init__(self) -> None:
         # the cache record belongs to the model: every session on it sees what the one KV
@@ -51,30 +76,31 @@ class ChatSession:
 
     def regenerate(self) -> Iterator[Event]:
         """Answer the last user message again (the previous answer is discarded)."""
-        while self.messages and self.messages[-1].role == "assistant":
-            self.messages.pop()
-        if not self.messages:
-            raise GenerationError("there is no message to answer again: send one first")
+        drop_answers(self.messages)
         return self._answer()
 
     def edit_last_user(self, text: str) -> Iterator[Event]:
         """Replace the last user message and answer it anew."""
-        for index in range(len(self.messages) - 1, -1, -1):
-            if self.messages[index].role == "user":
-                del self.messages[index + 1:]
-                self.messages[index] = replace(self.messages[index], content=text)
-                return self._answer()
-        raise GenerationError("there is no user message to edit: send one first")
+        replace_last_user(self.messages, text)
+        return self._answer()
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self.model.capabilities
+
+    def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
+        """An image file as this backend takes it: preprocessed for the vision tower."""
+        return preprocess(path, max_pixels=max_pixels)
 
     def raw(self, text: str) -> Iterator[Event]:
         """Answer a raw prompt sent verbatim (control tokens parsed); no template, no history."""
         self.cancel_event.clear()
         prompt = self.model.tokenize_raw(text)
         self.last_prompt = prompt
-        return self._generator.run(prompt, self.options, cancel=self.cancel_event,
-                                   num_top=self.num_top,
-                                   load_duration=self._take_load_duration(),
-                                   max_cache_len=self.model.decoder.max_cache_len)
+        return self._split_thinking(prompt, self._generator.run(
+            prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
+            load_duration=self._take_load_duration(),
+            max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter))
 
     def check_against_reference(self) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
@@ -110,26 +136,52 @@ class ChatSession:
                 f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
-        reply, started = "", False
+        reply, thinking, started = "", "", False
         try:
-            for event in self._generator.run(
+            for event in self._split_thinking(prompt, self._generator.run(
                 prompt,
                 self.options,
                 cancel=self.cancel_event,
                 num_top=self.num_top,
                 load_duration=self._take_load_duration(),
                 max_cache_len=self.model.decoder.max_cache_len,
-            ):
+                drafter=self.drafter,
+            )):
                 started = True
                 if isinstance(event, TokenEvent):
                     reply += event.text
+                    thinking += event.thinking_text
                 elif isinstance(event, DoneEvent):
-                    reply = event.text
+                    reply, thinking = event.text, event.thinking
                 yield event
         finally:
             # whatever was generated stays in the conversation, even when cancelled
             if started:
-                self.messages.append(Message("assistant", reply))
+                self.messages.append(Message("assistant", reply, thinking=thinking))
+
+    def _split_thinking(self, prompt: PromptTokens, events: Iterator[Event]) -> Iterator[Event]:
+        """Tag each token's text as thinking or answer (engine.runtime.thinking); the
+        DoneEvent's text is the answer alone and its `thinking` the thinking section."""
+        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        splitter = ThinkingSplitter(opened=prompt_opens_thinking(tail))
+        answer, thinking = [], []
+        for event in events:
+            if isinstance(event, TokenEvent):
+                part = splitter.push(event.text)
+                event = replace(event, text=part.answer, thinking_text=part.thinking,
+                                thinking=part.in_thinking)
+                answer.append(part.answer)
+                thinking.append(part.thinking)
+            elif isinstance(event, DoneEvent):
+                end, rest = splitter.push(event.tail), splitter.flush()
+                released = end.answer + rest.answer
+                thinking.append(end.thinking + rest.thinking)
+                event = replace(event, text="".join(answer) + released, tail=released,
+                                thinking="".join(thinking))
+                if self.think is False and event.thinking:
+                    yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
+                                      "switch for thinking (think=false is ignored)")
+            yield event
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does
@@ -149,7 +201,8 @@ class ChatSession:
         system = [m for m in self.messages if m.role == "system"]
         turns = [m for m in self.messages if m.role != "system"]
         for dropped in range(len(turns)):
-            prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system)
+            prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system,
+                                              think=self.think)
             if len(prompt) + reserve <= limit or dropped == len(turns) - 1:
                 if len(prompt) >= limit:
                     raise GenerationError(

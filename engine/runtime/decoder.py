@@ -35,7 +35,7 @@ PROVIDERS = {
 
 @dataclass(frozen=True)
 class DecoderStep:
-    logits: np.ndarray              # float32 [V] (last position) or [S, V] with all_logits
+    logits: np.ndarray  # float32 [V] (last position), [N, V] (forward rows=N), [S, V] all_logits
     hidden: np.ndarray | None = None  # float32 [n_layers + 1, H]: last token, per layer
 
     @property
@@ -159,9 +159,12 @@ class DecoderSession:
         rows = dequantize(self._token_embd.raw[ids], self._token_embd.ggml_type)
         return np.asarray(rows, dtype=np.float32).reshape(len(ids), hidden)
 
-    def forward(self, input_ids=None, positions=None, inputs_embeds=None) -> DecoderStep:
+    def forward(self, input_ids=None, positions=None, inputs_embeds=None,
+                rows: int | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
-        (default: continuing the cache) and return the logits."""
+        (default: continuing the cache) and return the logits: of the last position [V],
+        or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
+        runs on those rows only)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -177,6 +180,8 @@ class DecoderSession:
         positions = np.arange(past, total) if positions is None else np.asarray(positions)
         if positions.shape[-1] != n:
             raise ValueError(f"positions of shape {positions.shape} do not match {n} tokens")
+        if rows is not None and not 1 <= rows <= n:
+            raise ValueError(f"rows={rows} asks for logits of more rows than the {n} fed")
         cfg = self.config
         angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
         self._cos[past:total] = np.cos(angles)  # [S, D/2]
@@ -187,6 +192,7 @@ class DecoderSession:
                                np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
+        binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
         binding.bind_cpu_input(graph.COS, self._cos[:total])
         binding.bind_cpu_input(graph.SIN, self._sin[:total])
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
@@ -196,8 +202,11 @@ class DecoderSession:
         self.cache_len = total
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
-        logits = outputs[0].numpy()  # [1, S or 1, V]
-        logits = logits[0] if self._all_logits else logits[0, -1]
+        logits = outputs[0].numpy()  # [1, S or N, V]
+        if self._all_logits:
+            logits = logits[0] if rows is None else logits[0, -rows:]
+        else:
+            logits = logits[0] if rows is not None else logits[0, -1]
         hidden = outputs[1].numpy() if self.layer_stats else None
         return DecoderStep(logits=logits, hidden=hidden)
 

@@ -2,7 +2,8 @@
 
 Small frozen records (no dicts): the CLI turns them into JSONL, the app into its
 debug panel. Log-probabilities are Ollama's: log-softmax of the raw logits, before any
-sampling transform.
+sampling transform. A remote server reports log-probabilities only: its events carry
+``logit=None``, ``id=-1`` (no token ids) and a NaN entropy, never invented values.
 """
 
 from dataclasses import dataclass, field
@@ -14,9 +15,9 @@ from engine.runtime.reasons import SamplerReasons
 
 @dataclass(frozen=True)
 class TopToken:
-    id: int
-    piece: str        # the token's text as shown to a person
-    logit: float      # raw logit from the model
+    id: int                 # -1: a server's token (servers send no ids)
+    piece: str              # the token's text as shown to a person
+    logit: float | None     # raw logit from the model; None from a server
     logprob: float    # log-softmax of the raw logits
 
     @property
@@ -30,13 +31,16 @@ class TokenEvent:
     id: int
     piece: str                      # the token's own text (may be part of a character)
     text: str                       # UTF-8-safe delta to append to the reply (may be "")
-    logit: float
-    logprob: float
-    entropy: float                  # nats, over the full raw distribution
+    logit: float | None             # None from a server (it reports log-probabilities only)
+    logprob: float                  # NaN when a server sent no log-probabilities
+    entropy: float                  # nats, over the full raw distribution; NaN from a server
     top: tuple[TopToken, ...]       # best first, k <= 20
     elapsed_ns: int                 # time of this step (forward + sampling)
     layer_stats: np.ndarray | None = field(default=None, compare=False)  # [n_layers+1, 4]
     reasons: SamplerReasons | None = field(default=None, compare=False)  # why this token
+    drafted: bool = False           # a drafter proposed it and the model's own choice kept it
+    thinking: bool = False          # generated inside the model's <think> section
+    thinking_text: str = ""         # delta for the thinking section (`text` is the answer's)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,14 @@ class DoneEvent:
     eval_duration: int              # ns
     load_duration: int              # ns
     total_duration: int             # ns
+    draft_count: int = 0            # tokens drafters proposed (speculative decoding)
+    draft_accepted: int = 0         # of those, kept: each is one forward saved
+
+    @property
+    def acceptance(self) -> float | None:
+        """Share of drafted tokens kept; None when nothing was drafted."""
+        return self.draft_accepted / self.draft_count if self.draft_count else None
+    thinking: str = ""              # the whole thinking section (not part of `text`)
 
     def counters(self) -> dict[str, int | str]:
         return {

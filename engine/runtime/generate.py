@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from engine.runtime.reasons import explain
 from engine.runtime.sampler import Options, Sampler, SampleTrace, logprobs
 from engine.runtime.stops import StopMatcher
 from engine.tokenizer import StreamDecoder
+
+if TYPE_CHECKING:
+    from engine.runtime.drafters import Drafter
 
 MAX_TOP_LOGPROBS = 20
 
@@ -107,7 +111,13 @@ class Generator:
         num_top: int = 5,
         load_duration: int = 0,
         max_cache_len: int | None = None,
+        drafter: Drafter | None = None,
     ) -> Iterator[Event]:
+        """Prefill, then decode. With a ``drafter`` each step feeds the last token plus the
+        drafter's guesses in one verify forward (logits at those rows only), keeps the
+        guesses the sampler's exact acceptance rule keeps, and rolls the cache back over
+        the rest: the tokens have the distribution of plain decoding (greedy: the same
+        tokens), and each event carries the target's own logits at its position."""
         cancel = cancel or threading.Event()
         num_top = min(max(num_top, 1), MAX_TOP_LOGPROBS)
         limit = min(options.num_ctx, max_cache_len or options.num_ctx)
@@ -121,62 +131,89 @@ class Generator:
         stream = StreamDecoder(self.tokenizer)
         stops = StopMatcher(options.stop)
         history = [int(i) for i in prompt.ids]
+        context = draft_context(prompt)  # what drafters read: image rows are -1
         step, fed = self.prefill(prompt)
         prompt_done = time.perf_counter_ns()
-        position = prompt.next_position
         reply: list[str] = []
-        count = 0
-        reason = "length"
+        count = drafted = kept_total = 0
+        reason = ""
         stop_string_hit = False
         step_start = prompt_done
+        draft: list[int] = []
+        rows = step.logits[None]  # [n, V]: row i judges draft[i]; the last one is free
         while True:
-            if cancel.is_set():
-                reason = "cancel"
+            token = -1
+            kept = 0
+            for i, logits in enumerate(rows):
+                if cancel.is_set():
+                    reason = "cancel"
+                    break
+                trace = SampleTrace()
+                if i < len(draft):
+                    token, accepted = sampler.verify(logits, history, draft[i], trace)
+                else:
+                    token, accepted = int(sampler.sample(logits, history, trace)), False
+                if accepted:
+                    kept += 1
+                if token in self.tokenizer.stop_ids:
+                    reason = "stop"
+                    break
+                dist = logprobs(logits, num_top)
+                shown = stops.push(stream.push(token))
+                reply.append(shown.text)
+                history.append(token)
+                context.append(token)
+                count += 1
+                now = time.perf_counter_ns()
+                yield TokenEvent(
+                    index=count - 1,
+                    id=token,
+                    piece=self.tokenizer.id_to_piece(token),
+                    text=shown.text,
+                    logit=float(logits[token]),
+                    logprob=dist.of(token),
+                    entropy=dist.entropy,
+                    top=tuple(
+                        TopToken(i, self.tokenizer.id_to_piece(i), float(logits[i]), logprob)
+                        for i, logprob in dist.top
+                    ),
+                    elapsed_ns=now - step_start,
+                    layer_stats=step.layer_stats if i == len(rows) - 1 else None,
+                    reasons=explain(trace, options, self.tokenizer.id_to_piece),
+                    drafted=accepted,
+                )
+                step_start = now
+                cached = self.decoder.cache_len - (len(rows) - 1 - i)  # as plain decoding
+                if shown.stopped:
+                    reason, stop_string_hit = "stop", True
+                elif cached + 1 >= limit or 0 <= options.num_predict <= count:
+                    reason = "length"
+                if reason or not accepted:
+                    break
+            if draft:  # roll back the rows of drafts that were not kept
+                drafted += len(draft)
+                kept_total += kept
+                drafter.accepted(len(draft), kept)
+                keep = self.decoder.cache_len - (len(draft) - kept)
+                self.decoder.truncate(keep)
+                del self.cache.keys[keep:]
+            if reason:
                 break
-            logits = step.logits
-            trace = SampleTrace()
-            token = int(sampler.sample(logits, history, trace))
-            if token in self.tokenizer.stop_ids:
-                reason = "stop"
-                break
-            dist = logprobs(logits, num_top)
-            shown = stops.push(stream.push(token))
-            reply.append(shown.text)
-            history.append(token)
-            count += 1
-            now = time.perf_counter_ns()
-            yield TokenEvent(
-                index=count - 1,
-                id=token,
-                piece=self.tokenizer.id_to_piece(token),
-                text=shown.text,
-                logit=float(logits[token]),
-                logprob=dist.of(token),
-                entropy=dist.entropy,
-                top=tuple(
-                    TopToken(i, self.tokenizer.id_to_piece(i), float(logits[i]), logprob)
-                    for i, logprob in dist.top
-                ),
-                elapsed_ns=now - step_start,
-                layer_stats=step.layer_stats,
-                reasons=explain(trace, options, self.tokenizer.id_to_piece),
-            )
-            step_start = now
-            if shown.stopped:
-                reason, stop_string_hit = "stop", True
-                break
-            if options.num_predict >= 0 and count >= options.num_predict:
-                reason = "length"
-                break
-            if self.decoder.cache_len + 1 >= limit:
-                reason = "length"
-                break
+            cached = self.decoder.cache_len
+            room = limit - 1 - cached  # drafts that still fit num_ctx (as plain decoding)
+            if options.num_predict >= 0:
+                room = min(room, options.num_predict - count)
+            draft = drafter.propose(context, room) if drafter and room > 0 else []
+            fed_ids = np.array([token, *draft], dtype=np.int64)
+            # after the prompt each row advances the position by one (M-RoPE: all axes)
+            position = prompt.next_position + self.decoder.cache_len - len(prompt)
             step = self.decoder.forward(
-                input_ids=np.array([token], dtype=np.int64),
-                positions=_positions_like(prompt.positions, position),
+                input_ids=fed_ids,
+                positions=_positions_like(prompt.positions, position, len(fed_ids)),
+                rows=len(fed_ids),
             )
-            self.cache.keys.append(token)
-            position += 1
+            rows = step.logits
+            self.cache.keys.extend(int(t) for t in fed_ids)
         tail_text = ""
         if not stop_string_hit:
             released = stops.push(stream.flush())
@@ -193,11 +230,23 @@ class Generator:
             eval_duration=end - prompt_done,
             load_duration=load_duration,
             total_duration=end - start + load_duration,
+            draft_count=drafted,
+            draft_accepted=kept_total,
         )
 
 
-def _positions_like(template: np.ndarray, position: int) -> np.ndarray:
-    """Position of one decode token, in the prompt's layout ([1] or [3, 1])."""
+def draft_context(prompt: PromptTokens) -> list[int]:
+    """The prompt's ids for drafters, image rows replaced by -1 (they match nothing)."""
+    ids = prompt.ids.copy()
+    if prompt.image_rows is not None and len(prompt.image_rows):
+        ids[prompt.image_rows] = -1
+    return [int(i) for i in ids]
+
+
+def _positions_like(template: np.ndarray, position: int, n: int = 1) -> np.ndarray:
+    """Positions of n decode tokens from ``position`` on, in the prompt's layout ([n] or
+    [3, n]: after the prompt, text tokens advance all three M-RoPE axes together)."""
+    run = np.arange(position, position + n, dtype=np.int64)
     if template.ndim == 2:
-        return np.full((template.shape[0], 1), position, dtype=np.int64)
-    return np.array([position], dtype=np.int64)
+        return np.broadcast_to(run, (template.shape[0], n)).copy()
+    return run

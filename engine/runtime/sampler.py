@@ -258,6 +258,42 @@ class Sampler:
         """Next token id from the last position's logits [V] and the tokens so far
         (prompt and reply, oldest first; llama-server penalises prompt tokens too).
         ``trace`` records each step's survivors as it happens (the sampler's reasons)."""
+        c = self.distribution(logits, history, trace)
+        token = int(c.ids[0]) if self.options.temperature <= 0.0 else draw(c, self.rng)
+        _record_pick(trace, c, token, self.options.temperature <= 0.0)
+        return token
+
+    def verify(self, logits: np.ndarray, history: Sequence[int], drafted: int,
+               trace: "SampleTrace | None" = None) -> tuple[int, bool]:
+        """Speculative decoding's exact acceptance of a deterministic draft (prompt lookup,
+        a draft model's greedy pick): (token, True) keeps ``drafted``, (other, False) replaces
+        it, so the token has exactly the distribution ``sample`` would give.
+
+        Greedy keeps the draft iff it is the argmax. Sampling keeps it with probability p(x),
+        else draws from p without x, renormalised (the rejection rule for a draft
+        distribution q concentrated on x: min(1, p/q) = p(x), residual max(0, p - q)).
+        Seeded streams: one uniform draw decides, one more draws a replacement.
+        """
+        c = self.distribution(logits, history, trace)
+        if self.options.temperature <= 0.0:
+            token = int(c.ids[0])
+        else:
+            probs = c.probs()
+            hit = np.flatnonzero(c.ids == drafted)
+            p = float(probs[hit[0]]) if len(hit) else 0.0
+            if p > 0.0 and self.rng.random() < p:
+                token = drafted
+            else:
+                rest = Candidates(c.ids, np.where(c.ids == drafted, -np.inf,
+                                                  c.logits).astype(np.float32))
+                token = draw(rest, self.rng)
+        _record_pick(trace, c, token, self.options.temperature <= 0.0)
+        return token, token == drafted
+
+    def distribution(self, logits: np.ndarray, history: Sequence[int] = (),
+                     trace: "SampleTrace | None" = None) -> Candidates:
+        """The candidates ``sample`` draws from, their logits after every transform
+        (temperature included); greedy leaves the argmax alone."""
         o = self.options
         if not np.isfinite(logits.max()):
             raise GenerationError(
@@ -277,10 +313,8 @@ class Sampler:
         if trace is not None:
             trace.penalized = logits
         if o.temperature <= 0.0:
-            token = int(np.argmax(logits))
-            if trace is not None:
-                trace.record("greedy", Candidates(np.array([token]), logits[token:token + 1]))
-            return token
+            best = int(np.argmax(logits))
+            return Candidates(np.array([best]), logits[best:best + 1], True)
         c = top_k(Candidates.all(logits), o.top_k)
         record("top_k", c)
         c = typical_p(c, o.typical_p)
@@ -291,10 +325,7 @@ class Sampler:
         record("min_p", c)
         c = temperature(c, o.temperature)
         record("temperature", c)
-        token = draw(c, self.rng)
-        if trace is not None:
-            trace.record("draw", Candidates(np.array([token]), c.logits[c.ids == token][:1]))
-        return token
+        return c
 
 
 class SampleTrace:
@@ -317,6 +348,16 @@ class SampleTrace:
 
 def _ignore(step: str, candidates: Candidates) -> None:
     """The sampler's recorder when nobody asked for a trace."""
+
+
+def _record_pick(trace: SampleTrace | None, c: Candidates, token: int, greedy: bool) -> None:
+    """The last step of a trace: the argmax (greedy: ``c`` is just it) or the token drawn."""
+    if trace is None:
+        return
+    if greedy:
+        trace.record("greedy", c)
+    else:
+        trace.record("draw", Candidates(np.array([token]), c.logits[c.ids == token][:1]))
 
 
 @dataclass(frozen=True)

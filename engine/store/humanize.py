@@ -55,3 +55,11 @@ def human_time(when: datetime, now: datetime | None = None) -> str:
     if delta < 0:
         return _duration(-delta) + " from now"
     return _duration(delta) + " ago"
+
+
+def human_eta(seconds: float) -> str:
+    """A short time left: "45s", "2m05s", "1h20m"."""
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"

@@ -122,13 +122,18 @@ class Store:
 
     def get(self, name: str | ModelName) -> LocalModel:
         """The model called ``name`` (matched case-insensitively, as Ollama does)."""
+        path = self.require_manifest(name)
+        found = ModelName.from_parts(*path.relative_to(self.manifests_dir).parts)
+        return self._load(found, path)
+
+    def require_manifest(self, name: str | ModelName) -> Path:
+        """The manifest file of ``name``; ModelNotFound (with close names) when there is none."""
         wanted = name if isinstance(name, ModelName) else ModelName.parse(name)
         self._require_root()
         path = self.find_manifest(wanted)
         if path is None:
             raise ModelNotFound(self._not_found_message(wanted))
-        found = ModelName.from_parts(*path.relative_to(self.manifests_dir).parts)
-        return self._load(found, path)
+        return path
 
     def find_manifest(self, wanted: ModelName) -> Path | None:
         """The manifest file of ``wanted``, matching names case-insensitively like Ollama."""

@@ -46,3 +46,17 @@ def piece_bytes(piece: str) -> bytes:
     except KeyError:
         return piece.encode("utf-8")
 
+
+def shown_bytes(data: bytes) -> str:
+    """Bytes as a person reads them: UTF-8 text, with bytes that are not UTF-8 on their
+    own (half a Chinese character) shown as <0xE4>."""
+    shown: list[str] = []
+    while data:
+        try:
+            shown.append(data.decode("utf-8"))
+            break
+        except UnicodeDecodeError as error:
+            shown.append(data[: error.start].decode("utf-8"))
+            shown.extend(f"<0x{b:02X}>" for b in data[error.start : error.end])
+            data = data[error.end :]
+    return "".join(shown)

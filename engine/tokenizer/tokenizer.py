@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer as Backend
 
-from engine.tokenizer.byte_level import piece_bytes, spell
+from engine.tokenizer.byte_level import piece_bytes, shown_bytes, spell
 
 
 @dataclass(frozen=True)
@@ -149,17 +149,7 @@ class Tokenizer:
     def id_to_piece(self, token_id: int) -> str:
         """A token's display text: "Ġhello" -> " hello"; bytes that are not UTF-8 on their
         own (half a Chinese character) are shown as <0xE4>."""
-        data = self.token_bytes(token_id)
-        shown: list[str] = []
-        while data:
-            try:
-                shown.append(data.decode("utf-8"))
-                break
-            except UnicodeDecodeError as error:
-                shown.append(data[: error.start].decode("utf-8"))
-                shown.extend(f"<0x{b:02X}>" for b in data[error.start : error.end])
-                data = data[error.end :]
-        return "".join(shown)
+        return shown_bytes(self.token_bytes(token_id))
 
     def token_to_id(self, text: str) -> int | None:
         """Id of a vocabulary entry, given as stored ("Ġhello", "<|im_end|>") or as the
@@ -168,3 +158,4 @@ class Tokenizer:
         if found is None:
             found = self.backend.token_to_id(spell(text))
         return found
+

@@ -53,6 +53,7 @@ class Codes:
     scales: np.ndarray                      # float32 [n, k_blocks]
     zero_point: int | None = None           # one zero point for every block; None: the default
     offsets: np.ndarray | None = None       # float32 [n, k // block_size]
+    packed: bool = False                    # codes already in pack_bits' layout (bytes per block)
 
 
 FORMATS: dict[GGMLQuantizationType, type[BlockFormat]] = {}
@@ -82,7 +83,8 @@ class BlockFormat:
         blocks = raw.reshape(n, k // cls.gguf_block, cls.type_size)
         c = cls.decode(blocks)
         k_blocks = k // cls.block_size
-        data = pack_bits(c.codes.reshape(n, k_blocks, cls.block_size), cls.bits)
+        data = (c.codes.reshape(n, k_blocks, -1) if c.packed
+                else pack_bits(c.codes.reshape(n, k_blocks, cls.block_size), cls.bits))
         zero_points = None
         if c.zero_point is not None:
             zero_points = pack_bits(np.full((n, k_blocks), c.zero_point, np.uint8), cls.bits)
@@ -102,7 +104,9 @@ def pack_bits(values: np.ndarray, bits: int) -> np.ndarray:
         return np.ascontiguousarray(values, dtype=np.uint8)
     if values.shape[-1] % 2:
         values = np.concatenate([values, np.zeros((*values.shape[:-1], 1), np.uint8)], axis=-1)
-    return values[..., 0::2] | (values[..., 1::2] << 4)
+    packed = values[..., 1::2] << 4
+    packed |= values[..., 0::2]
+    return packed
 
 
 def unpack_bits(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
@@ -120,7 +124,10 @@ def f16(blocks: np.ndarray, at: int) -> np.ndarray:
 
 def nibbles(qs: np.ndarray) -> np.ndarray:
     """[..., m] bytes -> uint8 [..., 2, m]: all low nibbles, then all high nibbles."""
-    return np.stack([qs & 0x0F, qs >> 4], axis=-2)
+    out = np.empty((*qs.shape[:-1], 2, qs.shape[-1]), np.uint8)  # written once, no temporaries
+    np.bitwise_and(qs, 0x0F, out=out[..., 0, :])
+    np.right_shift(qs, 4, out=out[..., 1, :])
+    return out
 
 
 def bit_planes(qh: np.ndarray, count: int) -> np.ndarray:

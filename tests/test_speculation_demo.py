@@ -1,0 +1,79 @@
+"""Speculation never changes a greedy answer of the real demo models.
+
+Exact mode (fp32 activations): there a verify forward of k rows gives the logits of k
+single-token forwards within ~4e-5 (measured on the 0.5B), so the greedy tokens must be
+identical, on prompts where drafts are kept (edit, quote, repeat: the reply copies the
+prompt) and where they are rejected (free text). In fast mode (int8 activations) a batch
+of rows rounds activations differently from one row, so near-ties may break the other way
+(BENCHMARKS.md, "Speculative decoding", measures how often).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.runtime.loader import load_model
+from engine.runtime.sampler import Options
+from tests.test_speculation import Recording, eager, run
+
+CODE = '''def area(w, h):
+    return w * h
+
+
+def describe(w, h):
+    print("area", area(w, h))
+'''
+PROMPTS = {
+    "edit": "Rename the function area to rect_area everywhere. Reply with the code only.\n\n"
+            + CODE,
+    "quote": "Quote this sentence word for word: The keeper climbed the stairs, trimmed "
+             "the wick and wound the clockwork that turned the lens.",
+    "repeat": "Repeat exactly, with nothing else: alpha beta gamma delta",
+    "free": "Write a haiku about autumn.",
+}
+
+
+def check(model, text, options):
+    prompt = model.tokenize_chat([{"role": "user", "content": text}])
+    plain, plain_done = run(model, prompt, options)
+    drafter = Recording(eager())  # drafts at every step: many verify steps, kept and not
+    tokens, done = run(model, prompt, options, drafter)
+    assert [e.id for e in tokens] == [e.id for e in plain], f"answer changed for {text!r}"
+    assert done.text == plain_done.text and done.done_reason == plain_done.done_reason
+    for e, p in zip(tokens, plain, strict=True):
+        assert [t.id for t in e.top] == [t.id for t in p.top]
+        assert max(abs(a.logit - b.logit) for a, b in zip(e.top, p.top, strict=True)) < 2e-3
+    return tokens, done, drafter
+
+
+@pytest.fixture(scope="module", params=["0.5b", "1.5b"])
+def demo(request):
+    path = request.getfixturevalue("demo_05b" if request.param == "0.5b" else "demo_15b")
+    return load_model(path, num_ctx=1024, exact=True)
+
+
+def test_greedy_answers_are_identical(demo):
+    options = Options(temperature=0, num_predict=32)
+    stats = {}
+    for name, text in PROMPTS.items():
+        tokens, done, drafter = check(demo, text, options)
+        stats[name] = done
+        if name == "repeat":  # the copied text ends where the user's message ended
+            stops = demo.tokenizer.stop_ids
+            assert done.done_reason == "stop"
+            kept_stop = any(set(d[:k]) & stops for d, k in drafter.rounds)
+            assert kept_stop or demo.gguf.config.text.n_layers > 24, "no stop in a kept draft"
+    for copying in ("edit", "quote", "repeat"):
+        assert stats[copying].draft_accepted >= 3, f"{copying}: drafts were not kept"
+    assert all(s.draft_accepted < s.draft_count for s in stats.values()), "none rejected"
+
+
+def test_penalties_stop_strings_and_num_predict(demo_05b):
+    model = load_model(demo_05b, num_ctx=1024, exact=True)
+    text = PROMPTS["edit"]
+    check(model, text, Options(temperature=0, num_predict=40, repeat_penalty=1.2,
+                               presence_penalty=0.3, frequency_penalty=0.2))
+    _, done, _ = check(model, text, Options(temperature=0, num_predict=60, stop=("w * h",)))
+    assert done.done_reason == "stop"
+    _, done, drafter = check(model, text, Options(temperature=0, num_predict=13))
+    assert done.eval_count == 13 and drafter.rounds
