@@ -28,7 +28,7 @@ PROMPTS = {
             + CODE,
     "quote": "Quote this sentence word for word: The keeper climbed the stairs, trimmed "
              "the wick and wound the clockwork that turned the lens.",
-    "repeat": "Repeat exactly, with nothing else: alpha beta gamma delta",
+    "repeat": "Repeat exactly, with nothing else: Alpha, Beta, Gamma, Delta.",
     "free": "Write a haiku about autumn.",
 }
 
