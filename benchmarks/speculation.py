@@ -10,7 +10,11 @@ engine alike. Prints medians per workload, acceptance rates, whether Lantern's a
 speculation equals the answer without, and the load average.
 
     .venv/bin/python -m benchmarks.speculation [--model 0.5b 1.5b] [--rounds 3]
-        [--threads 2] [--tokens 160] [--no-llama-cpp]
+        [--threads 2] [--tokens 160] [--no-llama-cpp] [--exact]
+
+--exact runs Lantern in exact mode (fp32 activations), the only mode where ``auto``
+drafts (engine.runtime.speculation); without it ``auto`` is off and the table compares
+fast mode's explicit ``ngram`` instead, whose near-tie tokens may differ.
 """
 
 from __future__ import annotations
@@ -68,17 +72,17 @@ WORKLOADS = {
 }
 
 
-def lantern_engine(path, speculate: str):
+def lantern_engine(path, speculate: str, exact: bool):
     from engine.runtime.chat import ChatSession
     from engine.runtime.events import DoneEvent, TokenEvent
     from engine.runtime.loader import load_model
     from engine.runtime.sampler import Options
     from engine.runtime.speculation import make_drafter
 
-    model = load_model(path, num_ctx=2048)  # ONNX Runtime: one thread per physical core
+    model = load_model(path, num_ctx=2048, exact=exact)  # ORT: a thread per physical core
 
     def run(prompt: str, tokens: int):
-        drafter = make_drafter(speculate, model.gguf.path)
+        drafter = make_drafter(speculate, model.gguf.path, exact=model.exact)
         chat = ChatSession(model, Options(temperature=0, num_predict=tokens), drafter=drafter)
         stamps, ids, done = [], [], None
         for event in chat.send(prompt):
@@ -127,13 +131,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp's threads")
     parser.add_argument("--tokens", type=int, default=160)
     parser.add_argument("--no-llama-cpp", action="store_true")
+    parser.add_argument("--exact", action="store_true", help="Lantern in exact mode")
     args = parser.parse_args()
     from tests.fixtures.demo_models import DEMO_MODELS, fetch
 
     for key in args.model:
         path = fetch(DEMO_MODELS[key])
-        engines = {"lantern off": lantern_engine(path, "off"),
-                   "lantern auto": lantern_engine(path, "auto")}
+        drafting = "auto" if args.exact else "ngram"
+        engines = {"lantern off": lantern_engine(path, "off", args.exact),
+                   "lantern auto": lantern_engine(path, drafting, args.exact)}
         if not args.no_llama_cpp:
             engines["llama.cpp"] = llama_engine(path, args.threads, lookup=False)
             engines["llama.cpp lookup"] = llama_engine(path, args.threads, lookup=True)
@@ -154,7 +160,8 @@ def main() -> None:
                 same[workload] = same.get(workload, True) and (
                     answers["lantern off"] == answers["lantern auto"])
             loads.append(os.getloadavg()[0])
-        print(f"\n{key}: decode tok/s, median of {args.rounds} rounds, {args.tokens} tokens, "
+        print(f"\n{key} ({'exact' if args.exact else 'fast mode; auto = ngram'}): decode "
+              f"tok/s, median of {args.rounds} rounds, {args.tokens} tokens, "
               f"{args.threads} threads; load average {min(loads):.1f}-{max(loads):.1f}")
         names = list(engines)
         print("| workload | " + " | ".join(names) + " | auto/off | auto/llama.cpp | "

@@ -35,9 +35,14 @@ def test_drafted_tokens_are_marked(qtbot, tmp_path, tiny_store):  # noqa: F811
     load(qtbot, window, "tiny:latest")
     tokens = []
     window.controller.token.connect(tokens.append)
+    notices = []
+    window.controller.notice.connect(notices.append)
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
         send(window, "the cat is on the mat " * 6)
     event = done.args[0]
+    # ngram chosen for a fast-mode model: it runs, and the user learns what it may change
+    assert not window.controller.model.exact
+    assert [n for n in notices if "near-tie" in n] and "near-tie" in window.banner.text.text()
     drafted = [t.index for t in tokens if t.drafted]
     assert event.draft_count > 0 and len(drafted) == event.draft_accepted > 0
     assert f"drafted {event.draft_count}, accepted {event.draft_accepted}" in \
@@ -55,3 +60,14 @@ def test_drafted_tokens_are_marked(qtbot, tmp_path, tiny_store):  # noqa: F811
     assert "drafted" in window.panel.token_title.text()
     window.panel.show_token(next(t for t in tokens if not t.drafted), latest=False)
     assert "drafted" not in window.panel.token_title.text()
+
+
+def test_auto_leaves_a_fast_mode_model_undrafted(qtbot, tmp_path, tiny_store):  # noqa: F811
+    settings = Settings(models_dir=str(tiny_store), speculate="auto",
+                        options={"temperature": 0, "num_predict": 20})
+    window = MainWindow(settings, History(tmp_path / "h.sqlite3"), auto_load=False)
+    qtbot.addWidget(window)
+    load(qtbot, window, "tiny:latest")
+    with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
+        send(window, "the cat is on the mat " * 6)
+    assert done.args[0].draft_count == 0 and "drafted" not in window.status_speed.text()

@@ -143,6 +143,20 @@ def test_jsonl_stream_schema(tiny, capsys):
     assert final["eval_count"] == len(tokens)
 
 
+def test_run_says_what_speculation_does_in_each_mode(tiny, capsys):
+    args = ["run", str(tiny), "Hello", "--num-predict", "4", "--temperature", "0"]
+    assert main([*args, "--speculate", "ngram"]) == 0
+    assert "near-tie token may differ" in capsys.readouterr().err
+    assert main([*args, "--verbose"]) == 0
+    err = capsys.readouterr().err
+    assert "speculative decoding: off" in err and "auto drafts only in exact mode" in err
+    assert main([*args, "--verbose", "--exact"]) == 0
+    err = capsys.readouterr().err
+    assert "speculative decoding: ngram" in err and "near-tie" not in err
+    assert main([*args, "--speculate", "ngram", "--exact"]) == 0
+    assert "near-tie" not in capsys.readouterr().err
+
+
 def test_image_flag_without_vision_is_a_clear_message(tiny, capsys, tmp_path):
     image = tmp_path / "x.png"
     image.write_bytes(b"not really")

@@ -21,7 +21,12 @@ from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import load_model
 from engine.runtime.sampler import Options, Sampler
-from engine.runtime.speculation import make_drafter, predicted_gain
+from engine.runtime.speculation import (
+    drafter_for,
+    make_drafter,
+    predicted_gain,
+    speculation_note,
+)
 from engine.vision import preprocess
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
@@ -136,6 +141,34 @@ def test_draft_model_needs_the_same_vocabulary(tmp_path):
     # auto: a draft model of comparable size does not pay
     assert make_drafter("auto", a, load_draft=load,
                         candidates=lambda: [("b.gguf", b)]).name == "ngram"
+
+
+def test_auto_drafts_only_where_the_answer_cannot_change(tmp_path):
+    """Fast mode's verify rows round differently from one-token steps (measured below), so
+    auto leaves speculation off there; an explicit choice runs, and the user is told."""
+    path = write_model(tmp_path / "a.gguf", "qwen2", TextSpec(vocab=400), seed=1)
+    assert make_drafter("auto", path, exact=False) is None
+    assert make_drafter("auto", path, exact=True).name == "ngram"
+    assert make_drafter("ngram", path, exact=False).name == "ngram"
+    assert speculation_note("auto", True) is None and speculation_note("ngram", True) is None
+    assert "exact mode" in speculation_note("auto", False)
+    assert "--exact" in speculation_note("ngram", False)
+    fast, exact = (load_model(path, num_ctx=64, exact=e) for e in (False, True))
+    for model in (fast, exact):
+        assert (drafter_for("auto", model, None) is None) == (not model.exact)
+
+
+def test_a_verify_step_matches_one_token_steps_in_exact_mode(tmp_path):
+    """The premise of exact speculation: k rows in one forward give the logits of k
+    one-token forwards (fp32: summation order only)."""
+    path = write_model(tmp_path / "a.gguf", "qwen2", TextSpec(vocab=400), seed=3)
+    decoder = load_model(path, num_ctx=64, exact=True).decoder
+    decoder.forward(input_ids=[5, 17, 42, 8])
+    new = [99, 3, 250, 7, 11]
+    batch = decoder.forward(input_ids=new, rows=len(new)).logits
+    decoder.truncate(4)
+    single = np.stack([decoder.forward(input_ids=[t]).logits for t in new])
+    assert np.abs(batch - single).max() < 1e-4
 
 
 # -- the acceptance rule -------------------------------------------------------------------

@@ -27,7 +27,7 @@ from engine.runtime.chat import Message
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
-from engine.runtime.speculation import drafter_for
+from engine.runtime.speculation import drafter_for, speculation_note
 from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
@@ -262,6 +262,9 @@ class ConversationController(QObject):
                 session.drafter = drafter_for(self.settings.speculate, self.model,
                                               Store.open(self.settings.models_dir),
                                               requantize=self.settings.requantize or None)
+                note = speculation_note(self.settings.speculate, self.model.exact)
+                if session.drafter is not None and note:
+                    yield NoticeEvent(note)
             if pending is not None:
                 restored, notes = restore_messages(pending, max_pixels, self.vision,
                                                    session.prepare_image)

@@ -82,6 +82,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 def run(args: argparse.Namespace) -> int:
     from engine.runtime.chat import ChatSession
     from engine.runtime.loader import load_model
+    from engine.runtime.speculation import speculation_note
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
@@ -110,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             name = getattr(chat.drafter, "name", "off")
             print(f"note: speculative decoding: {name}", file=sys.stderr)
+        note = speculation_note(args.speculate, model.exact)
+        if note and (args.verbose or args.speculate != "auto"):
+            print(f"note: {note}", file=sys.stderr)
     images = _load_images(model, chat, args.image, args.raw)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
