@@ -66,6 +66,10 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     assert {cell(top, r, 2) for r in range(5)} == {"—"}
     assert cell(top, 0, 3) == "99.00%"
     assert "entropy —" in window.panel.entropy_label.text()
+    # no sampler reasons and no entropy from a server: said, not drawn empty
+    assert window.panel.reasons_table.isHidden()
+    assert "does not say how it sampled" in window.panel.reasons_label.text()
+    assert [s.name for s in window.panel.reply_chart.series] == ["p"]
     # views that need the weights are disabled and say why
     assert [window.panel.tabs.isTabEnabled(i) for i in range(6)] == [True] + [False] * 5
     assert not window.panel.unavailable.isHidden()

@@ -97,8 +97,12 @@ class LineChart(QWidget):
         faint.setAlpha(60)
         plot = self._plot()
         painter.setPen(text)
-        painter.drawText(QRectF(4, 2, self.width() - 8, MARGIN_TOP - 4),
-                         Qt.AlignLeft | Qt.AlignVCenter, self.title)
+        metrics = painter.fontMetrics()
+        legend = sum(metrics.horizontalAdvance(s.name) + 8 for s in self.series)
+        room = int(plot.right() - legend - 12)     # the title gives way to the legend
+        painter.drawText(QRectF(4, 2, max(room, 0), MARGIN_TOP - 4),
+                         Qt.AlignLeft | Qt.AlignVCenter,
+                         metrics.elidedText(self.title, Qt.ElideRight, max(room, 0)))
         painter.setPen(faint)
         painter.drawRect(plot)
         if not self.count:

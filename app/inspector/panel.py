@@ -256,9 +256,10 @@ class DebugPanel(QDockWidget):
         self.top_model.set_records(top_rows(event))
         reasons = event.reasons
         self.reasons_model.set_records(list(reasons.candidates) if reasons else [])
+        self.reasons_table.setVisible(reasons is not None)
         self.reasons_label.setText(reasons.summary if reasons else
                                    "" if event.logit is not None else
-                                   "the server does not say how it sampled")
+                                   "not available: the server does not say how it sampled")
         if math.isnan(event.logprob):
             self.entropy_label.setText("the server sent no log-probabilities for this token")
             return
@@ -277,10 +278,11 @@ class DebugPanel(QDockWidget):
 
     def add_reply_token(self, event) -> None:
         self.reply.append(event)
-        self.reply_chart.set_series(
-            [Series("p", [math.exp(e.logprob) for e in self.reply], PROBABILITY_COLOUR),
-             Series("entropy (nats)", [e.entropy for e in self.reply], ENTROPY_COLOUR)],
-            [visible_piece(e.piece) for e in self.reply])
+        series = [Series("p", [math.exp(e.logprob) for e in self.reply], PROBABILITY_COLOUR)]
+        entropy = [e.entropy for e in self.reply]
+        if any(math.isfinite(v) for v in entropy):   # a server reports no entropy
+            series.append(Series("entropy (nats)", entropy, ENTROPY_COLOUR))
+        self.reply_chart.set_series(series, [visible_piece(e.piece) for e in self.reply])
 
     def show_timing(self, step_ms: float, tokens_per_s: float, prompt_tokens: int | None = None,
                     prompt_s: float | None = None) -> None:
