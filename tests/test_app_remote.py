@@ -70,6 +70,7 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     assert window.panel.reasons_table.isHidden()
     assert "does not say how it sampled" in window.panel.reasons_label.text()
     assert [s.name for s in window.panel.reply_chart.series] == ["p"]
+    assert "entropy" not in window.panel.reply_chart.title
     # views that need the weights are disabled and say why
     assert [window.panel.tabs.isTabEnabled(i) for i in range(6)] == [True] + [False] * 5
     assert not window.panel.unavailable.isHidden()

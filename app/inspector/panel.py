@@ -280,8 +280,11 @@ class DebugPanel(QDockWidget):
         self.reply.append(event)
         series = [Series("p", [math.exp(e.logprob) for e in self.reply], PROBABILITY_COLOUR)]
         entropy = [e.entropy for e in self.reply]
-        if any(math.isfinite(v) for v in entropy):   # a server reports no entropy
+        with_entropy = any(math.isfinite(v) for v in entropy)   # a server reports none
+        if with_entropy:
             series.append(Series("entropy (nats)", entropy, ENTROPY_COLOUR))
+        self.reply_chart.title = ("probability and entropy per token (click a point)"
+                                  if with_entropy else "probability per token (click a point)")
         self.reply_chart.set_series(series, [visible_piece(e.piece) for e in self.reply])
 
     def show_timing(self, step_ms: float, tokens_per_s: float, prompt_tokens: int | None = None,
