@@ -54,12 +54,14 @@ def run_json(capsys, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def test_inspect_json_equals_hf_on_the_demo_model(demo_05b, capsys):
-    last = run_json(capsys, str(demo_05b), PROMPT, "--exact")
-    middle = run_json(capsys, str(demo_05b), PROMPT, "--exact", "--position", "20")
+@pytest.mark.parametrize("which", ["demo_05b", "demo_15b"])
+def test_inspect_json_equals_hf_on_the_demo_models(which, request, capsys):
+    demo = request.getfixturevalue(which)
+    last = run_json(capsys, str(demo), PROMPT, "--exact")
+    middle = run_json(capsys, str(demo), PROMPT, "--exact", "--position", "20")
     ids = [t["id"] for t in last["tokens"]]
     assert middle["position"] == 20 and [t["id"] for t in middle["tokens"]] == ids[:21]
-    hf = AutoModelForCausalLM.from_pretrained(demo_05b.parent, gguf_file=demo_05b.name,
+    hf = AutoModelForCausalLM.from_pretrained(demo.parent, gguf_file=demo.name,
                                               dtype=torch.float32,
                                               attn_implementation="eager").eval()
     try:

@@ -85,3 +85,18 @@ def test_a_broken_image_is_a_clear_error(store, tmp_path, capsys):
     assert code == 1
     err = capsys.readouterr().err
     assert "bad.png" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["tiny-vl:inline", "tiny-vl:split"])
+def test_inspect_with_image_lays_attention_over_the_patches(store, photo, name, capsys):
+    assert main(["inspect", name, "what is this?", "--image", str(photo), "--json",
+                 "--exact", "--models-dir", str(store)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    grid = preprocess(photo).grid
+    [image] = result["images"]
+    assert (image["height"], image["width"]) == (grid[1] // 2, grid[2] // 2)  # merged patches
+    row = result["position"]
+    assert len(result["attention"][0][0]) == row + 1
+    assert main(["inspect", name, "hi", "--image", str(photo), "--raw",
+                 "--models-dir", str(store)]) == 1
+    assert "--raw" in capsys.readouterr().err

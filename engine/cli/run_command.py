@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         note = speculation_note(args.speculate, model.exact)
         if note and (args.verbose or args.speculate != "auto"):
             print(f"note: {note}", file=sys.stderr)
-    images = _load_images(model, chat, args.image, args.raw)
+    images = _load_images(model, args.image, args.raw, chat.prepare_image)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
@@ -136,8 +136,10 @@ def _drafter(args: argparse.Namespace, model):
     return drafter_for(args.speculate, model, store, requantize=args.requantize)
 
 
-def _load_images(model, chat, paths: list[str], raw: bool) -> tuple:
-    """Prepare --image files for a vision model; a clear error for any other."""
+def _load_images(model, paths: list[str], raw: bool,
+                 prepare: Callable[[str, int], object]) -> tuple:
+    """--image files as ``prepare(path, max_pixels)`` makes them (a local session
+    preprocesses, a server's reads the file); a clear error for a model without vision."""
     if not paths:
         return ()
     if not model.has_vision:
@@ -149,7 +151,7 @@ def _load_images(model, chat, paths: list[str], raw: bool) -> tuple:
         raise GenerationError("--raw sends text verbatim and cannot carry --image")
     from engine.vision.preprocess import MAX_PIXELS
 
-    return tuple(chat.prepare_image(path, MAX_PIXELS) for path in paths)
+    return tuple(prepare(path, MAX_PIXELS) for path in paths)
 
 
 def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:
