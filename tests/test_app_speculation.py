@@ -27,12 +27,17 @@ def char_formats(widget):
     return seen
 
 
-def test_drafted_tokens_are_marked(qtbot, tmp_path, tiny_store):  # noqa: F811
-    settings = Settings(models_dir=str(tiny_store), speculate="ngram",
-                        options={"temperature": 0, "num_predict": 40})
+def open_window(qtbot, tmp_path, store, speculate: str, num_predict: int) -> MainWindow:
+    settings = Settings(models_dir=str(store), speculate=speculate,
+                        options={"temperature": 0, "num_predict": num_predict})
     window = MainWindow(settings, History(tmp_path / "h.sqlite3"), auto_load=False)
     qtbot.addWidget(window)
     load(qtbot, window, "tiny:latest")
+    return window
+
+
+def test_drafted_tokens_are_marked(qtbot, tmp_path, tiny_store):  # noqa: F811
+    window = open_window(qtbot, tmp_path, tiny_store, "ngram", 40)
     tokens = []
     window.controller.token.connect(tokens.append)
     notices = []
@@ -63,11 +68,7 @@ def test_drafted_tokens_are_marked(qtbot, tmp_path, tiny_store):  # noqa: F811
 
 
 def test_auto_leaves_a_fast_mode_model_undrafted(qtbot, tmp_path, tiny_store):  # noqa: F811
-    settings = Settings(models_dir=str(tiny_store), speculate="auto",
-                        options={"temperature": 0, "num_predict": 20})
-    window = MainWindow(settings, History(tmp_path / "h.sqlite3"), auto_load=False)
-    qtbot.addWidget(window)
-    load(qtbot, window, "tiny:latest")
+    window = open_window(qtbot, tmp_path, tiny_store, "auto", 20)
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
         send(window, "the cat is on the mat " * 6)
     assert done.args[0].draft_count == 0 and "drafted" not in window.status_speed.text()

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QVBoxLayout, QWidget
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.rows import TOP_ROWS, visible_piece
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, section
+from app.inspector.widgets import action_row, hint, section
 from engine.inspect.lens import LensToken
 from engine.inspect.second_opinion import SecondOpinion
 
@@ -41,12 +41,7 @@ class OpinionPage(QWidget):
         layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
                               "(the Inside tab's position) and compares it with Lantern's "
                               "fp32 reference."))
-        row = QHBoxLayout()
-        self.button = QPushButton("Compare with llama.cpp")
-        self.button.setObjectName("opinionButton")
-        self.button.clicked.connect(self.requested)
-        row.addWidget(self.button)
-        row.addStretch(1)
+        row, self.button = action_row("Compare with llama.cpp", "opinionButton", self.requested)
         layout.addLayout(row)
         self.status = hint("")
         self.status.setObjectName("verdict")

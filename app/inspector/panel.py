@@ -19,10 +19,8 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QDockWidget,
     QFrame,
-    QHBoxLayout,
     QHeaderView,
     QLabel,
-    QPushButton,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
@@ -44,7 +42,7 @@ from app.inspector.rows import (
     visible_piece,
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
-from app.inspector.widgets import hint, section
+from app.inspector.widgets import action_row, hint, section
 from engine.runtime.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
@@ -382,12 +380,8 @@ class DebugPanel(QDockWidget):
         layout.addWidget(hint("Runs the last prompt through a plain numpy forward pass and "
                                "compares the engine with it after every layer and at the "
                                "next token."))
-        row = QHBoxLayout()
-        self.check_button = QPushButton("Check against reference")
-        self.check_button.setObjectName("checkButton")
-        self.check_button.clicked.connect(self.checkRequested)
-        row.addWidget(self.check_button)
-        row.addStretch(1)
+        row, self.check_button = action_row("Check against reference", "checkButton",
+                                            self.checkRequested)
         layout.addLayout(row)
         self.verdict = QLabel("")
         self.verdict.setObjectName("verdict")
