@@ -87,7 +87,10 @@ def test_ctrl_c_keeps_the_download_and_the_next_pull_resumes(tmp_path, registry,
     front = RegistryFront(registry.port, rate=8e6)
     command = [sys.executable, "-m", "engine.cli", "pull", f"{front.host}/library/demo:0.5b",
                "--insecure", "--models-dir", str(models)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # a shell's background job inherits SIGINT ignored, and Python then never raises
+    # KeyboardInterrupt: give the child Ctrl-C's default, as a terminal would
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         gguf = model.model_path.name[7:]
         for line in process.stderr:                      # plain status lines (not a TTY)
