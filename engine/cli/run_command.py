@@ -65,8 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
-                   help="speculative decoding (same answer, faster where text repeats): "
-                        "auto (default), off, ngram (prompt lookup) or a draft model's name")
+                   help="speculative decoding (faster where text repeats): auto (default; "
+                        "drafts in --exact mode only, where the answer stays the same), off, "
+                        "ngram (prompt lookup) or a draft model's name")
     add_models_dir(p)
     add_server(p)
     p.set_defaults(func=run)
