@@ -45,9 +45,16 @@ def test_projections_fuse_only_when_layouts_match(tmp_path):
 
 
 def accuracy_levels(built: graph.DecoderGraph) -> dict[str, int]:
-    return {node.name.removesuffix("/MatMulNBits"): attr.i for node in built.model.graph.node
-            if node.op_type == "MatMulNBits" for attr in node.attribute
-            if attr.name == "accuracy_level"}
+    """MatMulNBits name -> accuracy level, also inside Scan bodies (a row-by-row matmul)."""
+    def nodes(g):
+        for node in g.node:
+            yield node
+            for attr in node.attribute:
+                if attr.type == attr.GRAPH:
+                    yield from nodes(attr.g)
+    return {node.name.removesuffix("/MatMulNBits").removesuffix("/row_matmul"): attr.i
+            for node in nodes(built.model.graph) if node.op_type == "MatMulNBits"
+            for attr in node.attribute if attr.name == "accuracy_level"}
 
 
 def test_fast_mode_feeds_float_activations_only_to_4bit_ffn_down(tmp_path):

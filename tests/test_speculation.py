@@ -28,7 +28,7 @@ from engine.runtime.speculation import (
     speculation_note,
 )
 from engine.vision import preprocess
-from tests.fixtures.synthetic_gguf import TextSpec, write_model
+from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 
 
 class Recording:
@@ -144,31 +144,55 @@ def test_draft_model_needs_the_same_vocabulary(tmp_path):
 
 
 def test_auto_drafts_only_where_the_answer_cannot_change(tmp_path):
-    """Fast mode's verify rows round differently from one-token steps (measured below), so
-    auto leaves speculation off there; an explicit choice runs, and the user is told."""
+    """auto drafts where a verify step's rows equal one-token steps (fast CPU mode and exact
+    mode, measured below); elsewhere (CUDA) it stays off, an explicit choice runs, and the
+    user is told."""
     path = write_model(tmp_path / "a.gguf", "qwen2", TextSpec(vocab=400), seed=1)
-    assert make_drafter("auto", path, exact=False) is None
-    assert make_drafter("auto", path, exact=True).name == "ngram"
-    assert make_drafter("ngram", path, exact=False).name == "ngram"
+    assert make_drafter("auto", path, rows_alike=False) is None
+    assert make_drafter("auto", path, rows_alike=True).name == "ngram"
+    assert make_drafter("ngram", path, rows_alike=False).name == "ngram"
     assert speculation_note("auto", True) is None and speculation_note("ngram", True) is None
-    assert "exact mode" in speculation_note("auto", False)
-    assert "--exact" in speculation_note("ngram", False)
-    fast, exact = (load_model(path, num_ctx=64, exact=e) for e in (False, True))
-    for model in (fast, exact):
-        assert (drafter_for("auto", model, None) is None) == (not model.exact)
+    assert "CPU provider" in speculation_note("auto", False)
+    assert "may differ" in speculation_note("ngram", False)
+    for exact in (False, True):
+        model = load_model(path, num_ctx=64, exact=exact)
+        assert model.decoder.rows_alike
+        assert drafter_for("auto", model, None).name == "ngram"
+
+
+def verify_and_steps(decoder, new: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of ``new`` fed as one verify forward and as one-token forwards, both after
+    the same cached prompt."""
+    decoder.forward(input_ids=[5, 17, 42, 8])
+    batch = decoder.forward(input_ids=new, rows=len(new)).logits
+    decoder.truncate(4)
+    single = np.stack([decoder.forward(input_ids=[t]).logits for t in new])
+    return batch, single
 
 
 def test_a_verify_step_matches_one_token_steps_in_exact_mode(tmp_path):
     """The premise of exact speculation: k rows in one forward give the logits of k
     one-token forwards (fp32: summation order only)."""
     path = write_model(tmp_path / "a.gguf", "qwen2", TextSpec(vocab=400), seed=3)
-    decoder = load_model(path, num_ctx=64, exact=True).decoder
-    decoder.forward(input_ids=[5, 17, 42, 8])
-    new = [99, 3, 250, 7, 11]
-    batch = decoder.forward(input_ids=new, rows=len(new)).logits
-    decoder.truncate(4)
-    single = np.stack([decoder.forward(input_ids=[t]).logits for t in new])
+    batch, single = verify_and_steps(load_model(path, num_ctx=64, exact=True).decoder,
+                                     [99, 3, 250, 7, 11])
     assert np.abs(batch - single).max() < 1e-4
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+def test_a_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, arch):
+    """Fast mode's int8 activations amplify any rounding difference, so there the rows
+    must be identical: a 4-bit ffn_down (float activations, run row by row), K-quant
+    offsets, 8-bit int8 matmuls and the attention's spare row, for 1 to 9 new tokens."""
+    spec = TextSpec(vocab=400, hidden=128, ffn=256, layers=3)
+    path = write_model(tmp_path / "q.gguf", arch, spec, default_type=T.Q8_0, seed=4,
+                       types={"ffn_down": T.Q4_K, "attn_q": T.Q4_0, "ffn_gate": T.Q5_K})
+    decoder = load_model(path, num_ctx=64).decoder
+    assert decoder.rows_alike
+    for k in (1, 2, 5, 9):
+        decoder.reset()
+        batch, single = verify_and_steps(decoder, [99, 3, 250, 7, 11, 40, 41, 300, 12][:k])
+        np.testing.assert_array_equal(batch, single)
 
 
 # -- the acceptance rule -------------------------------------------------------------------

@@ -262,7 +262,8 @@ class ConversationController(QObject):
                 session.drafter = drafter_for(self.settings.speculate, self.model,
                                               Store.open(self.settings.models_dir),
                                               requantize=self.settings.requantize or None)
-                note = speculation_note(self.settings.speculate, self.model.exact)
+                note = speculation_note(self.settings.speculate,
+                                        self.model.decoder.rows_alike)
                 if session.drafter is not None and note:
                     yield NoticeEvent(note)
             if pending is not None:

@@ -65,9 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
-                   help="speculative decoding (faster where text repeats): auto (default; "
-                        "drafts in --exact mode only, where the answer stays the same), off, "
-                        "ngram (prompt lookup) or a draft model's name")
+                   help="speculative decoding, the same answer faster where text repeats: "
+                        "auto (default: prompt lookup, or a draft model from the store when "
+                        "one pays), off, ngram (prompt lookup) or a draft model's name")
     add_models_dir(p)
     add_server(p)
     p.set_defaults(func=run)
@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             name = getattr(chat.drafter, "name", "off")
             print(f"note: speculative decoding: {name}", file=sys.stderr)
-        note = speculation_note(args.speculate, model.exact)
+        note = speculation_note(args.speculate, model.decoder.rows_alike)
         if note and (args.verbose or args.speculate != "auto"):
             print(f"note: {note}", file=sys.stderr)
     images = _load_images(model, args.image, args.raw, chat.prepare_image)

@@ -48,6 +48,7 @@ class CacheStep:
     total_len: str   # int32 scalar
     cos: str         # [T, D/2] rows per cache slot
     sin: str         # [T, D/2]
+    spare_row: bool = False  # one more row after the new tokens, counted in the lengths
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
     if cfg.qk_norm:
         q = head_rms_norm(g, q, w.q_norm, cfg.n_heads, cfg.rms_eps, f"{name}.q_norm", dtype)
         k = head_rms_norm(g, k, w.k_norm, cfg.n_kv_heads, cfg.rms_eps, f"{name}.k_norm", dtype)
+    if step.spare_row:
+        q, k, v = (with_spare_row(g, t, f"{name}/{part}") if t else t
+                   for part, t in zip("qkv", (q, k, v), strict=True))
     out, _, _ = g.add_node(
         "GroupQueryAttention",
         [q, k, v, cache.past_key, cache.past_value, step.seqlens_k, step.total_len,
@@ -76,7 +80,9 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
         [f"{name}/gqa", cache.present_key, cache.present_value],
         domain="com.microsoft", num_heads=cfg.n_heads, kv_num_heads=cfg.n_kv_heads,
         do_rotary=1, rotary_interleaved=int(cfg.rope_interleaved),
-    )  # [1, S, n_heads * D]
+    )  # [1, S, n_heads * D] (S + 1 with the spare row)
+    if step.spare_row:
+        out = drop_last_row(g, out, f"{name}/real_rows")
     if rows is not None:
         out = last_rows(g, out, rows, f"{name}/last")  # [1, N, n_heads * D]
     return linear(out, w.output, f"{name}.output")
@@ -107,6 +113,22 @@ def last_rows(g: GraphBuilder, x: str, count: str, name: str) -> str:
     """x [1, S, C] -> [1, N, C], the last N tokens; ``count`` is an int64 [1] holding N."""
     [start] = g.add_node("Neg", [count], [f"{name}.start"])
     end = g.add_initializer(f"{name}.end", np.array([np.iinfo(np.int64).max], np.int64))
+    axis = g.add_initializer(f"{name}.axis", np.array([1], np.int64))
+    [y] = g.add_node("Slice", [x, start, end, axis], [name])
+    return y
+
+
+def with_spare_row(g: GraphBuilder, x: str, name: str) -> str:
+    """x [1, S, C] -> [1, S + 1, C], the last row repeated (see row_invariant_step)."""
+    last = last_position(g, x, f"{name}/last")
+    [y] = g.add_node("Concat", [x, last], [f"{name}/spare"], axis=1)
+    return y
+
+
+def drop_last_row(g: GraphBuilder, x: str, name: str) -> str:
+    """x [1, S + 1, C] -> [1, S, C]."""
+    start = g.add_initializer(f"{name}.start", np.array([0], np.int64))
+    end = g.add_initializer(f"{name}.end", np.array([-1], np.int64))
     axis = g.add_initializer(f"{name}.axis", np.array([1], np.int64))
     [y] = g.add_node("Slice", [x, start, end, axis], [name])
     return y

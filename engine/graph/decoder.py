@@ -64,10 +64,28 @@ class DecoderOptions:
     layer_stats: bool = False
     all_logits: bool = False
     requantize: Requantization | None = None  # opt-in 4-bit weights, NOT the GGUF's exact ones
+    row_invariant: bool = True   # fast CPU mode: row i's logits do not depend on S (below)
 
     @property
     def dtype(self) -> type:
         return np.float16 if self.float16 else np.float32
+
+    @property
+    def rows_alike(self) -> bool:
+        """Does every row of an S-token step come out as it would in a one-token step?
+
+        Speculative decoding's contract: a verify step of k drafted tokens must give each
+        of them the logits a plain step would, or a near tie can change the answer. In fast
+        mode ONNX Runtime makes two float computations with one kernel for a single row and
+        another for several (sums rounded differently; measured up to 0.2 apart in the
+        logits once int8 activations amplify them): a float-activation MatMulNBits (the
+        4-bit ffn_down) and GroupQueryAttention's probabilities x V. So the ffn_down runs
+        row by row, and attention always gets one spare row (a copy of the last, written to
+        the cache slot after the new tokens and never read). Every int8 MatMulNBits already
+        agrees to the bit. Exact mode is float throughout; making it agree would cost a
+        weight read per row, so it agrees to ~1e-4 instead. CUDA has no such guarantee.
+        """
+        return self.row_invariant and not self.exact and not self.float16
 
 
 @dataclass(frozen=True)
@@ -147,7 +165,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     w = DecoderWeights(model, options.requantize)
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
-    step = CacheStep(seqlens_k=SEQLENS_K, total_len=TOTAL_LEN, cos=COS, sin=SIN)
+    step = cache_step(g, options.rows_alike)
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
@@ -163,7 +181,8 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
             residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
         ffn = w.mlp(i)
-        m = mlp(g, h, ffn, project, f"blk.{i}.ffn", down_accuracy(ffn.down, options))
+        m = mlp(g, h, ffn, project, f"blk.{i}.ffn", down_accuracy(ffn.down, options),
+                row_by_row=options.rows_alike)
         if i + 1 < cfg.n_layers:
             next_norm, next_name = w.attn_norm(i + 1), f"blk.{i + 1}.attn_norm"
         else:
@@ -203,7 +222,29 @@ def layer_caches(cfg: TextConfig) -> tuple[LayerCache, ...]:
     )
 
 
-def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str, down_accuracy: int) -> str:
+def cache_step(g: GraphBuilder, spare_row: bool) -> CacheStep:
+    """The attention inputs; with a spare row, lengths one longer and one more rotary row
+    (a copy of the last: the spare row's keys are never read)."""
+    if not spare_row:
+        return CacheStep(seqlens_k=SEQLENS_K, total_len=TOTAL_LEN, cos=COS, sin=SIN)
+    one = g.add_initializer("spare.one", np.array(1, np.int32))
+    [seqlens] = g.add_node("Add", [SEQLENS_K, one], ["spare/seqlens_k"])
+    [total] = g.add_node("Add", [TOTAL_LEN, one], ["spare/total_len"])
+    cos, sin = (g.add_node("Concat", [t, last_row(g, t, f"spare/{t}_last")], [f"spare/{t}"],
+                           axis=0)[0] for t in (COS, SIN))
+    return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, spare_row=True)
+
+
+def last_row(g: GraphBuilder, x: str, name: str) -> str:
+    """x [T, C] -> [1, C]."""
+    start = g.add_initializer(f"{name}.start", np.array([-1], np.int64))
+    end = g.add_initializer(f"{name}.end", np.array([np.iinfo(np.int64).max], np.int64))
+    [y] = g.add_node("Slice", [x, start, end], [name])
+    return y
+
+
+def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str, down_accuracy: int,
+        row_by_row: bool = False) -> str:
     """SwiGLU: down(silu(gate(x)) * up(x)); gate and up in one matmul when they fuse."""
     fused = stack_rows([w.gate, w.up])
     if fused is None:
@@ -215,7 +256,8 @@ def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str, down_accurac
     [sig] = g.add_node("Sigmoid", [gate], [f"{name}/sigmoid"])
     [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
     [act] = g.add_node("Mul", [act, up], [f"{name}/silu_up"])  # [1, S, I]
-    return project(act, w.down, f"{name}.down", accuracy_level=down_accuracy)
+    return project(act, w.down, f"{name}.down", accuracy_level=down_accuracy,
+                   row_by_row=row_by_row)
 
 
 def down_accuracy(down: PackedWeight, options: DecoderOptions) -> int:

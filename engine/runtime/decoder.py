@@ -88,6 +88,9 @@ class DecoderSession:
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize)
         self._dtype = np.dtype(options.dtype)
+        # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
+        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike)
+        self.rows_alike = exact or options.rows_alike
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()
@@ -111,7 +114,9 @@ class DecoderSession:
         # layer's past input and present output; a step rebinds only its inputs and outputs
         self._binding = self._session.io_binding()
         caches = graph.layer_caches(self.config)
-        cache_shape = (1, self.config.n_kv_heads, max_cache_len, self.config.head_dim)
+        # one slot more than the context: a row-invariant step writes a spare row after
+        # the new tokens (engine.graph.decoder.DecoderOptions.rows_alike)
+        cache_shape = (1, self.config.n_kv_heads, max_cache_len + 1, self.config.head_dim)
         self._kv_buffers = []
         for names in caches:
             for past, present in ((names.past_key, names.present_key),

@@ -10,13 +10,12 @@ files' sizes. With a typical per-token acceptance of 0.7 and the measured verify
 Otherwise ``auto`` is prompt lookup, which drafts nothing (costs only its search) where
 the context offers nothing to copy.
 
-``auto`` drafts only in exact mode. Speculation promises plain decoding's tokens, and
-that holds only where a verify step of k rows computes each row as a one-token step does:
-in exact mode (fp32 activations) they differ by ~1e-5 in the logits; in fast mode ONNX
-Runtime's one-row and many-row kernels round differently (~3e-5 in the float matmuls and
-the attention), and int8 activations further on amplify that to ~0.2, which flips
-near-tie tokens (BENCHMARKS.md, "Speculative decoding"). An explicit ``ngram`` or draft
-model still runs in fast mode, with FAST_MODE_NOTE said to the user.
+Every choice keeps the answer only where a verify step of k rows computes each row as a
+one-token step does (``DecoderSession.rows_alike``): to the bit in fast CPU mode (the graph
+is built for it, engine.graph.decoder.DecoderOptions.rows_alike), to ~1e-5 in exact mode.
+On CUDA ONNX Runtime's one-row and many-row kernels round differently, and later layers
+amplify that to ~0.2 in the logits, which flips near-tie tokens; ``auto`` stays off there,
+and an explicit ``ngram`` or draft model runs with UNLIKE_ROWS_NOTE said to the user.
 """
 
 from __future__ import annotations
@@ -34,12 +33,11 @@ if TYPE_CHECKING:
     from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
-FAST_MODE_NOTE = ("speculative decoding in fast mode: a verify step rounds int8 activations "
-                  "differently from one-token steps, so a near-tie token may differ from "
-                  "--speculate off; exact mode (--exact, Settings → Engine) keeps the answer "
-                  "identical")
-AUTO_FAST_NOTE = ("speculation off: auto drafts only in exact mode, where it cannot change "
-                  "the answer (fast mode's verify steps round differently)")
+UNLIKE_ROWS_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
+                    "from one-token steps, so a near-tie token may differ from --speculate "
+                    "off; the CPU provider keeps the answer identical")
+AUTO_OFF_NOTE = ("speculation off: auto drafts only where it cannot change the answer, and on "
+                 "this provider a verify step rounds differently (the CPU provider drafts)")
 TYPICAL_ACCEPTANCE = 0.7
 AUTO_MIN_GAIN = 1.1
 
@@ -65,14 +63,14 @@ def _plain(value: object) -> object:
     return tuple(_plain(v) for v in value)  # type: ignore[union-attr]
 
 
-def make_drafter(choice: str, target_path: Path, *, exact: bool = True,
+def make_drafter(choice: str, target_path: Path, *, rows_alike: bool = True,
                  load_draft: Callable[[str], tuple[object, Path]] | None = None,
                  candidates: Callable[[], list[tuple[str, Path]]] | None = None) -> Drafter | None:
-    """The drafter for ``choice`` (None: plain decoding). ``exact``: the target runs in exact
-    mode (``auto`` drafts only then). ``load_draft(name)`` loads a store model and returns
-    its decoder and GGUF path; ``candidates()`` lists (name, GGUF path) of store models
-    that ``auto`` may consider."""
-    if choice == "off" or (choice == "auto" and not exact):
+    """The drafter for ``choice`` (None: plain decoding). ``rows_alike``: the target's verify
+    rows equal its one-token steps (``auto`` drafts only then). ``load_draft(name)`` loads
+    a store model and returns its decoder and GGUF path; ``candidates()`` lists (name, GGUF
+    path) of store models that ``auto`` may consider."""
+    if choice == "off" or (choice == "auto" and not rows_alike):
         return None
     if choice == "ngram":
         return PromptLookup()
@@ -113,15 +111,15 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
             return []
         return [(m.name.display, m.model_path) for m in models]
 
-    return make_drafter(choice, model.gguf.path, exact=model.exact, load_draft=load_draft,
-                        candidates=candidates)
+    return make_drafter(choice, model.gguf.path, rows_alike=model.decoder.rows_alike,
+                        load_draft=load_draft, candidates=candidates)
 
 
-def speculation_note(choice: str, exact: bool) -> str | None:
-    """What the user should know about ``choice`` for a model in this mode, if anything."""
-    if exact or choice == "off":
+def speculation_note(choice: str, rows_alike: bool) -> str | None:
+    """What the user should know about ``choice`` for a model, if anything."""
+    if rows_alike or choice == "off":
         return None
-    return AUTO_FAST_NOTE if choice == "auto" else FAST_MODE_NOTE
+    return AUTO_OFF_NOTE if choice == "auto" else UNLIKE_ROWS_NOTE
 
 
 def draft_cost(draft: Path, target: Path) -> float:
