@@ -179,14 +179,21 @@ def test_a_verify_step_matches_one_token_steps_in_exact_mode(tmp_path):
     assert np.abs(batch - single).max() < 1e-4
 
 
-@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
-def test_a_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, arch):
+MIXED = {"ffn_down": T.Q4_K, "attn_q": T.Q4_0, "ffn_gate": T.Q5_K}
+
+
+@pytest.mark.parametrize("arch, default, types", [("qwen2", T.Q8_0, MIXED),
+                                                  ("qwen3", T.Q8_0, MIXED),
+                                                  ("qwen2", T.F16, {})], ids=["q2", "q3", "f16"])
+def test_a_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, arch, default,
+                                                                      types):
     """Fast mode's int8 activations amplify any rounding difference, so there the rows
     must be identical: a 4-bit ffn_down (float activations, run row by row), K-quant
-    offsets, 8-bit int8 matmuls and the attention's spare row, for 1 to 9 new tokens."""
+    offsets, 8-bit int8 matmuls, dense matmuls and the attention's spare row, for 1 to 9
+    new tokens."""
     spec = TextSpec(vocab=400, hidden=128, ffn=256, layers=3)
-    path = write_model(tmp_path / "q.gguf", arch, spec, default_type=T.Q8_0, seed=4,
-                       types={"ffn_down": T.Q4_K, "attn_q": T.Q4_0, "ffn_gate": T.Q5_K})
+    path = write_model(tmp_path / "q.gguf", arch, spec, default_type=default, types=types,
+                       seed=4)
     decoder = load_model(path, num_ctx=64).decoder
     assert decoder.rows_alike
     for k in (1, 2, 5, 9):

@@ -64,6 +64,8 @@ class DecoderSession:
     an unavailable one falls back to CPU and ``provider`` says which ran.
     requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
     names what runs, so every status line can say when it is NOT the GGUF's exact weights.
+    row_invariant: False leaves out what makes fast mode's verify rows equal one-token
+    steps (DecoderOptions.rows_alike), to measure its cost (benchmarks/batch_invariance.py).
     cache: reuse the built graph from disk (engine.runtime.graph_cache; not in exact mode,
     whose fp32 weights are 4x the GGUF); ``cache_state`` says "hit", "stored" or "off".
     """
@@ -71,7 +73,8 @@ class DecoderSession:
     def __init__(self, model: GGUFModel, *, exact: bool = False, provider: str = "cpu",
                  max_cache_len: int = 4096, layer_stats: bool = False,
                  all_logits: bool = False, threads: int | None = None,
-                 requantize: str | Requantization | None = None, cache: bool = True):
+                 requantize: str | Requantization | None = None, cache: bool = True,
+                 row_invariant: bool = True):
         started = time.perf_counter()
         self.config = model.config.text
         self.provider = available_provider(provider)
@@ -86,11 +89,13 @@ class DecoderSession:
         self.weights = "exact GGUF weights" if requantize is None else requantize.label
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
-                                       all_logits=all_logits, requantize=requantize)
+                                       all_logits=all_logits, requantize=requantize,
+                                       row_invariant=row_invariant)
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
-        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike)
-        self.rows_alike = exact or options.rows_alike
+        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike);
+        # CoreML may take plain matmuls to kernels of its own, unmeasured here
+        self.rows_alike = exact or (options.rows_alike and self.provider == "cpu")
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()

@@ -14,8 +14,9 @@ Every choice keeps the answer only where a verify step of k rows computes each r
 one-token step does (``DecoderSession.rows_alike``): to the bit in fast CPU mode (the graph
 is built for it, engine.graph.decoder.DecoderOptions.rows_alike), to ~1e-5 in exact mode.
 On CUDA ONNX Runtime's one-row and many-row kernels round differently, and later layers
-amplify that to ~0.2 in the logits, which flips near-tie tokens; ``auto`` stays off there,
-and an explicit ``ngram`` or draft model runs with UNLIKE_ROWS_NOTE said to the user.
+amplify that to ~0.2 in the logits, which flips near-tie tokens (CoreML is unmeasured);
+``auto`` stays off there, and an explicit ``ngram`` or draft model runs with
+UNLIKE_ROWS_NOTE said to the user.
 """
 
 from __future__ import annotations
