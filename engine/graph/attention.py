@@ -119,7 +119,7 @@ def last_rows(g: GraphBuilder, x: str, count: str, name: str) -> str:
 
 
 def with_spare_row(g: GraphBuilder, x: str, name: str) -> str:
-    """x [1, S, C] -> [1, S + 1, C], the last row repeated (see row_invariant_step)."""
+    """x [1, S, C] -> [1, S + 1, C], the last row repeated (DecoderOptions.rows_alike)."""
     last = last_position(g, x, f"{name}/last")
     [y] = g.add_node("Concat", [x, last], [f"{name}/spare"], axis=1)
     return y
