@@ -9,6 +9,9 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
 - cos/sin [T, D/2] hold one row per cache slot (do_rotary=1 reads the rows of the new
   tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D); causal.
+With a spare row (fast CPU mode, engine.graph.decoder.DecoderOptions.rows_alike) GQA gets
+S + 1 rows and lengths one longer; the spare row lands in slot past+S, which the next step
+overwrites, and its output is dropped.
 """
 
 from __future__ import annotations
