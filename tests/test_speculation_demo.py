@@ -33,6 +33,19 @@ PROMPTS = {
 }
 
 
+MORE_PROMPTS = [  # fast mode only, where the answer must not move by a single bit
+    "Translate to French: The lamp is lit at dusk and put out at dawn.",
+    "List the planets of the solar system, one per line.",
+    "What is 17 * 23? Explain step by step.",
+    'Return this as JSON with keys "name" and "age": Ada, 36.',
+    "用一句话介绍灯塔。",
+    "Fix the bug: def add(a, b): return a - b",
+    "Write a Python function that reverses a string, with a docstring.",
+    "Summarise in one sentence: Lighthouses guided ships past rocks for centuries, and "
+    "their keepers wrote down the weather every day.",
+]
+
+
 def check(model, text, options):
     prompt = model.tokenize_chat([{"role": "user", "content": text}])
     plain, plain_done = run(model, prompt, options)
@@ -69,6 +82,17 @@ def test_greedy_answers_are_identical(demo):
     for copying in ("edit", "quote", "repeat"):
         assert stats[copying].draft_accepted >= 3, f"{copying}: drafts were not kept"
     assert all(s.draft_accepted < s.draft_count for s in stats.values()), "none rejected"
+
+
+@pytest.mark.parametrize("size", ["0.5b", "1.5b"])
+def test_more_prompts_keep_their_answer_in_fast_mode(request, size):
+    path = request.getfixturevalue("demo_05b" if size == "0.5b" else "demo_15b")
+    model = load_model(path, num_ctx=1024)
+    drafted = 0
+    for text in MORE_PROMPTS:
+        _, done, _ = check(model, text, Options(temperature=0, num_predict=24))
+        drafted += done.draft_count
+    assert drafted > 0
 
 
 @pytest.mark.parametrize("exact", [False, True], ids=["fast", "exact"])
