@@ -151,10 +151,10 @@ class SettingsDialog(QDialog):
         self.speculate.setCurrentText(settings.speculate)
         self.speculate.setToolTip(
             "Speculative decoding: the same answer, faster where the reply repeats text. "
-            "auto: prompt lookup, or a draft model when one in the store pays (off on CUDA, "
-            "whose verify steps round differently); ngram: prompt lookup only (on CUDA a "
-            "near-tie token may differ); off; or the name of a smaller model with the same "
-            "vocabulary.")
+            "auto: prompt lookup, or a draft model when one in the store pays (off on CUDA "
+            "and CoreML, whose verify steps may round differently); ngram: prompt lookup only "
+            "(there a near-tie token may differ); off; or the name of a smaller model with "
+            "the same vocabulary.")
         form.addRow("speculative decoding", self.speculate)
         pixels = QHBoxLayout()
         self.max_pixels = QSpinBox()

@@ -137,10 +137,10 @@ def drop_last_row(g: GraphBuilder, x: str, name: str) -> str:
     return y
 
 
-def last_position(g: GraphBuilder, x: str, name: str) -> str:
-    """x [1, S, C] -> [1, 1, C], the last token only."""
+def last_position(g: GraphBuilder, x: str, name: str, axis: int = 1) -> str:
+    """x [1, S, C] -> [1, 1, C], the last token only (or the last entry along ``axis``)."""
     start = g.add_initializer(f"{name}.start", np.array([-1], np.int64))
     end = g.add_initializer(f"{name}.end", np.array([np.iinfo(np.int64).max], np.int64))
-    axis = g.add_initializer(f"{name}.axis", np.array([1], np.int64))
+    axis = g.add_initializer(f"{name}.axis", np.array([axis], np.int64))
     [y] = g.add_node("Slice", [x, start, end, axis], [name])
     return y

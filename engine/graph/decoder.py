@@ -83,7 +83,8 @@ class DecoderOptions:
         row by row, and attention always gets one spare row (a copy of the last, written to
         the cache slot after the new tokens and never read). Every int8 MatMulNBits already
         agrees to the bit. Exact mode is float throughout; making it agree would cost a
-        weight read per row, so it agrees to ~1e-4 instead. CUDA has no such guarantee.
+        weight read per row, so it agrees to ~1e-4 instead. The runtime asks for it on the
+        CPU provider only: CUDA's kernels are others (and fp16), CoreML's unmeasured.
         """
         return self.row_invariant and not self.exact and not self.float16
 
@@ -230,8 +231,8 @@ def cache_step(g: GraphBuilder, spare_row: bool) -> CacheStep:
     one = g.add_initializer("spare.one", np.array(1, np.int32))
     [seqlens] = g.add_node("Add", [SEQLENS_K, one], ["spare/seqlens_k"])
     [total] = g.add_node("Add", [TOTAL_LEN, one], ["spare/total_len"])
-    cos, sin = (g.add_node("Concat", [t, last_row(g, t, f"spare/{t}_last")], [f"spare/{t}"],
-                           axis=0)[0] for t in (COS, SIN))
+    cos, sin = (g.add_node("Concat", [t, last_position(g, t, f"spare/{t}_last", axis=0)],
+                           [f"spare/{t}"], axis=0)[0] for t in (COS, SIN))
     return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, spare_row=True)
 
 

@@ -90,12 +90,11 @@ class DecoderSession:
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
-                                       row_invariant=row_invariant)
+                                       row_invariant=row_invariant and self.provider == "cpu")
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
-        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike);
-        # CoreML may take plain matmuls to kernels of its own, unmeasured here
-        self.rows_alike = exact or (options.rows_alike and self.provider == "cpu")
+        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike)
+        self.rows_alike = exact or options.rows_alike
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()
