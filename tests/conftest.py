@@ -3,6 +3,7 @@ and the real demo models are fetched once into a cache (see tests/fixtures/demo_
 """
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,11 @@ for _var, _sub in (
     os.environ[_var] = str(Path(_SESSION_DIRS) / _sub)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.pop("OLLAMA_MODELS", None)
+
+
+def pytest_unconfigure(config) -> None:
+    """The session's dirs hold gigabytes of built graphs: leave the disk as it was."""
+    shutil.rmtree(_SESSION_DIRS, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -100,7 +100,10 @@ def test_ctrl_c_keeps_the_download_and_the_next_pull_resumes(tmp_path, registry,
         deadline = time.monotonic() + 60
         while not (partial.exists() and partial.with_name(partial.name + ".ranges").exists()
                    and (partial.stat().st_blocks * 512 > 20_000_000)):
-            assert time.monotonic() < deadline and process.poll() is None
+            if process.poll() is not None:
+                pytest.fail(f"the pull ended ({process.returncode}) before Ctrl-C: "
+                            f"{process.stderr.read().decode()}")
+            assert time.monotonic() < deadline, "the pull wrote under 20 MB in 60 s"
             time.sleep(0.02)
         process.send_signal(signal.SIGINT)
         assert process.wait(30) == 130
