@@ -21,6 +21,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.pop("OLLAMA_MODELS", None)
 
 
+def pytest_report_header(config) -> str:
+    """Free disk first: the suite writes a few gigabytes, and a full disk fails tests far
+    from the cause (a pull refused for space, a graph not cached)."""
+    temp = Path(tempfile.gettempdir())
+    return f"free disk: {shutil.disk_usage(temp).free / 2**30:.1f} GiB in {temp}"
+
+
 def pytest_unconfigure(config) -> None:
     """The session's dirs hold gigabytes of built graphs: leave the disk as it was."""
     shutil.rmtree(_SESSION_DIRS, ignore_errors=True)
