@@ -6,8 +6,9 @@ alike): Lantern with --speculate off and auto (what `lantern run` does: ChatSess
 the drafter make_drafter picks), llama.cpp plain and llama.cpp with its own prompt lookup
 (llama_cpp.llama_speculative.LlamaPromptLookupDecoding, num_pred_tokens=10). Decode tok/s
 is measured from the first streamed token to the last (prefill excluded) for every
-engine alike. Prints medians per workload, acceptance rates, whether Lantern's answer with
-speculation equals the answer without, and the load average.
+engine alike. Prints medians per workload (and auto's rate in each round), acceptance
+rates, whether Lantern's answer with speculation equals the answer without, and the load
+average.
 
     .venv/bin/python -m benchmarks.speculation [--model 0.5b 1.5b] [--rounds 3]
         [--threads 2] [--tokens 160] [--no-llama-cpp] [--exact]
@@ -163,19 +164,21 @@ def main() -> None:
               f"tok/s, median of {args.rounds} rounds, {args.tokens} tokens, "
               f"{args.threads} threads; load average {min(loads):.1f}-{max(loads):.1f}")
         names = list(engines)
-        print("| workload | " + " | ".join(names) + " | auto/off | auto/llama.cpp | "
-              "auto/lookup | acceptance | same answer |")
-        print("|---" * (len(names) + 6) + "|")
+        versus = {"lantern off": "off", "llama.cpp": "llama.cpp", "llama.cpp lookup": "lookup"}
+        versus = {n: label for n, label in versus.items() if n in engines}
+        print("| workload | " + " | ".join(names) + " | "
+              + " | ".join(f"auto/{label}" for label in versus.values())
+              + " | auto per round | acceptance | same answer |")
+        print("|---" * (len(names) + len(versus) + 4) + "|")
         for workload in WORKLOADS:
             med = {n: statistics.median(rates[workload, n]) for n in names}
-            ratio = [med["lantern auto"] / med["lantern off"]]
-            for other in ("llama.cpp", "llama.cpp lookup"):
-                ratio.append(med["lantern auto"] / med[other] if other in med else float("nan"))
+            ratios = [med["lantern auto"] / med[n] for n in versus]
+            rounds = ", ".join(f"{r:.1f}" for r in rates[workload, "lantern auto"])
             drafted, kept = drafts[workload]
             accept = f"{kept}/{drafted} = {kept / drafted:.0%}" if drafted else "-"
             print(f"| {workload} | " + " | ".join(f"{med[n]:.1f}" for n in names)
-                  + " | " + " | ".join(f"{r:.2f}x" for r in ratio)
-                  + f" | {accept} | {'yes' if same[workload] else 'no'} |")
+                  + " | " + " | ".join(f"{r:.2f}x" for r in ratios)
+                  + f" | {rounds} | {accept} | {'yes' if same[workload] else 'no'} |")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,8 @@ class DecoderSession:
     names what runs, so every status line can say when it is NOT the GGUF's exact weights.
     row_invariant: False leaves out what makes fast mode's verify rows equal one-token
     steps (DecoderOptions.rows_alike), to measure its cost (benchmarks/batch_invariance.py).
+    Not for a run without drafts: that graph rounds differently, so `--speculate off` would
+    answer some prompts otherwise than the default (measured, BENCHMARKS.md).
     cache: reuse the built graph from disk (engine.runtime.graph_cache; not in exact mode,
     whose fp32 weights are 4x the GGUF); ``cache_state`` says "hit", "stored" or "off".
     """
