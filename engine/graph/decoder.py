@@ -236,14 +236,6 @@ def cache_step(g: GraphBuilder, spare_row: bool) -> CacheStep:
     return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, spare_row=True)
 
 
-def last_row(g: GraphBuilder, x: str, name: str) -> str:
-    """x [T, C] -> [1, C]."""
-    start = g.add_initializer(f"{name}.start", np.array([-1], np.int64))
-    end = g.add_initializer(f"{name}.end", np.array([np.iinfo(np.int64).max], np.int64))
-    [y] = g.add_node("Slice", [x, start, end], [name])
-    return y
-
-
 def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str, down_accuracy: int,
         row_by_row: bool = False) -> str:
     """SwiGLU: down(silu(gate(x)) * up(x)); gate and up in one matmul when they fuse."""
