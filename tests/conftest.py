@@ -21,11 +21,17 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.pop("OLLAMA_MODELS", None)
 
 
-def pytest_report_header(config) -> str:
+def pytest_report_header(config) -> list[str]:
     """Free disk first: the suite writes a few gigabytes, and a full disk fails tests far
-    from the cause (a pull refused for space, a graph not cached)."""
+    from the cause (a pull refused for space, a graph not cached). Then what llama.cpp was
+    built for: the README's command builds it for this processor, and a wheel that pip
+    cached on another one dies of SIGILL (the tests that use it then fail saying so)."""
+    from engine.inspect.second_opinion import llama_build
+
     temp = Path(tempfile.gettempdir())
-    return f"free disk: {shutil.disk_usage(temp).free / 2**30:.1f} GiB in {temp}"
+    build = llama_build()
+    return [f"free disk: {shutil.disk_usage(temp).free / 2**30:.1f} GiB in {temp}",
+            f"llama.cpp: {build.features or build.problem}"]
 
 
 def pytest_unconfigure(config) -> None:

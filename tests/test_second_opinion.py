@@ -14,6 +14,8 @@ from engine.inspect import inspect_context
 from engine.inspect.second_opinion import (
     INSTALL_HINT,
     SecondOpinionUnavailable,
+    _probe_import,
+    llama_build,
     missing,
     second_opinion,
 )
@@ -24,7 +26,7 @@ TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
 
 def test_llama_cpp_agrees_with_the_reference_on_the_demo_model(demo_05b):
-    pytest.importorskip("llama_cpp", reason=INSTALL_HINT)
+    assert llama_build().problem is None, llama_build().problem
     model, tokenizer = open_model(demo_05b), load_tokenizer(demo_05b)
     prompt = PromptTokens.text(tokenizer.encode(TEXT))
     inspection = inspect_context(model, prompt, tokenizer.id_to_piece)
@@ -52,3 +54,22 @@ def test_without_llama_cpp_the_cli_says_how_to_get_it(demo_05b, monkeypatch, cap
     assert main(["inspect", str(demo_05b), "Hi", "--raw", "--llama"]) == 1
     err = capsys.readouterr().err
     assert "pip install 'lantern[llama]'" in err and err.count("\n") == 1
+
+
+def test_a_llama_cpp_built_for_another_processor_is_named_not_run(tmp_path, monkeypatch):
+    """An import that dies of SIGILL (a wheel built elsewhere) would kill the app: the probe
+    runs it in a child and the second opinion says what is wrong instead."""
+    fake = tmp_path / "llama_cpp"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGILL)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    _probe_import.cache_clear()
+    try:
+        build = llama_build()
+        assert build.features is None and "built for another processor" in build.problem
+        with pytest.raises(SecondOpinionUnavailable, match="another processor"):
+            second_opinion(tmp_path / "model.gguf", None, str)
+    finally:
+        monkeypatch.undo()
+        _probe_import.cache_clear()
+    assert "AVX" in llama_build().features or "NEON" in llama_build().features

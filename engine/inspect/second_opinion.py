@@ -8,8 +8,12 @@ is the check to run when an engine prints garbage: where the two part, and by ho
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,11 +66,46 @@ def missing() -> str | None:
     return None if importlib.util.find_spec("llama_cpp") is not None else INSTALL_HINT
 
 
+@dataclass(frozen=True)
+class LlamaBuild:
+    """What the installed llama-cpp-python was built for (ggml's system info line, e.g.
+    "CPU : SSE3 = 1 | AVX2 = 1 | ..."), or why it cannot run on this processor."""
+
+    features: str | None
+    problem: str | None
+
+
+def llama_build() -> LlamaBuild:
+    """Import llama-cpp-python in a child process first (once): a build for another
+    processor dies of SIGILL on import, which would take this process with it."""
+    if (hint := missing()) is not None:
+        return LlamaBuild(None, hint)
+    return _probe_import()
+
+
+@functools.cache
+def _probe_import() -> LlamaBuild:
+    script = ("import sys, llama_cpp; "
+              "sys.stdout.write(llama_cpp.llama_print_system_info().decode())")
+    try:
+        child = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                               text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return LlamaBuild(None, "llama-cpp-python did not import within 120 s")
+    if child.returncode == -signal.SIGILL:
+        return LlamaBuild(None, "llama-cpp-python was built for another processor: importing "
+                                "it stops with 'Illegal instruction'; rebuild it on this one")
+    if child.returncode != 0:
+        last = (child.stderr.strip().splitlines() or ["no message"])[-1]
+        return LlamaBuild(None, f"llama-cpp-python does not import ({last})")
+    return LlamaBuild(" ".join(child.stdout.split()), None)
+
+
 def second_opinion(path: Path, inspection: Inspection, piece: Callable[[int], str],
                    top: int = 5) -> SecondOpinion:
     """Run llama.cpp over ``inspection``'s context (GGUF at ``path``) and compare."""
-    if (hint := missing()) is not None:
-        raise SecondOpinionUnavailable(hint)
+    if (problem := llama_build().problem) is not None:
+        raise SecondOpinionUnavailable(problem)
     if inspection.images:
         raise SecondOpinionUnavailable("llama.cpp's second opinion compares text contexts "
                                        "only; this one holds an image")
