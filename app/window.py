@@ -42,11 +42,11 @@ from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import CallJob, JobRunner
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, TokenEvent
 from engine.errors import LanternError
 from engine.paths import data_dir
 from engine.remote.session import RemoteModel
-from engine.runtime.backend import Capability
-from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
 from engine.store.importer import import_gguf

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.errors import LanternError
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 
 log = logging.getLogger(__name__)
 

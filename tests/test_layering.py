@@ -52,3 +52,18 @@ def test_lantern_run_imports_no_test_oracles_or_qt():
                                 capture_output=True, text=True).stdout.split())
     assert "engine" in loaded  # the probe really imported the CLI
     assert loaded & {"torch", "transformers", "accelerate", "PySide6"} == set()
+
+
+def test_remote_clients_import_no_onnxruntime():
+    """A chat that runs on a server needs the chat core and HTTP, not the local engine."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, engine.remote, engine.remote.session, engine.remote.connection, "
+             "engine.remote.http, engine.remote.ollama_api, engine.remote.openai_api; "
+             "print(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout.split())
+    assert "engine.remote.session" in loaded and "engine.chat.events" in loaded
+    assert {m for m in loaded if m.split(".")[0] == "onnxruntime"
+            or m.startswith(("engine.runtime", "engine.graph"))} == set()

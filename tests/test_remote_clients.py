@@ -15,14 +15,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from engine.chat.backend import Capability, ChatBackend
+from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
+from engine.chat.options import Options
 from engine.cli import main
 from engine.errors import RemoteError, StreamCut
 from engine.remote import openai_api
 from engine.remote.connection import Connection, detect_kind
 from engine.remote.session import list_remote_models, open_remote_model
-from engine.runtime.backend import Capability, ChatBackend
-from engine.runtime.events import DoneEvent, NoticeEvent, TokenEvent
-from engine.runtime.sampler import Options
 from tests.fixtures.fake_servers import ANSWER, BLOB, FakeOllama
 
 GREEDY = Options(temperature=0.0)

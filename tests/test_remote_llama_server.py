@@ -16,12 +16,12 @@ import json
 
 import pytest
 
+from engine.chat.events import DoneEvent, TokenEvent
+from engine.chat.options import Options
 from engine.cli import main
 from engine.remote.connection import Connection
 from engine.remote.http import post_json
 from engine.remote.session import open_remote_model
-from engine.runtime.events import DoneEvent, TokenEvent
-from engine.runtime.sampler import Options
 
 pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server] (test extra)")
 

@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from engine.chat.events import DoneEvent, TokenEvent
+from engine.chat.options import Options
+from engine.chat.prompt_tokens import PromptTokens
 from engine.runtime.drafters import DraftLength, PromptLookup, verify_cost
-from engine.runtime.events import DoneEvent, TokenEvent
-from engine.runtime.generate import Generator, PromptTokens
+from engine.runtime.generate import Generator
 from engine.runtime.loader import load_model
-from engine.runtime.sampler import Options, Sampler
+from engine.runtime.sampler import Sampler
 from engine.runtime.speculation import (
     drafter_for,
     make_drafter,

@@ -1,5 +1,5 @@
 """One conversation at a time, on the engine side: the chat backend (the local engine's
-ChatSession or a server's RemoteChatSession, both engine.runtime.backend.ChatBackend), its
+ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History every half second and at the end, so quitting
@@ -19,14 +19,14 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
+from engine.chat.backend import Capability, ChatBackend, unavailable_reason
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.messages import Message
+from engine.chat.options import Options
 from engine.errors import GenerationError, ImageError
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
-from engine.runtime.backend import Capability, ChatBackend, unavailable_reason
-from engine.runtime.chat import Message
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
-from engine.runtime.sampler import Options
 from engine.runtime.speculation import drafter_for, speculation_note
 from engine.store import Store
 

@@ -43,7 +43,7 @@ from app.inspector.rows import (
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.widgets import action_row, hint, section
-from engine.runtime.backend import Capability, unavailable_reason
+from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
 FAILED_COLOUR = QColor(230, 80, 70, 70)

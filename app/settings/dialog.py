@@ -32,10 +32,10 @@ from PySide6.QtWidgets import (
 from app.settings.connections import ConnectionsDialog, describe
 from app.settings.store import Settings
 from app.workers import JobRunner
+from engine.chat.options import Options
 from engine.errors import LanternError
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers
-from engine.runtime.sampler import Options
 from engine.runtime.speculation import CHOICES as SPECULATE_CHOICES
 
 SAMPLING = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty",

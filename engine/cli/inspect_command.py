@@ -36,10 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.chat.messages import Message
     from engine.cli.run_command import _load_images, resolve_source
     from engine.inspect import inspect_context
     from engine.inspect.second_opinion import SecondOpinionUnavailable, missing, second_opinion
-    from engine.runtime.chat import Message
     from engine.runtime.loader import load_model
     from engine.vision.preprocess import preprocess
 

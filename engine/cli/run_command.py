@@ -14,14 +14,14 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.options import Options
 from engine.cli import add_models_dir
 from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.records import chosen_options
-from engine.runtime.backend import Capability
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import REQUANTIZATIONS
-from engine.runtime.sampler import Options
 from engine.store import LocalModel, Store
 
 OPTION_FLAGS = {  # CLI flag -> Ollama option name

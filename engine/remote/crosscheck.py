@@ -18,14 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.chat.messages import Message
+from engine.chat.options import Options
 from engine.errors import GenerationError, RemoteError
 from engine.remote.http import post_json
 from engine.remote.records import ServerToken
 from engine.remote.session import APIS, RemoteModel
-from engine.runtime.chat import Message
 from engine.runtime.generate import Generator, _positions_like
 from engine.runtime.loader import LoadedModel
-from engine.runtime.sampler import Options, logprobs
+from engine.runtime.sampler import logprobs
 from engine.tokenizer.byte_level import byte_to_char
 
 # Largest |Lantern - server| log-probability of a greedy token seen on the 0.5B demo model,

@@ -15,16 +15,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
+from engine.chat.messages import Message, drop_answers, replace_last_user
+from engine.chat.options import Options
 from engine.errors import GenerationError, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
 from engine.remote.connection import Connection, detect_kind
 from engine.remote.http import Stream, open_request
 from engine.remote.images import RemoteImage, read_image
 from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken
-from engine.runtime.backend import Capability
-from engine.runtime.chat import Message, drop_answers, replace_last_user
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
-from engine.runtime.sampler import Options
 
 APIS: dict[str, ModuleType] = {"openai": openai_api, "ollama": ollama_api}
 

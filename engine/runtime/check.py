@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import GGUFModel
 from engine.reference import compare_layers, forward, hidden_stats, layer_label
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import PromptTokens
 
 # (rtol, atol) relative to each layer's largest |value|
 EXACT_TOLERANCE = (2e-3, 1e-4)

@@ -13,13 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.chat.backend import Capability
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.requantize import SPECS
 from engine.prompt import render_prompt
-from engine.runtime.backend import Capability
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import CacheState, PromptTokens
+from engine.runtime.generate import CacheState
 from engine.runtime.vision import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
