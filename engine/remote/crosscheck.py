@@ -166,7 +166,7 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
 def teacher_forced(model: LoadedModel, prompt, ids: list[int]) -> list[tuple[float, int]]:
     """Lantern's log-probability of each given token after the prompt and the tokens before
     it, with its own most likely token at each step."""
-    generator = Generator(model.decoder, model.tokenizer, model.cache)
+    generator = Generator(model.decoder, model.tokenizer)
     step, _ = generator.prefill(prompt)
     out = []
     for n, token in enumerate(ids):
@@ -176,7 +176,6 @@ def teacher_forced(model: LoadedModel, prompt, ids: list[int]) -> list[tuple[flo
             step = model.decoder.forward(
                 input_ids=np.array([token], dtype=np.int64),
                 positions=_positions_like(prompt.positions, prompt.next_position + n))
-            model.cache.keys.append(token)
     return out
 
 

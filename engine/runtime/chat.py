@@ -37,9 +37,9 @@ class ChatSession:
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
 
     def __post_init__(self) -> None:
-        # the cache record belongs to the model: every session on it sees what the one KV
-        # cache really holds, so switching conversations can never reuse another's rows
-        self._generator = Generator(self.model.decoder, self.model.tokenizer, self.model.cache)
+        # the decoder keeps the record of its cache: every session on the model sees what
+        # the one KV cache really holds, so switching conversations never reuses another's rows
+        self._generator = Generator(self.model.decoder, self.model.tokenizer)
         self.last_prompt: PromptTokens | None = None
         self._load_duration = self.model.load_duration
 
@@ -86,13 +86,10 @@ class ChatSession:
         """
         if self.last_prompt is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
-        try:
-            return check_against_reference(
-                self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
-                exact=self.model.exact, decoder=self.model.decoder,
-            )
-        finally:
-            self._generator.cache.keys.clear()
+        return check_against_reference(
+            self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
+            exact=self.model.exact, decoder=self.model.decoder,
+        )
 
     def clear(self) -> None:
         self.messages.clear()

@@ -101,7 +101,7 @@ def check_against_reference(
         requantize = None if decoder is None else decoder.requantization
         decoder = DecoderSession(model, exact=exact, max_cache_len=len(prompt) + 1,
                                  layer_stats=True, requantize=requantize)
-    decoder.reset()  # the caller's cache state must be dropped too (ChatSession does)
+    decoder.reset()  # with its keys: the next turn prefills its prompt anew
     embeds = None
     if prompt.image_rows is not None and len(prompt.image_rows):
         embeds = decoder.embed(prompt.ids)

@@ -20,7 +20,6 @@ from engine.gguf import GGUFModel, open_model
 from engine.gguf.requantize import SPECS
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import CacheState
 from engine.runtime.vision import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
@@ -47,7 +46,6 @@ class LoadedModel:
     preset_messages: list[dict] = field(default_factory=list)
     load_duration: int = 0                 # ns
     exact: bool = False                    # fp32 activations (reference-exact mode)
-    cache: CacheState = field(default_factory=CacheState)  # what the decoder's KV cache holds
     _vision: VisionEncoder | None = field(default=None, repr=False)
     _vision_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
