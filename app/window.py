@@ -383,12 +383,12 @@ class MainWindow(QMainWindow):
             self.status_provider.setToolTip(f"{model.name} runs on {entry.host}; the panel "
                                             "shows the server's log-probabilities")
         else:
-            weights = model.decoder.requantization
+            weights = model.requantization
             self.status_provider.setText(
-                f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
+                f"{model.provider} · {'exact' if model.exact else 'fast'} · "
                 + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
                 + f"loaded in {model.load_duration / 1e9:.1f} s")
-            self.status_provider.setToolTip(model.decoder.weights)
+            self.status_provider.setToolTip(model.weights)
         if self.settings.last_model != entry.name:
             self.settings = replace(self.settings, last_model=entry.name)
             self.controller.settings = self.settings

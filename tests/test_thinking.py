@@ -221,9 +221,9 @@ def test_interactive_set_think_and_nothink(thinking_model, capsys) -> None:
     from engine.runtime.chat import ChatSession
 
     chat = ChatSession(thinking_model, Options())
-    _command(chat, "/set nothink", {}, {})
+    _command(chat, "/set nothink", {})
     assert chat.think is False and "Set 'nothink' mode." in capsys.readouterr().out
-    _command(chat, "/set think", {}, {})
+    _command(chat, "/set think", {})
     assert chat.think is True
 
 

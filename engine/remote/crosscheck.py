@@ -158,7 +158,7 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
     return CrossCheckReport(
         model=local.name, server_model=remote.name,
         server=f"{connection.host} ({connection.kind})", weights=weights,
-        lantern_mode="exact" if local.exact else local.decoder.weights + ", fast activations",
+        lantern_mode="exact" if local.exact else local.weights + ", fast activations",
         prompt_tokens=len(prompt), server_prompt_tokens=finish.prompt_eval_count if finish else 0,
         rows=tuple(rows), tolerance=tolerance)
 

@@ -23,15 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from engine.errors import GenerationError, LanternError
 from engine.gguf.reader import read_gguf
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
-
-if TYPE_CHECKING:
-    from engine.runtime.loader import LoadedModel
-    from engine.store import Store
+from engine.runtime.loader import LoadedModel, load_model
+from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
 UNLIKE_ROWS_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
@@ -95,13 +92,12 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
                 requantize: str | None = None) -> Drafter | None:
     """``choice`` for a loaded target model; draft models come from ``store`` (None: a bare
     GGUF target, which can use off, ngram and auto only)."""
-    from engine.runtime.loader import load_model
 
     def load_draft(name: str):
         if store is None:
             raise GenerationError(f"speculate={name}: a draft model needs a model from the "
                                   "store as target, not a bare .gguf file")
-        draft = load_model(store.get(name), num_ctx=model.decoder.max_cache_len,
+        draft = load_model(store.get(name), num_ctx=model.num_ctx,
                            requantize=requantize)
         return draft.decoder, draft.gguf.path
 
@@ -112,7 +108,7 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
             return []
         return [(m.name.display, m.model_path) for m in models]
 
-    return make_drafter(choice, model.gguf.path, rows_alike=model.decoder.rows_alike,
+    return make_drafter(choice, model.gguf.path, rows_alike=model.rows_alike,
                         load_draft=load_draft, candidates=candidates)
 
 
