@@ -22,7 +22,8 @@ from engine.cli import main
 from engine.errors import RemoteError, StreamCut
 from engine.launch import open_chat
 from engine.remote import openai_api
-from engine.remote.connection import Connection, detect_kind
+from engine.remote.connection import Connection
+from engine.remote.http import detect_kind
 from engine.remote.session import list_remote_models, open_remote_model
 from tests.fixtures.fake_servers import ANSWER, BLOB, FakeOllama
 

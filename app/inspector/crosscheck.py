@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.conversation import ConversationController
-from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, _table
+from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, table_view
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.models.list_model import ModelListModel
@@ -88,7 +88,7 @@ class CrossCheckDialog(QDialog):
             ],
             emphasis=lambda r: _emphasis(r, self.tolerance),
         )
-        self.table = _table(self.table_model, stretch_column=1)
+        self.table = table_view(self.table_model, stretch_column=1)
         self.table.horizontalHeader().setSectionResizeMode(4, QHeaderView.Fixed)
         self.table.horizontalHeader().resizeSection(4, 110)
         self.table.setItemDelegateForColumn(4, BarDelegate(self.table))

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                      num_top=num_top, think=args.think)
     if not args.server:
         _speculate(args, chat)
-    images = _load_images(model, args.image, args.raw, chat.prepare_image)
+    images = load_images(model, args.image, args.raw, chat.prepare_image)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
@@ -140,7 +140,7 @@ def _speculate(args: argparse.Namespace, chat) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def _load_images(model, paths: list[str], raw: bool,
+def load_images(model, paths: list[str], raw: bool,
                  prepare: Callable[[str, int], object]) -> tuple:
     """--image files as ``prepare(path, max_pixels)`` makes them (a local session
     preprocesses, a server's reads the file); a clear error for a model without vision."""

@@ -24,7 +24,7 @@ from engine.errors import GenerationError, RemoteError
 from engine.remote.http import post_json
 from engine.remote.records import ServerToken
 from engine.remote.session import APIS, RemoteModel
-from engine.runtime.generate import Generator, _positions_like
+from engine.runtime.generate import Generator, positions_like
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import logprobs
 from engine.tokenizer.byte_level import byte_to_char
@@ -175,7 +175,7 @@ def teacher_forced(model: LoadedModel, prompt, ids: list[int]) -> list[tuple[flo
         if n + 1 < len(ids):
             step = model.decoder.forward(
                 input_ids=np.array([token], dtype=np.int64),
-                positions=_positions_like(prompt.positions, prompt.next_position + n))
+                positions=positions_like(prompt.positions, prompt.next_position + n))
     return out
 
 

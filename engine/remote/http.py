@@ -172,3 +172,25 @@ def _status_error(host: str, path: str, status: int, detail: str) -> RemoteError
     if status == 404:
         return RemoteError(f"{host} has no {path} ({status}){said}")
     return RemoteError(f"{host} answered {path} with {status}{said}")
+
+
+def detect_kind(connection: Connection) -> Connection:
+    """The connection with its kind settled: Ollama answers /api/tags, an OpenAI-compatible
+    server /v1/models. A chosen kind is kept as it is."""
+    if connection.kind != "auto":
+        return connection
+    failures = []
+    for kind, path in (("ollama", "/api/tags"), ("openai", "/v1/models")):
+        try:
+            answer = get_json(connection, path)
+        except RemoteError as error:
+            if "cannot reach" in str(error) or "did not answer" in str(error):
+                raise
+            failures.append(str(error))
+            continue
+        if isinstance(answer, dict) and isinstance(answer.get("models" if kind == "ollama"
+                                                             else "data"), list):
+            return connection.with_kind(kind)
+    raise RemoteError(f"{connection.host} answered neither Ollama's /api/tags nor an "
+                      "OpenAI-compatible /v1/models: check the URL"
+                      + (f" ({failures[-1]})" if failures else ""))

@@ -21,8 +21,8 @@ from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.errors import GenerationError, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
-from engine.remote.connection import Connection, detect_kind
-from engine.remote.http import Stream, open_request
+from engine.remote.connection import Connection
+from engine.remote.http import Stream, detect_kind, open_request
 from engine.remote.images import RemoteImage, read_image
 from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken
 

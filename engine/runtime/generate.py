@@ -241,7 +241,7 @@ class _Answer:
         # after the prompt each row advances the position by one (M-RoPE: all axes)
         position = self.prompt.next_position + self.decoder.cache_len - len(self.prompt)
         return self.decoder.forward(
-            input_ids=ids, positions=_positions_like(self.prompt.positions, position, len(ids)),
+            input_ids=ids, positions=positions_like(self.prompt.positions, position, len(ids)),
             rows=len(ids))
 
     def finish(self) -> tuple[str, str]:
@@ -261,7 +261,7 @@ def draft_context(prompt: PromptTokens) -> list[int]:
     return [int(i) for i in ids]
 
 
-def _positions_like(template: np.ndarray, position: int, n: int = 1) -> np.ndarray:
+def positions_like(template: np.ndarray, position: int, n: int = 1) -> np.ndarray:
     """Positions of n decode tokens from ``position`` on, in the prompt's layout ([n] or
     [3, n]: after the prompt, text tokens advance all three M-RoPE axes together)."""
     run = np.arange(position, position + n, dtype=np.int64)

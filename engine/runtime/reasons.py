@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.chat.options import Options
 from engine.chat.reasons import FILTERS, Candidate, SamplerReasons
-from engine.runtime.sampler import Candidates, SampleTrace, _largest, softmax
+from engine.runtime.sampler import Candidates, SampleTrace, largest, softmax
 
 SHOWN = 5  # best tokens by raw and by penalised logit that are always explained
 
@@ -55,10 +55,10 @@ def _watched(raw: np.ndarray, penalized: np.ndarray, chosen: int, shown: int,
              best_penalized: np.ndarray | None) -> list[int]:
     """The chosen token, then the best by raw and by penalised logit, by raw logit.
     (Penalties off: the two are one array; the top-k cut may have sorted the penalised.)"""
-    best = set(_largest(raw, shown).tolist())
+    best = set(largest(raw, shown).tolist())
     if penalized is not raw:
         if best_penalized is None or len(best_penalized) < shown:
-            best_penalized = _largest(penalized, shown)
+            best_penalized = largest(penalized, shown)
         best |= set(best_penalized.tolist())
     best.discard(chosen)
     return [chosen] + sorted(best, key=lambda i: (-float(raw[i]), i))

@@ -95,7 +95,7 @@ def top_k(c: Candidates, k: int) -> Candidates:
     """The k highest logits, sorted. k <= 0 keeps everything."""
     if k <= 0 or k >= len(c.ids):
         return c
-    return c.take(_largest(c.logits, k), True)
+    return c.take(largest(c.logits, k), True)
 
 
 def typical_p(c: Candidates, p: float) -> Candidates:
@@ -125,7 +125,7 @@ def top_p(c: Candidates, p: float) -> Candidates:
         for n in _TOP_P_TRIES:
             if 4 * n > len(c.ids):
                 break
-            head = c.take(_largest(c.logits, n), True)
+            head = c.take(largest(c.logits, n), True)
             mass = np.cumsum(np.exp(head.logits.astype(np.float64) - log_norm))  # [n]
             if mass[-1] >= p:
                 return head.take(slice(0, _first_reaching(mass, p)), True)
@@ -296,12 +296,12 @@ def logprobs(logits: np.ndarray, k: int) -> LogProbs:
         weighted = float(np.dot(weights, np.where(weights > 0, shifted, np.float32(0))))
     entropy = math.log(total) - weighted / total
     log_norm = float(peak) + math.log(total)
-    best = _largest(logits, k) if k > 0 else np.empty(0, np.int64)
+    best = largest(logits, k) if k > 0 else np.empty(0, np.int64)
     top = tuple((int(i), float(logits[i]) - log_norm) for i in best)
     return LogProbs(logits=logits, log_norm=log_norm, entropy=max(entropy, 0.0), top=top)
 
 
-def _largest(values: np.ndarray, k: int) -> np.ndarray:
+def largest(values: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest values, largest first (ties: lower index first).
 
     Faster than argpartition over a 152k vocabulary: the k-th largest of 128-wide block
