@@ -15,7 +15,8 @@ import numpy as np
 
 from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import GGUFModel
-from engine.reference import compare_layers, forward, hidden_stats, layer_label
+from engine.modelmath.stats import hidden_stats
+from engine.reference import compare_layers, forward, layer_label
 from engine.runtime.decoder import DecoderSession
 
 # (rtol, atol) relative to each layer's largest |value|

@@ -24,8 +24,8 @@ from engine.gguf import GGUFModel
 from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
-from engine.reference.rope import rope_angles
-from engine.reference.stats import layer_stats
+from engine.modelmath.rope import rope_angles
+from engine.modelmath.stats import layer_stats
 from engine.runtime.graph_cache import GraphCache, entry_key
 
 PROVIDERS = {
