@@ -19,7 +19,7 @@ from engine.chat.backend import Capability, ChatBackend
 from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
 from engine.chat.options import Options
 from engine.cli import main
-from engine.errors import RemoteError, StreamCut
+from engine.errors import Remedy, RemoteError, StreamCut
 from engine.launch import open_chat
 from engine.remote import openai_api
 from engine.remote.connection import Connection
@@ -258,6 +258,7 @@ def test_crosscheck_needs_the_same_weights_blob(tmp_path, ollama):
     with pytest.raises(RemoteError, match="is not the same weights as mine"):
         same_weights(gguf, "mine", other, True)        # a digest beats an assertion
     no_digest = other.__class__(other.connection, other.info.__class__("x"))
-    with pytest.raises(RemoteError, match="--same-weights"):
+    with pytest.raises(RemoteError, match="assert that they are mine's") as caught:
         same_weights(gguf, "mine", no_digest, False)
+    assert caught.value.remedy is Remedy.SAME_WEIGHTS
     assert "asserted by the user" in same_weights(gguf, "mine", no_digest, True)

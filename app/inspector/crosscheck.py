@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.conversation import ConversationController
+from app.hints import explain
 from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, table_view
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
@@ -122,7 +123,7 @@ class CrossCheckDialog(QDialog):
             self.controller.cross_check(remote, self.same_weights.isChecked(),
                                         self.tokens.value())
         except LanternError as error:
-            self.show_failure(str(error))
+            self.show_failure(explain(error))
             return
         self.run_button.setEnabled(False)
         self._set_verdict(f"Asking {remote.connection.host}, then running Lantern…", None)

@@ -17,6 +17,7 @@ from pathlib import Path
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.cli import add_models_dir
+from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.records import chosen_options
@@ -334,7 +335,7 @@ def _interactive(chat, args: argparse.Namespace, overrides: dict) -> None:
         try:
             _print_events(chat.send(message), chat.cancel, args)
         except LanternError as error:
-            print(f"Error: {error}", file=sys.stderr)
+            print(f"Error: {explain(error)}", file=sys.stderr)
 
 
 def _command(chat, text: str, overrides: dict) -> None:
@@ -357,7 +358,7 @@ def _command(chat, text: str, overrides: dict) -> None:
         try:
             chat.options = options_for(chat.model, {**overrides, name: value})
         except LanternError as error:
-            print(f"Error: {error}")
+            print(f"Error: {explain(error)}")
             return
         overrides[name] = value
         print(f"Set parameter '{name}' to '{raw}'")

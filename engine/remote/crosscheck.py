@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.chat.messages import Message
 from engine.chat.options import Options
-from engine.errors import GenerationError, RemoteError
+from engine.errors import GenerationError, Remedy, RemoteError
 from engine.remote.http import post_json
 from engine.remote.records import ServerToken
 from engine.remote.session import APIS, RemoteModel
@@ -120,8 +120,8 @@ def same_weights(path: Path, name: str, remote: RemoteModel, asserted: bool) -> 
     if asserted:
         return "same weights as asserted by the user (the server reports no digest)"
     raise RemoteError(f"{remote.connection.host} does not report which weights "
-                      f"{remote.name} runs: assert that they are {name}'s "
-                      "(--same-weights, or the check box in the app) to compare anyway")
+                      f"{remote.name} runs: assert that they are {name}'s to compare anyway",
+                      remedy=Remedy.SAME_WEIGHTS)
 
 
 def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message],

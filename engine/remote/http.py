@@ -16,8 +16,8 @@ import ssl
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from engine.errors import RemoteError
-from engine.remote.connection import API_KEY_ENV, Connection
+from engine.errors import Remedy, RemoteError
+from engine.remote.connection import Connection
 
 CONNECT_TIMEOUT_S = 10.0
 METADATA_TIMEOUT_S = 30.0       # listing models and the like; a streamed answer has none
@@ -167,8 +167,7 @@ def _status_error(host: str, path: str, status: int, detail: str) -> RemoteError
     said = f": {detail}" if detail else ""
     if status in (401, 403):
         return RemoteError(f"{host} refused the request ({status}){said}. The API key is "
-                           f"missing or wrong: set it for this connection (--api-key or "
-                           f"${API_KEY_ENV}, or in Settings → Connections)")
+                           "missing or wrong: set it for this connection", remedy=Remedy.API_KEY)
     if status == 404:
         return RemoteError(f"{host} has no {path} ({status}){said}")
     return RemoteError(f"{host} answered {path} with {status}{said}")

@@ -19,7 +19,7 @@ from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
-from engine.errors import GenerationError, RemoteError, StreamCut
+from engine.errors import GenerationError, Remedy, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
 from engine.remote.connection import Connection
 from engine.remote.http import Stream, detect_kind, open_request
@@ -121,7 +121,8 @@ class RemoteChatSession:
 
     def raw(self, text: str) -> Iterator[Event]:
         raise GenerationError("raw prompts need a local model: a server applies its own "
-                              "template. Drop --raw, or run the model locally")
+                              "template. Send it through the template, or run the model "
+                              "locally", remedy=Remedy.TEMPLATE)
 
     def clear(self) -> None:
         self.messages.clear()

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.errors import GenerationError, LanternError
+from engine.errors import GenerationError, LanternError, Remedy
 from engine.gguf.reader import read_gguf
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
 from engine.runtime.loader import LoadedModel, load_model
@@ -32,8 +32,8 @@ from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
 UNLIKE_ROWS_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
-                    "from one-token steps, so a near-tie token may differ from --speculate "
-                    "off; the CPU provider keeps the answer identical")
+                    "from one-token steps, so a near-tie token may differ from an answer "
+                    "without speculation; the CPU provider keeps the answer identical")
 AUTO_OFF_NOTE = ("speculation off: auto drafts only where it cannot change the answer, and on "
                  "this provider a verify step rounds differently (the CPU provider drafts)")
 TYPICAL_ACCEPTANCE = 0.7
@@ -78,13 +78,14 @@ def make_drafter(choice: str, target_path: Path, *, rows_alike: bool = True,
             return PromptLookup()
         choice = best
     if load_draft is None:
-        raise GenerationError(f"--speculate {choice}: draft models need a model store")
+        raise GenerationError(f"speculate={choice}: draft models need a model store",
+                              remedy=Remedy.SPECULATE)
     decoder, path = load_draft(choice)
     if vocabulary_signature(path) != vocabulary_signature(target_path):
         raise GenerationError(
             f"{choice} cannot draft for this model: their vocabularies differ (token list or "
-            "special ids); pick a model of the same family, or --speculate ngram"
-        )
+            "special ids); pick a model of the same family, or prompt lookup (ngram)",
+            remedy=Remedy.SPECULATE)
     return DraftModel(decoder, draft_cost=draft_cost(path, target_path))
 
 
@@ -96,7 +97,8 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
     def load_draft(name: str):
         if store is None:
             raise GenerationError(f"speculate={name}: a draft model needs a model from the "
-                                  "store as target, not a bare .gguf file")
+                                  "store as target, not a bare .gguf file",
+                                  remedy=Remedy.SPECULATE)
         draft = load_model(store.get(name), num_ctx=model.num_ctx,
                            requantize=requantize)
         return draft.decoder, draft.gguf.path
