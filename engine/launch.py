@@ -32,7 +32,6 @@ class EngineChoices:
     provider: str = "cpu"
     requantize: str | None = None    # opt-in 4-bit weights, NOT the GGUF's exact ones
     layer_stats: bool = False        # per-layer statistics of every token
-    speculate: str = "auto"          # engine.runtime.speculation.CHOICES or a model's name
 
 
 def load_local(source: LocalModel | Path, choices: EngineChoices, num_ctx: int, *,

@@ -51,7 +51,7 @@ class ModelLoader(QObject):
             choices = EngineChoices(
                 exact=settings.exact, provider=settings.provider,
                 requantize=None if settings.exact else settings.requantize or None,
-                layer_stats=settings.layer_stats, speculate=settings.speculate)
+                layer_stats=settings.layer_stats)
             load = partial(load_local, entry.model, choices, settings.num_ctx)
         job = LoadJob(load)
         job.progress.connect(self._on_progress)

@@ -120,8 +120,7 @@ def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
     from engine.launch import EngineChoices, load_local, options_for
 
     source = resolve_source(args.model, args.models_dir)
-    choices = EngineChoices(exact=args.exact, provider=args.provider,
-                            requantize=args.requantize, speculate=args.speculate)
+    choices = EngineChoices(exact=args.exact, provider=args.provider, requantize=args.requantize)
     model = load_local(source, choices, options_for(source, overrides).num_ctx)
     if args.requantize or args.verbose:
         print(f"note: weights: {model.weights}", file=sys.stderr)

@@ -66,10 +66,6 @@ class RemoteModel:
         return frozenset({Capability.LOGPROBS}
                          | ({Capability.IMAGES} if self.has_vision else set()))
 
-    def open_session(self, options: Options, system: str | None = None,
-                     num_top: int = 5) -> RemoteChatSession:
-        return RemoteChatSession(self, options, system, num_top=num_top)
-
 
 def open_remote_model(connection: Connection, name: str) -> RemoteModel:
     """Find ``name`` on the server; a missing model is an error listing what is there."""
