@@ -263,7 +263,7 @@ class ConversationController(QObject):
                                               Store.open(self.settings.models_dir),
                                               requantize=self.settings.requantize or None)
                 note = speculation_note(self.settings.speculate,
-                                        self.model.decoder.rows_alike)
+                                        self.model.decoder.row_invariant)
                 if session.drafter is not None and note:
                     yield NoticeEvent(note)
             if pending is not None:

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             name = getattr(chat.drafter, "name", "off")
             print(f"note: speculative decoding: {name}", file=sys.stderr)
-        note = speculation_note(args.speculate, model.decoder.rows_alike)
+        note = speculation_note(args.speculate, model.decoder.row_invariant)
         if note and (args.verbose or args.speculate != "auto"):
             print(f"note: {note}", file=sys.stderr)
     images = _load_images(model, args.image, args.raw, chat.prepare_image)
