@@ -81,6 +81,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.graph.kernels import describe as describe_kernels
     from engine.runtime.chat import ChatSession
     from engine.runtime.loader import load_model
     from engine.runtime.speculation import speculation_note
@@ -107,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
                            num_ctx=options.num_ctx, requantize=args.requantize)
         if args.requantize or args.verbose:
             print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
+        if args.verbose:
+            print(f"note: {describe_kernels(model.decoder.kernels)}", file=sys.stderr)
         chat = ChatSession(model, options, system=args.system, num_top=num_top,
                            think=args.think, drafter=_drafter(args, model))
         if args.verbose:

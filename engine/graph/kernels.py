@@ -76,12 +76,14 @@ def kernels_for(cpu: CpuInfo | None = None) -> Kernels:
     return TABLE.get(cpu_class(cpu or cpu_info()), UNMEASURED)
 
 
-def describe(kernels: Kernels, cpu: CpuInfo | None = None) -> str:
-    """One line for `lantern run --verbose` and the About dialog."""
+def describe(kernels: Kernels | None, cpu: CpuInfo | None = None) -> str:
+    """One line for `lantern run --verbose` and the About dialog; ``kernels`` None: exact
+    mode or another provider, where these choices do not apply."""
     cpu = cpu or cpu_info()
-    measured = cpu_class(cpu) in TABLE
-    return (f"CPU {cpu.describe()}; kernels: {kernels.describe()}"
-            f" ({'measured for' if measured else 'not measured on'} this CPU class)")
+    if kernels is None:
+        return f"CPU {cpu.describe()}; kernels: float activations (exact mode) or not the CPU's"
+    measured = "measured for" if cpu_class(cpu) in TABLE else "NOT measured on"
+    return f"CPU {cpu.describe()}; kernels: {kernels.describe()} ({measured} this CPU class)"
 
 
 def fold_zero_points(weight: PackedWeight) -> PackedWeight:

@@ -60,7 +60,7 @@ class DecoderSession:
 
     exact: fp32 activations and float-exact weights (logits within ~1e-3 of the numpy
     reference); otherwise int8 activations on CPU (the kernel choices of this CPU class,
-    engine.graph.kernels; ``kernels`` says which).
+    engine.graph.kernels; ``kernels`` says which, None in exact mode and off the CPU).
     provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
     an unavailable one falls back to CPU and ``provider`` says which ran.
     requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
@@ -90,12 +90,14 @@ class DecoderSession:
                                   "re-quantizes them; choose one of exact and requantize")
         self.requantization = requantize
         self.weights = "exact GGUF weights" if requantize is None else requantize.label
-        self.kernels = kernels or kernels_for()
+        # fast CPU mode's kernel choices (None where they do not apply; other providers
+        # keep explicit zero points, unmeasured there)
+        self.kernels = (kernels or kernels_for()) if self.provider == "cpu" and not exact else None
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
                                        row_invariant=row_invariant and self.provider == "cpu",
-                                       kernels=self.kernels)
+                                       kernels=self.kernels or Kernels(fold_zero_points=False))
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
         # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
