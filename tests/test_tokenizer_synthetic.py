@@ -233,13 +233,18 @@ def test_pieces_for_display(tmp_path):
 
 
 def test_unsupported_tokenizer_model_is_named(tmp_path):
-    path = write_vocab_gguf(tmp_path / "spm.gguf", model="llama")
+    path = write_vocab_gguf(tmp_path / "t5.gguf", model="t5")
     with pytest.raises(UnsupportedModel) as error:
         load_tokenizer(path)
     message = str(error.value)
-    assert (
-        "'llama'" in message and str(path) in message and "gpt2" in message and "qwen2" in message
-    )
+    assert all(part in message for part in ("'t5'", str(path), "llama (SentencePiece)", "gpt2",
+                                            "qwen2"))
+
+
+def test_byte_level_vocabulary_labelled_sentencepiece_is_named(tmp_path):
+    path = write_vocab_gguf(tmp_path / "mislabelled.gguf", model="llama")
+    with pytest.raises(CorruptModel, match="says llama .* spelled for byte-level BPE"):
+        load_tokenizer(path)
 
 
 def test_unknown_pre_tokenizer_is_named(tmp_path):
@@ -384,7 +389,7 @@ def test_fixture_model_matches_hf(tmp_path, arch, pre):
         assert ours.decode(parsed_ids) == hf.decode(parsed_ids, skip_special_tokens=False)
 
 
-def test_fixture_model_with_sentencepiece_vocab_is_refused(tmp_path):
+def test_fixture_model_with_its_vocab_labelled_sentencepiece_is_refused(tmp_path):
     path = write_model(tmp_path / "m.gguf", "llama", overrides={"tokenizer.ggml.model": "llama"})
-    with pytest.raises(UnsupportedModel, match=r"unsupported tokenizer 'llama' in .*m\.gguf"):
+    with pytest.raises(CorruptModel, match=r"m\.gguf: tokenizer.ggml.model says llama"):
         load_tokenizer(path)

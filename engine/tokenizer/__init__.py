@@ -1,4 +1,4 @@
-"""GGUF vocabulary -> tokenizer (byte-level BPE), and a streaming detokenizer.
+"""GGUF vocabulary -> tokenizer (byte-level BPE or SentencePiece), and a streaming detokenizer.
 
 tokenizer = load_tokenizer(path)          # cached after the first build
 ids = tokenizer.encode(user_text)         # control-token strings stay plain text

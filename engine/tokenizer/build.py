@@ -1,8 +1,11 @@
-"""GGUF vocabulary -> ``tokenizers`` pipeline: [NFC] -> split regex -> byte-level -> BPE, with
-the file's control and user-defined tokens as added tokens.
+"""GGUF vocabulary -> ``tokenizers`` pipeline, with the file's control and user-defined tokens
+as added tokens.
 
-The pipeline equals the model's own tokenizer.json (for Qwen2: BPE with no unk and no byte
-fallback, NFC, Split(regex, isolated) + ByteLevel(use_regex=False), ByteLevel decoder).
+Byte-level BPE: [NFC] -> split regex -> byte-level -> BPE, equal to the model's own
+tokenizer.json (for Qwen2: BPE with no unk and no byte fallback, NFC, Split(regex,
+isolated) + ByteLevel(use_regex=False), ByteLevel decoder).
+SentencePiece: " " -> "▁" -> BPE with the merges the scores imply and byte fallback, equal to
+``sentencepiece`` (the space prefix is the Tokenizer's, per piece of text, as llama.cpp adds it).
 """
 
 import re
@@ -13,13 +16,21 @@ from tokenizers import Tokenizer as Backend
 
 from engine.errors import CorruptModel
 from engine.tokenizer.byte_level import byte_to_char, spell
+from engine.tokenizer.sentencepiece_bpe import SPACE, is_unigram, merges_by_score
 from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
-from engine.tokenizer.vocab import TokenType, Vocabulary
+from engine.tokenizer.vocab import SENTENCEPIECE, TokenType, Vocabulary
 
 _ADDED = (TokenType.CONTROL, TokenType.USER_DEFINED)
+NEVER = -1e9  # a unigram score no segmentation picks while it has another
 
 
 def build_tokenizer(vocab: Vocabulary) -> Tokenizer:
+    backend = _sentencepiece(vocab) if vocab.model == SENTENCEPIECE else _byte_level(vocab)
+    return _with_added_tokens(backend, vocab)
+
+
+def _byte_level(vocab: Vocabulary) -> Backend:
+    assert vocab.pre is not None  # read_vocabulary sets it for every byte-level file
     entries = _vocabulary_entries(vocab)
     try:
         model = models.BPE(entries, list(vocab.merges), ignore_merges=vocab.pre.ignore_merges)
@@ -37,6 +48,35 @@ def build_tokenizer(vocab: Vocabulary) -> Tokenizer:
         ]
     )
     backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def _sentencepiece(vocab: Vocabulary) -> Backend:
+    """No pre-tokenizer: SentencePiece joins across the whole text (its pieces never hold
+    "▁" in the middle, so words stay apart by themselves). A unigram vocabulary (scores
+    that are log-probabilities, not BPE's whole-number ranks) takes the most probable
+    segmentation instead, as sentencepiece does."""
+    pieces = {text: index for index, text in enumerate(vocab.tokens)}
+    mergeable = {
+        text: index for text, index in pieces.items()
+        if vocab.token_types[index] in (TokenType.NORMAL, TokenType.USER_DEFINED)
+    }
+    if is_unigram([vocab.scores[i] for i in mergeable.values()]):
+        # only normal pieces segment text: the others' scores make them lose every time
+        normal = set(mergeable.values())
+        scores = [score if index in normal else NEVER for index, score in enumerate(vocab.scores)]
+        model = models.Unigram(list(zip(vocab.tokens, scores, strict=True)),
+                               unk_id=vocab.unk_id, byte_fallback=True)
+    else:
+        unk = None if vocab.unk_id is None else vocab.tokens[vocab.unk_id]
+        model = models.BPE(pieces, merges_by_score(mergeable, vocab.scores), unk_token=unk,
+                           fuse_unk=True, byte_fallback=True)
+    backend = Backend(model)
+    backend.normalizer = normalizers.Replace(" ", SPACE)
+    return backend
+
+
+def _with_added_tokens(backend: Backend, vocab: Vocabulary) -> Tokenizer:
     control = [i for i, kind in enumerate(vocab.token_types) if kind == TokenType.CONTROL]
     user = [i for i, kind in enumerate(vocab.token_types) if kind == TokenType.USER_DEFINED]
     # normalized=False: matched in the raw text, before NFC (as llama.cpp and HF do).
@@ -51,7 +91,9 @@ def build_tokenizer(vocab: Vocabulary) -> Tokenizer:
         add_bos=vocab.add_bos,
         stop_ids=vocab.stop_ids,
         control_ids=frozenset(control),
-        pre=vocab.pre.name,
+        pre=vocab.pre.name if vocab.pre is not None else "",
+        model=vocab.model,
+        add_space_prefix=vocab.add_space_prefix,
     )
     return Tokenizer(backend, info)
 

@@ -26,13 +26,13 @@ from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
 from engine.tokenizer.vocab import read_vocabulary
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: TokenizerInfo says the model kind
 _BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})")
 log = logging.getLogger(__name__)
 
 
 def load_tokenizer(gguf_path: str | Path) -> Tokenizer:
-    """The tokenizer of a GGUF model file (UnsupportedModel for non byte-level-BPE vocabularies)."""
+    """The tokenizer of a GGUF model file (UnsupportedModel for kinds Lantern does not build)."""
     path = Path(gguf_path)
     entry = cache_entry(path)
     if entry is not None and entry.exists():

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer as Backend
 
-from engine.tokenizer.byte_level import piece_bytes, shown_bytes, spell
+from engine.tokenizer import byte_level, sentencepiece_bpe
+from engine.tokenizer.byte_level import shown_bytes, spell
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,9 @@ class TokenizerInfo:
     add_bos: bool  # tokenizer.ggml.add_bos_token (False for Qwen)
     stop_ids: frozenset[int]  # generation ends at any of these
     control_ids: frozenset[int]  # token type CONTROL
-    pre: str  # pre-tokenizer name
+    pre: str  # pre-tokenizer name (byte-level BPE)
+    model: str = "gpt2"  # tokenizer.ggml.model: gpt2 (byte-level BPE) or llama (SentencePiece)
+    add_space_prefix: bool = False  # SentencePiece: " " before each piece of text
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -36,6 +39,8 @@ class TokenizerInfo:
             "stop_ids": sorted(self.stop_ids),
             "control_ids": sorted(self.control_ids),
             "pre": self.pre,
+            "model": self.model,
+            "add_space_prefix": self.add_space_prefix,
         }
 
     @classmethod
@@ -48,6 +53,8 @@ class TokenizerInfo:
             stop_ids=frozenset(data["stop_ids"]),
             control_ids=frozenset(data["control_ids"]),
             pre=str(data["pre"]),
+            model=str(data["model"]),
+            add_space_prefix=bool(data["add_space_prefix"]),
         )
 
 
@@ -66,6 +73,9 @@ class Tokenizer:
             re.compile("|".join(map(re.escape, by_length))) if by_length else None
         )
         self._bytes: dict[int, bytes] = {}
+        self._sentencepiece = info.model == "llama"
+        self._piece_bytes = (sentencepiece_bpe.piece_bytes if self._sentencepiece
+                             else byte_level.piece_bytes)
 
     @property
     def vocab_size(self) -> int:
@@ -126,8 +136,13 @@ class Tokenizer:
         return ids
 
     def _encode_plain(self, text: str) -> list[int]:
+        """One piece of text between control tokens (or the ends). SentencePiece vocabularies
+        that ask for it get a space in front of every piece, as llama.cpp and sentencepiece
+        (which sees each piece as its own text) do."""
         if not text:
             return []
+        if self.info.add_space_prefix:
+            text = " " + text
         return self.backend.encode(text, add_special_tokens=False).ids
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -139,7 +154,7 @@ class Tokenizer:
                 raise ValueError(
                     f"token id {token_id} is outside the vocabulary (0..{self.vocab_size - 1})"
                 )
-            found = self._bytes[token_id] = piece_bytes(piece)
+            found = self._bytes[token_id] = self._piece_bytes(piece)
         return found
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -147,8 +162,8 @@ class Tokenizer:
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
 
     def id_to_piece(self, token_id: int) -> str:
-        """A token's display text: "Ġhello" -> " hello"; bytes that are not UTF-8 on their
-        own (half a Chinese character) are shown as <0xE4>."""
+        """A token's display text: "Ġhello" or "▁hello" -> " hello"; bytes that are not UTF-8
+        on their own (half a Chinese character) are shown as <0xE4>."""
         return shown_bytes(self.token_bytes(token_id))
 
     def token_to_id(self, text: str) -> int | None:
@@ -156,6 +171,8 @@ class Tokenizer:
         text it stands for (" hello"); None when there is none."""
         found = self.backend.token_to_id(text)
         if found is None:
-            found = self.backend.token_to_id(spell(text))
+            stored = (text.replace(" ", sentencepiece_bpe.SPACE) if self._sentencepiece
+                      else spell(text))
+            found = self.backend.token_to_id(stored)
         return found
 

@@ -1,8 +1,10 @@
 """The tokenizer as a GGUF file states it (``tokenizer.ggml.*`` keys), read once and checked.
 
-Only byte-level BPE (``tokenizer.ggml.model = "gpt2"``) is supported: running a
-SentencePiece-style tokenizer over a byte-level vocabulary, or the reverse, produces
-fluent-looking garbage, so anything else is refused with a message naming it.
+Two kinds are supported: byte-level BPE (``tokenizer.ggml.model = "gpt2"``: Qwen, Llama 3)
+and SentencePiece (``"llama"``: Gemma, Mistral, Llama 2, Phi-3; scores, "▁" for a space,
+<0xAB> byte-fallback tokens). Running one kind over the other's vocabulary produces
+fluent-looking garbage, so a file whose tokens are spelled the other way is refused, as is
+anything else.
 """
 
 from collections.abc import Mapping, Sequence
@@ -13,12 +15,16 @@ from pathlib import Path
 from engine.errors import CorruptModel, UnsupportedModel
 from engine.tokenizer.pretokenizers import PRE_TOKENIZERS, PreTokenizer, pre_tokenizer
 
-SUPPORTED = "gpt2 (byte-level BPE) with pre-tokenizers " + ", ".join(
+SUPPORTED = "llama (SentencePiece), gpt2 (byte-level BPE) with pre-tokenizers " + ", ".join(
     p for p in PRE_TOKENIZERS if p != "default"
 )
+BYTE_LEVEL, SENTENCEPIECE = "gpt2", "llama"  # tokenizer.ggml.model
+_SPACE = {BYTE_LEVEL: "Ġ", SENTENCEPIECE: "▁"}  # how each spells a leading space
 
 # Tokens that end generation when the file does not list them itself (looked up by text).
-STOP_TOKEN_TEXTS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>")
+STOP_TOKEN_TEXTS = (
+    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>",
+)
 
 
 class TokenType(IntEnum):
@@ -37,14 +43,18 @@ class Vocabulary:
     """Everything the tokenizer is built from, as read from the file."""
 
     source: str  # the file, for messages
-    pre: PreTokenizer
-    tokens: Sequence[str]  # id -> text (byte alphabet for normal tokens)
+    pre: PreTokenizer | None  # byte-level only
+    tokens: Sequence[str]  # id -> text (byte alphabet for normal byte-level tokens)
     token_types: Sequence[int]  # id -> TokenType value
-    merges: Sequence[tuple[str, str]]
+    merges: Sequence[tuple[str, str]]  # byte-level only
     bos_id: int | None
     eos_id: int | None
     add_bos: bool
     stop_ids: frozenset[int]
+    model: str = BYTE_LEVEL  # tokenizer.ggml.model
+    scores: Sequence[float] = ()  # SentencePiece: id -> score (higher merges first)
+    add_space_prefix: bool = False  # SentencePiece: a space before text that starts a piece
+    unk_id: int | None = None
 
 
 def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocabulary:
@@ -55,13 +65,12 @@ def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocab
             f"{source} has no tokenizer (no tokenizer.ggml.model key); "
             "use the model's main GGUF file, not a projector or adapter"
         )
-    if model != "gpt2":
+    if model not in (BYTE_LEVEL, SENTENCEPIECE):
         raise UnsupportedModel(
             f"unsupported tokenizer '{model}' in {source}; Lantern supports: {SUPPORTED}"
         )
-    pre_name = metadata.get("tokenizer.ggml.pre")
-    pre = pre_tokenizer(pre_name if isinstance(pre_name, str) else None, source)
     tokens = _strings(metadata, "tokenizer.ggml.tokens", source)
+    _check_spelling(str(model), tokens, source)
     types = metadata.get("tokenizer.ggml.token_type")
     token_types = [int(t) for t in types] if types is not None else [TokenType.NORMAL] * len(tokens)
     if len(token_types) != len(tokens):
@@ -69,12 +78,16 @@ def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocab
             f"{source}: tokenizer.ggml.token_type has {len(token_types)} entries "
             f"for {len(tokens)} tokens"
         )
+    bos_id = _token_id(metadata, "tokenizer.ggml.bos_token_id", len(tokens), source)
+    eos_id = _token_id(metadata, "tokenizer.ggml.eos_token_id", len(tokens), source)
+    if model == SENTENCEPIECE:
+        return _sentencepiece(metadata, source, tokens, token_types, bos_id, eos_id)
+    pre_name = metadata.get("tokenizer.ggml.pre")
+    pre = pre_tokenizer(pre_name if isinstance(pre_name, str) else None, source)
     merges = [
         _merge(m, i, source)
         for i, m in enumerate(_strings(metadata, "tokenizer.ggml.merges", source))
     ]
-    bos_id = _token_id(metadata, "tokenizer.ggml.bos_token_id", len(tokens), source)
-    eos_id = _token_id(metadata, "tokenizer.ggml.eos_token_id", len(tokens), source)
     return Vocabulary(
         source=str(source),
         pre=pre,
@@ -86,6 +99,53 @@ def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocab
         add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", pre.add_bos)),
         stop_ids=_stop_ids(metadata, tokens, eos_id, source),
     )
+
+
+def _sentencepiece(metadata: Mapping[str, object], source: Path | str, tokens: Sequence[str],
+                   token_types: Sequence[int], bos_id: int | None,
+                   eos_id: int | None) -> Vocabulary:
+    """A SentencePiece vocabulary: llama.cpp's defaults where a key is absent (BOS and the
+    space prefix on)."""
+    scores = metadata.get("tokenizer.ggml.scores")
+    if not isinstance(scores, list | tuple) or len(scores) != len(tokens):
+        raise CorruptModel(
+            f"{source}: tokenizer.ggml.scores must hold one score for each of the "
+            f"{len(tokens)} tokens of a SentencePiece vocabulary"
+        )
+    unk_id = _token_id(metadata, "tokenizer.ggml.unknown_token_id", len(tokens), source)
+    if unk_id is None:
+        unk_id = next((i for i, k in enumerate(token_types) if k == TokenType.UNKNOWN), None)
+    return Vocabulary(
+        source=str(source),
+        pre=None,
+        tokens=tokens,
+        token_types=token_types,
+        merges=(),
+        bos_id=bos_id,
+        eos_id=eos_id,
+        add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", True)),
+        stop_ids=_stop_ids(metadata, tokens, eos_id, source),
+        model=SENTENCEPIECE,
+        scores=[float(x) for x in scores],
+        add_space_prefix=bool(metadata.get("tokenizer.ggml.add_space_prefix", True)),
+        unk_id=unk_id,
+    )
+
+
+def _check_spelling(model: str, tokens: Sequence[str], source: object) -> None:
+    """Refuse a vocabulary whose tokens are spelled for the other kind of tokenizer: more
+    tokens start with the other kind's space ("Ġ" vs "▁") than with its own."""
+    other = BYTE_LEVEL if model == SENTENCEPIECE else SENTENCEPIECE
+    own = sum(t.startswith(_SPACE[model]) for t in tokens)
+    foreign = sum(t.startswith(_SPACE[other]) for t in tokens)
+    if foreign > own:
+        kinds = {BYTE_LEVEL: "byte-level BPE", SENTENCEPIECE: "SentencePiece"}
+        raise CorruptModel(
+            f"{source}: tokenizer.ggml.model says {model} ({kinds[model]}), but its tokens "
+            f"are spelled for {kinds[other]} ({foreign} start with '{_SPACE[other]}', {own} "
+            f"with '{_SPACE[model]}'); the file's tokenizer is mislabelled: convert the model "
+            "again with llama.cpp's convert_hf_to_gguf.py"
+        )
 
 
 def _strings(metadata: Mapping[str, object], key: str, source: object) -> Sequence[str]:
