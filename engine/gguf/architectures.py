@@ -1,14 +1,16 @@
 """Text decoder architectures Lantern runs, one small record each, and the parser that turns
 ``{arch}.*`` metadata into a ``TextConfig`` plus the tensor inventory it implies.
 
-The supported families share one decoder shape (pre-norm RMSNorm, GQA, SwiGLU); a record
+The supported families share one decoder shape (pre-norm RMSNorm, GQA, gated MLP); a record
 says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE key, where its
-vision tower lives.
+vision tower lives, and whether it is a Gemma 3 block (scaled embeddings, post-norms,
+GELU, sliding-window layers with their own rotary base).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from engine.errors import CorruptModel, UnsupportedModel
 from engine.gguf.config import TextConfig
@@ -24,6 +26,7 @@ class Architecture:
     rope_interleaved: bool         # llama GGUF rows are permuted for (2i, 2i+1) pairs
     mrope_key: str | None = None   # key suffix holding the M-RoPE sections
     vision: str | None = None      # "inline" (same file) or "projector" (separate mmproj)
+    gemma3: bool = False           # Gemma 3's block (see gemma3_config)
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -32,6 +35,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("qwen2", qkv_bias=True, qk_norm=False, rope_interleaved=False),
         Architecture("qwen3", qkv_bias=False, qk_norm=True, rope_interleaved=False),
         Architecture("llama", qkv_bias=False, qk_norm=False, rope_interleaved=True),
+        Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True),
         Architecture(
             "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
             mrope_key="rope.mrope_section", vision="inline",
@@ -73,11 +77,12 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
             f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) is not supported"
         )
     scaling = keys.string(p + "rope.scaling.type", None)
-    if scaling not in (None, "none", ""):
+    if scaling not in (None, "none", "", "linear"):
         raise UnsupportedModel(f"{keys.path}: rope scaling {scaling!r} is not supported")
+    linear_factor = keys.number(p + "rope.scaling.factor", 1.0) if scaling == "linear" else 1.0
     if "token_embd.weight" not in tensors:
         raise CorruptModel(f"{keys.path}: tensor token_embd.weight is missing")
-    return TextConfig(
+    config = TextConfig(
         architecture=arch.name,
         n_layers=keys.integer(p + "block_count"),
         hidden_size=hidden,
@@ -94,6 +99,38 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         qk_norm=arch.qk_norm,
         rope_interleaved=arch.rope_interleaved,
         mrope_sections=_mrope_sections(arch, keys, head_dim),
+        rope_linear_factor=linear_factor,
+    )
+    return gemma3_config(config, keys) if arch.gemma3 else config
+
+
+# llama.cpp's fixed Gemma 3 layout, which the GGUF does not record: five sliding layers,
+# then one global; the sliding layers turn with base 10000 (rope.freq_base_swa in newer
+# files) and no position scaling.
+GEMMA3_SLIDING_PERIOD = 6
+GEMMA3_LOCAL_ROPE_THETA = 10000.0
+GEMMA3_27B_LAYERS = 62
+
+
+def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
+    """Gemma 3's differences from the plain block. The query is scaled by
+    1/sqrt(query_pre_attn_scalar), which the GGUF does not store either: it is head_dim for
+    every size but the 27B (62 layers), where it is hidden_size / n_heads, as llama.cpp has it."""
+    p = f"{config.architecture}."
+    scalar = config.head_dim
+    if config.n_layers == GEMMA3_27B_LAYERS:
+        scalar = config.hidden_size // config.n_heads
+    softcap = keys.number(p + "final_logit_softcapping", 0.0)
+    return replace(
+        config,
+        embedding_scale=math.sqrt(config.hidden_size),
+        post_norms=True,
+        activation="gelu_tanh",
+        attention_scale=1.0 / math.sqrt(scalar),
+        sliding_window=keys.integer(p + "attention.sliding_window"),
+        sliding_period=GEMMA3_SLIDING_PERIOD,
+        rope_theta_local=keys.number(p + "rope.freq_base_swa", GEMMA3_LOCAL_ROPE_THETA),
+        final_logit_softcap=softcap or None,
     )
 
 
@@ -136,4 +173,6 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
             shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
         if text.qk_norm:
             shapes |= {b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)}
+        if text.post_norms:
+            shapes |= {b + "post_attention_norm.weight": (h,), b + "post_ffw_norm.weight": (h,)}
     return shapes

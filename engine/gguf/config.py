@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class TextConfig:
-    """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama)."""
+    """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama /
+    Gemma 3)."""
 
-    architecture: str            # GGUF general.architecture: qwen2, qwen25vl, qwen2vl, qwen3, llama
+    architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, gemma3
     n_layers: int                # {arch}.block_count
     hidden_size: int             # {arch}.embedding_length
     intermediate_size: int       # {arch}.feed_forward_length
@@ -28,6 +29,20 @@ class TextConfig:
     qk_norm: bool                # per-head RMSNorm on q and k (Qwen3: attn_q_norm / attn_k_norm)
     rope_interleaved: bool       # rotary pairs (2i, 2i+1) (llama GGUF) instead of NeoX (i, i+d/2)
     mrope_sections: tuple[int, ...] | None = None  # (t, h, w) frequency split, e.g. (16, 24, 24)
+    # Gemma 3 (defaults: the Qwen / Llama block)
+    embedding_scale: float = 1.0       # embeddings are multiplied by sqrt(hidden_size)
+    post_norms: bool = False           # RMSNorm of the attention and MLP outputs before the add
+    activation: str = "silu"           # gated MLP's activation: silu or gelu_tanh
+    attention_scale: float | None = None  # query scaling; None: 1/sqrt(head_dim)
+    sliding_window: int | None = None  # keys a sliding layer sees, itself included
+    sliding_period: int = 0            # every period-th layer is global, the others slide
+    rope_theta_local: float | None = None  # the sliding layers' rotary base
+    rope_linear_factor: float = 1.0    # global layers' positions are divided by it
+    final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
+
+    def slides(self, layer: int) -> bool:
+        """Does ``layer`` attend to the last ``sliding_window`` keys only?"""
+        return bool(self.sliding_period) and (layer + 1) % self.sliding_period != 0
 
 
 @dataclass(frozen=True)

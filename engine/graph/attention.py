@@ -8,7 +8,8 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
   truncating the cache is just passing a smaller length;
 - cos/sin [T, D/2] hold one row per cache slot (do_rotary=1 reads the rows of the new
   tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows.
-Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D); causal.
+Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D) (or the model's);
+causal, and for a sliding layer (Gemma 3) limited to the last sliding_window keys.
 Row-invariant (fast CPU mode, engine.graph.kernels, 3.): GQA gets a spare row, S + 1 rows
 and lengths one longer, so probabilities x V never has a single row; the spare row lands
 in slot past+S, which the next step overwrites, and its output is dropped.
@@ -66,9 +67,10 @@ class LayerCache:
 
 def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, step: CacheStep,
               cache: LayerCache, linear: Linear, name: str, dtype: type,
-              rows: str | None = None) -> str:
+              rows: str | None = None, window: int | None = None) -> str:
     """x [1, S, H] -> [1, S, H] (or [1, N, H], the last N positions, where ``rows`` names
-    an int64 [1] graph input holding N)."""
+    an int64 [1] graph input holding N). ``window``: each query sees only that many keys,
+    itself included (a sliding layer; ``step`` then holds that layer's rotary rows)."""
     q, k, v = project_qkv(g, x, w, linear, name)  # [1, S, heads * D] each; k, v may be ""
     if cfg.qk_norm:
         q = head_rms_norm(g, q, w.q_norm, cfg.n_heads, cfg.rms_eps, f"{name}.q_norm", dtype)
@@ -83,12 +85,24 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
         [f"{name}/gqa", cache.present_key, cache.present_value],
         domain="com.microsoft", num_heads=cfg.n_heads, kv_num_heads=cfg.n_kv_heads,
         do_rotary=1, rotary_interleaved=int(cfg.rope_interleaved),
+        **_scale_and_window(cfg, window),
     )  # [1, S, n_heads * D] (S + 1 with the spare row)
     if step.row_invariant:
         out = drop_last_row(g, out, f"{name}/real_rows")
     if rows is not None:
         out = last_rows(g, out, rows, f"{name}/last")  # [1, N, n_heads * D]
     return linear(out, w.output, f"{name}.output")
+
+
+def _scale_and_window(cfg: TextConfig, window: int | None) -> dict[str, float | int]:
+    """GQA's optional attributes: a query scale other than 1/sqrt(D), and the sliding
+    window, which GQA counts without the query's own key."""
+    attributes: dict[str, float | int] = {}
+    if cfg.attention_scale is not None:
+        attributes["scale"] = cfg.attention_scale
+    if window is not None:
+        attributes["local_window_size"] = window
+    return attributes
 
 
 def project_qkv(g: GraphBuilder, x: str, w: AttentionWeights, linear: Linear,

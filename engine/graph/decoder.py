@@ -1,10 +1,16 @@
-"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama) as an in-memory ONNX graph.
+"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama / Gemma 3) as an in-memory
+ONNX graph.
 
     h = rms_norm(embeds);  residual = embeds
     for each block:
         residual, h = residual + attention(h),  rms_norm(...)   # one SkipSimplifiedLayerNorm
         residual, h = residual + mlp(h),        rms_norm(...)   # the next block's attn_norm
     logits = lm_head(h)                                         # h normed by output_norm
+
+Gemma 3 (config flags, ``gemma3_*`` below): embeds times sqrt(H) first; attention(h) and
+mlp(h) pass their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP
+gates with GELU-tanh; sliding layers read cos_local/sin_local and a window; the logits
+may be soft-capped.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
@@ -21,7 +27,7 @@ arrays the session reads as external initializers; no weights file is written.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
@@ -50,6 +56,7 @@ SEQLENS_K = "seqlens_k"
 TOTAL_LEN = "total_sequence_length"
 NUM_LOGITS = "num_logits"
 COS, SIN = "cos", "sin"
+COS_LOCAL, SIN_LOCAL = "cos_local", "sin_local"  # the sliding layers' rotary rows (Gemma 3)
 LOGITS = "logits"
 HIDDEN_STATES = "hidden_states"
 
@@ -150,6 +157,12 @@ class DecoderWeights:
     def ffn_norm(self, i: int) -> np.ndarray:
         return self.vector(f"blk.{i}.ffn_norm.weight")
 
+    def post_attention_norm(self, i: int) -> np.ndarray:
+        return self.vector(f"blk.{i}.post_attention_norm.weight")
+
+    def post_ffw_norm(self, i: int) -> np.ndarray:
+        return self.vector(f"blk.{i}.post_ffw_norm.weight")
+
     def output_norm(self) -> np.ndarray:
         return self.vector("output_norm.weight")
 
@@ -166,21 +179,31 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
     step = cache_step(g, options.row_invariant_graph)
+    local_step = local_cache_step(g, step) if cfg.sliding_period else step
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
     x = INPUTS_EMBEDS  # [1, S, H]
+    if cfg.embedding_scale != 1.0:
+        x = gemma3_scaled_embeddings(g, x, cfg.embedding_scale, dtype)
     residual, hidden_states = x, [x]
     h = rms_norm(g, x, w.attn_norm(0), eps, "blk.0.attn_norm", dtype)
     for i in range(cfg.n_layers):
         last_only = i == cfg.n_layers - 1 and not options.all_logits
         rows = NUM_LOGITS if last_only else None
-        a = attention(g, h, w.attention(i), cfg, step, caches[i], project, f"blk.{i}.attn",
-                      dtype, rows=rows)
+        slides = cfg.slides(i)
+        a = attention(g, h, w.attention(i), cfg, local_step if slides else step, caches[i],
+                      project, f"blk.{i}.attn", dtype, rows=rows,
+                      window=cfg.sliding_window if slides else None)
+        if cfg.post_norms:
+            a = rms_norm(g, a, w.post_attention_norm(i), eps, f"blk.{i}.post_attention_norm",
+                         dtype)
         if last_only:  # the last block's tail only matters at the rows that get logits
             residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
-        m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn")
+        m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn", cfg.activation)
+        if cfg.post_norms:
+            m = rms_norm(g, m, w.post_ffw_norm(i), eps, f"blk.{i}.post_ffw_norm", dtype)
         if i + 1 < cfg.n_layers:
             next_norm, next_name = w.attn_norm(i + 1), f"blk.{i + 1}.attn_norm"
         else:
@@ -188,6 +211,8 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         h, residual = add_rms_norm(g, m, residual, next_norm, eps, next_name, dtype)
         hidden_states.append(residual)
     logits = project(h, w.lm_head(cfg), "lm_head")  # [1, S or N, V]
+    if cfg.final_logit_softcap:
+        logits = gemma3_softcap(g, logits, cfg.final_logit_softcap, dtype)
     if options.float16:
         [logits] = g.add_node("Cast", [logits], [LOGITS + "/float32"], to=onnx.TensorProto.FLOAT)
     [logits] = g.add_node("Identity", [logits], [LOGITS])
@@ -202,6 +227,9 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
+    if cfg.sliding_period:
+        inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
+                   (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
     outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
     for c in caches:
         inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
@@ -228,13 +256,28 @@ def cache_step(g: GraphBuilder, row_invariant: bool) -> CacheStep:
     one = g.add_initializer("spare.one", np.array(1, np.int32))
     [seqlens] = g.add_node("Add", [SEQLENS_K, one], ["spare/seqlens_k"])
     [total] = g.add_node("Add", [TOTAL_LEN, one], ["spare/total_len"])
-    cos, sin = (g.add_node("Concat", [t, last_position(g, t, f"spare/{t}_last", axis=0)],
-                           [f"spare/{t}"], axis=0)[0] for t in (COS, SIN))
+    cos, sin = (_spare_rotary_row(g, t) for t in (COS, SIN))
     return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, row_invariant=True)
 
 
-def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str) -> str:
-    """SwiGLU: down(silu(gate(x)) * up(x)); gate and up in one matmul when they fuse."""
+def local_cache_step(g: GraphBuilder, step: CacheStep) -> CacheStep:
+    """The sliding layers' inputs (Gemma 3): the same lengths, their own rotary rows."""
+    cos, sin = COS_LOCAL, SIN_LOCAL
+    if step.row_invariant:
+        cos, sin = (_spare_rotary_row(g, t) for t in (cos, sin))
+    return replace(step, cos=cos, sin=sin)
+
+
+def _spare_rotary_row(g: GraphBuilder, table: str) -> str:
+    last = last_position(g, table, f"spare/{table}_last", axis=0)
+    [y] = g.add_node("Concat", [table, last], [f"spare/{table}"], axis=0)
+    return y
+
+
+def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str,
+        activation: str = "silu") -> str:
+    """Gated MLP: down(act(gate(x)) * up(x)), act SiLU (SwiGLU) or GELU-tanh (Gemma); gate
+    and up in one matmul when they fuse."""
     fused = stack_rows([w.gate, w.up])
     if fused is None:
         gate, up = project(x, w.gate, f"{name}.gate"), project(x, w.up, f"{name}.up")
@@ -242,10 +285,30 @@ def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str) -> str:
         gate_up = project(x, fused, f"{name}.gate_up")  # [1, S, 2I]
         gate, up = g.add_node("Split", [gate_up], [f"{name}/gate", f"{name}/up"], axis=-1,
                               num_outputs=2)
-    [sig] = g.add_node("Sigmoid", [gate], [f"{name}/sigmoid"])
-    [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
-    [act] = g.add_node("Mul", [act, up], [f"{name}/silu_up"])  # [1, S, I]
+    if activation == "gelu_tanh":
+        [act] = g.add_node("Gelu", [gate], [f"{name}/gelu"], approximate="tanh")
+    else:
+        [sig] = g.add_node("Sigmoid", [gate], [f"{name}/sigmoid"])
+        [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
+    [act] = g.add_node("Mul", [act, up], [f"{name}/{activation}_up"])  # [1, S, I]
     return project(act, w.down, f"{name}.down")
+
+
+def gemma3_scaled_embeddings(g: GraphBuilder, x: str, scale: float, dtype: type) -> str:
+    """Gemma multiplies the embeddings by sqrt(H) (its embedding layer does, so image rows
+    taking their place would not be scaled)."""
+    factor = g.add_initializer("embeddings.scale", np.array(scale, dtype))
+    [y] = g.add_node("Mul", [x, factor], ["embeddings/scaled"])
+    return y
+
+
+def gemma3_softcap(g: GraphBuilder, logits: str, cap: float, dtype: type) -> str:
+    """cap * tanh(logits / cap)."""
+    c = g.add_initializer("lm_head.softcap", np.array(cap, dtype))
+    [y] = g.add_node("Div", [logits, c], ["lm_head/softcap_div"])
+    [y] = g.add_node("Tanh", [y], ["lm_head/softcap_tanh"])
+    [y] = g.add_node("Mul", [y, c], ["lm_head/softcap"])
+    return y
 
 
 def last_token_states(g: GraphBuilder, hidden_states: list[str], dtype: type) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.reference.text import linear, rms_norm
+from engine.reference.text import output_logits
 from engine.reference.weights import ReferenceWeights
 
 
@@ -38,8 +38,7 @@ class LensRow:
 
 def lens_logits(states: np.ndarray, weights: ReferenceWeights) -> np.ndarray:
     """states [L + 1, H] of one position -> lens logits [L + 1, V]."""
-    normed = rms_norm(states, weights.output_norm(), weights.config.rms_eps)
-    return linear(normed, weights.lm_head())
+    return output_logits(states, weights)
 
 
 def logit_lens(logits: np.ndarray, piece: Callable[[int], str], k: int = 5) -> tuple[LensRow, ...]:

@@ -12,8 +12,12 @@ Angles are computed in float64 and cast once, so fp32 and fp64 runs share them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from engine.gguf.config import TextConfig
 
 
 def inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
@@ -43,6 +47,16 @@ def rope_angles(
             f"got positions {positions.shape}, sections {tuple(sections)}"
         )
     return positions[stream].T * inv_freq  # positions[stream]: [D/2, S] -> [S, D/2]
+
+
+def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = False) -> np.ndarray:
+    """The decoder's angles [S, D/2]: the global layers' (base rope_theta, positions divided by
+    a linear scaling factor), or with ``local`` the sliding layers' (Gemma 3: their own base,
+    no scaling)."""
+    if local:
+        return rope_angles(positions, text.head_dim, text.rope_theta_local or text.rope_theta)
+    positions = np.asarray(positions, dtype=np.float64) / text.rope_linear_factor
+    return rope_angles(positions, text.head_dim, text.rope_theta, text.mrope_sections)
 
 
 def apply_rope(x: np.ndarray, angles: np.ndarray, interleaved: bool) -> np.ndarray:

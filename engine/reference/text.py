@@ -7,6 +7,13 @@ Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama share one pre-norm block,
 
 and differ only in config flags: q/k/v bias (Qwen2), per-head q/k RMSNorm before the
 rotary (Qwen3), interleaved rotary pairs (llama GGUF), M-RoPE sections (Qwen2-VL).
+Gemma 3 scales the embeddings by sqrt(H), norms each sublayer's output before the add,
+
+    x = x + rms_norm(attention(rms_norm(x, attn_norm)), post_attention_norm)
+    x = x + rms_norm(mlp(rms_norm(x, ffn_norm)), post_ffw_norm)
+
+uses GELU (tanh) in the gated MLP, its own query scale, and lets five of every six layers
+see only the last sliding_window keys, rotated with their own base.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.modelmath.rope import apply_rope, rope_angles
+from engine.modelmath.rope import apply_rope, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
 if TYPE_CHECKING:
@@ -75,6 +82,14 @@ def silu(x: np.ndarray) -> np.ndarray:
         return x / (1 + np.exp(-x))
 
 
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GELU with the tanh approximation (Gemma's gelu_pytorch_tanh)."""
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+ACTIVATIONS = {"silu": silu, "gelu_tanh": gelu_tanh}
+
+
 def softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
@@ -92,7 +107,8 @@ def attention(
     x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
     cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
 ) -> np.ndarray:
-    """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, D/2]."""
+    """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, D/2] (this
+    layer's: sliding layers turn with their own base)."""
     s, d = len(x), cfg.head_dim
     q = linear(x, w.attn_q, w.attn_q_bias).reshape(s, cfg.n_heads, d).transpose(1, 0, 2)
     k = linear(x, w.attn_k, w.attn_k_bias).reshape(s, cfg.n_kv_heads, d).transpose(1, 0, 2)
@@ -109,9 +125,13 @@ def attention(
     k = np.repeat(k, group, axis=0)  # [n_heads, T, D]: query head h reads kv head h // group
     v = np.repeat(v, group, axis=0)
     t = k.shape[1]
-    scores = q @ k.transpose(0, 2, 1) / math.sqrt(d)  # [n_heads, S, T]
-    future = np.arange(t)[None, :] > np.arange(t - s, t)[:, None]  # [S, T]: key after query
-    scores = np.where(future, -np.inf, scores)
+    scale = cfg.attention_scale or 1 / math.sqrt(d)
+    scores = q @ k.transpose(0, 2, 1) * scale  # [n_heads, S, T]
+    distance = np.arange(t - s, t)[:, None] - np.arange(t)[None, :]  # [S, T]: query - key
+    hidden = distance < 0  # the key comes after the query
+    if cfg.slides(layer):
+        hidden |= distance >= cfg.sliding_window
+    scores = np.where(hidden, -np.inf, scores)
     probs = softmax(scores)  # [n_heads, S, T]
     if probe is not None:
         probe.probs.append(probs[:, probe.rows, :])
@@ -120,9 +140,11 @@ def attention(
     return linear(out, w.attn_output)
 
 
-def mlp(x: np.ndarray, w: LayerWeights) -> np.ndarray:
-    """SwiGLU: down(silu(gate(x)) * up(x)), x [S, H] -> [S, H]."""
-    return linear(silu(linear(x, w.ffn_gate)) * linear(x, w.ffn_up), w.ffn_down)
+def mlp(x: np.ndarray, w: LayerWeights, activation: str = "silu") -> np.ndarray:
+    """Gated MLP: down(act(gate(x)) * up(x)), x [S, H] -> [S, H]; act is SiLU (SwiGLU) or
+    GELU-tanh (Gemma)."""
+    act = ACTIVATIONS[activation]
+    return linear(act(linear(x, w.ffn_gate)) * linear(x, w.ffn_up), w.ffn_down)
 
 
 def decoder_layer(
@@ -132,10 +154,14 @@ def decoder_layer(
     residual = x
     x = rms_norm(x, w.attn_norm, cfg.rms_eps)
     x = attention(x, w, cfg, angles, cache, layer, probe)
+    if cfg.post_norms:
+        x = rms_norm(x, w.post_attention_norm, cfg.rms_eps)
     x = x + residual
     residual = x
     x = rms_norm(x, w.ffn_norm, cfg.rms_eps)
-    x = mlp(x, w)
+    x = mlp(x, w, cfg.activation)
+    if cfg.post_norms:
+        x = rms_norm(x, w.post_ffw_norm, cfg.rms_eps)
     return x + residual
 
 
@@ -169,25 +195,38 @@ def forward(
         x = weights.embed(np.asarray(input_ids, dtype=np.int64).reshape(-1))  # [S, H]
     else:
         x = np.asarray(inputs_embeds, dtype=weights.dtype)  # [S, H]
+    if cfg.embedding_scale != 1.0:
+        x = x * x.dtype.type(cfg.embedding_scale)  # Gemma: embeddings times sqrt(H)
     past = cache.length if cache is not None else 0
     positions = np.arange(past, past + len(x)) if positions is None else np.asarray(positions)
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
-    angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
+    angles = text_rope_angles(positions, cfg)
+    local_angles = text_rope_angles(positions, cfg, local=True) if cfg.sliding_period else angles
 
     probe = None
     if attention_rows is not None:
         probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
     hidden_states = [x]
     for i in range(cfg.n_layers):
-        x = decoder_layer(x, weights.layer(i), cfg, angles, cache, i, probe)
+        layer_angles = local_angles if cfg.slides(i) else angles
+        x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe)
         hidden_states.append(x)
         if on_layer is not None:
             on_layer(i)
-    x = rms_norm(x, weights.output_norm(), cfg.rms_eps)
-    logits = linear(x, weights.lm_head())  # [S, V]
+    logits = output_logits(x, weights)  # [S, V]
     return ReferenceOutput(hidden_states=hidden_states, logits=logits,
                            attentions=None if probe is None else probe.probs)
+
+
+def output_logits(x: np.ndarray, weights: ReferenceWeights) -> np.ndarray:
+    """lm_head(final_norm(x)) for hidden states x [..., H] -> [..., V], soft-capped where
+    the model caps its logits (cap * tanh(logits / cap))."""
+    cfg = weights.config
+    logits = linear(rms_norm(x, weights.output_norm(), cfg.rms_eps), weights.lm_head())
+    if cfg.final_logit_softcap:
+        logits = cfg.final_logit_softcap * np.tanh(logits / cfg.final_logit_softcap)
+    return logits
 
 
 def greedy(

@@ -36,6 +36,8 @@ class LayerWeights:
     attn_v_bias: np.ndarray | None = None   # [n_kv_heads * D]
     attn_q_norm: np.ndarray | None = None   # [D]               when config.qk_norm
     attn_k_norm: np.ndarray | None = None   # [D]
+    post_attention_norm: np.ndarray | None = None  # [H]        when config.post_norms
+    post_ffw_norm: np.ndarray | None = None        # [H]
 
 
 # LayerWeights field -> tensor name under "blk.{i}."; the only place GGUF names are spelled.
@@ -54,12 +56,15 @@ LAYER_TENSORS: dict[str, str] = {
     "attn_v_bias": "attn_v.bias",
     "attn_q_norm": "attn_q_norm.weight",
     "attn_k_norm": "attn_k_norm.weight",
+    "post_attention_norm": "post_attention_norm.weight",
+    "post_ffw_norm": "post_ffw_norm.weight",
 }
 TOKEN_EMBD = "token_embd.weight"
 OUTPUT_NORM = "output_norm.weight"
 OUTPUT = "output.weight"
 QKV_BIAS = ("attn_q_bias", "attn_k_bias", "attn_v_bias")  # present when config.qkv_bias
 QK_NORM = ("attn_q_norm", "attn_k_norm")                 # present when config.qk_norm
+POST_NORMS = ("post_attention_norm", "post_ffw_norm")    # present when config.post_norms
 
 
 class ReferenceWeights:
@@ -99,7 +104,9 @@ class ReferenceWeights:
         return rows.reshape(len(ids), cfg.hidden_size).astype(self.dtype, copy=False)
 
     def layer(self, i: int) -> LayerWeights:
-        skip = (() if self.config.qkv_bias else QKV_BIAS) + (() if self.config.qk_norm else QK_NORM)
+        cfg = self.config
+        skip = ((() if cfg.qkv_bias else QKV_BIAS) + (() if cfg.qk_norm else QK_NORM)
+                + (() if cfg.post_norms else POST_NORMS))
         return LayerWeights(**{
             field: self.tensor(f"blk.{i}.{name}")
             for field, name in LAYER_TENSORS.items()

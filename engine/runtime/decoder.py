@@ -25,7 +25,7 @@ from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.graph.kernels import Kernels, kernels_for
-from engine.modelmath.rope import rope_angles
+from engine.modelmath.rope import text_rope_angles
 from engine.modelmath.stats import layer_stats
 from engine.runtime.graph_cache import GraphCache, entry_key
 
@@ -140,8 +140,11 @@ class DecoderSession:
                 self._binding.bind_ortvalue_output(present, buffer)
                 self._kv_buffers.append(buffer)
         half = self.config.head_dim // 2
-        self._cos = np.zeros((max_cache_len, half), self._dtype)  # rotary row per cache slot
-        self._sin = np.zeros((max_cache_len, half), self._dtype)
+        # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
+        self._rotary = [_RotaryRows(graph.COS, graph.SIN, False, max_cache_len, half, self._dtype)]
+        if self.config.sliding_period:
+            self._rotary.append(_RotaryRows(graph.COS_LOCAL, graph.SIN_LOCAL, True,
+                                            max_cache_len, half, self._dtype))
         self.layer_stats = layer_stats
         self._all_logits = all_logits
 
@@ -209,18 +212,18 @@ class DecoderSession:
         if len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} tokens")
         cfg = self.config
-        angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
-        self._cos[past:total] = np.cos(angles)  # [S, D/2]
-        self._sin[past:total] = np.sin(angles)
-
         binding = self._binding
+        for rows_of in self._rotary:
+            angles = text_rope_angles(positions, cfg, local=rows_of.local)  # [S, D/2]
+            rows_of.cos[past:total] = np.cos(angles)
+            rows_of.sin[past:total] = np.sin(angles)
+            binding.bind_cpu_input(rows_of.cos_name, rows_of.cos[:total])
+            binding.bind_cpu_input(rows_of.sin_name, rows_of.sin[:total])
         binding.bind_cpu_input(graph.INPUTS_EMBEDS,
                                np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
-        binding.bind_cpu_input(graph.COS, self._cos[:total])
-        binding.bind_cpu_input(graph.SIN, self._sin[:total])
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
@@ -255,6 +258,16 @@ class DecoderSession:
 
     def reset(self) -> None:
         self.keys.clear()
+
+
+class _RotaryRows:
+    """One cos/sin pair of graph inputs and the rows computed so far, one per cache slot."""
+
+    def __init__(self, cos_name: str, sin_name: str, local: bool, slots: int, half: int,
+                 dtype: np.dtype) -> None:
+        self.cos_name, self.sin_name, self.local = cos_name, sin_name, local
+        self.cos = np.zeros((slots, half), dtype)
+        self.sin = np.zeros((slots, half), dtype)
 
 
 class _Unmatched:
