@@ -45,12 +45,12 @@ def test_broken_rotary_is_caught_at_the_first_layer(tiny, monkeypatch):
     model = load_model(tiny, exact=True, layer_stats=True, num_ctx=256)
     chat = ChatSession(model, Options(temperature=0, num_predict=2))
     ask(chat, "Hello world")
-    original = runtime_decoder.rope_angles
+    original = runtime_decoder.text_rope_angles
 
-    def restarted_positions(positions, *args):  # the classic bug: positions restart at 0
-        return original(np.zeros_like(positions), *args)
+    def restarted_positions(positions, *args, **kwargs):  # the classic bug: positions restart
+        return original(np.zeros_like(positions), *args, **kwargs)
 
-    monkeypatch.setattr(runtime_decoder, "rope_angles", restarted_positions)
+    monkeypatch.setattr(runtime_decoder, "text_rope_angles", restarted_positions)
     report = chat.check_against_reference()
     assert not report.ok
     assert report.first_off == 1, report.verdict      # embeddings fine, blk.0 off
@@ -65,9 +65,9 @@ def test_debug_command_prints_the_table(tiny, capsys):
 
 
 def test_debug_command_exits_non_zero_on_disagreement(tiny, capsys, monkeypatch):
-    original = runtime_decoder.rope_angles
-    monkeypatch.setattr(runtime_decoder, "rope_angles",
-                        lambda positions, *a: original(np.zeros_like(positions), *a))
+    original = runtime_decoder.text_rope_angles
+    monkeypatch.setattr(runtime_decoder, "text_rope_angles",
+                        lambda positions, *a, **k: original(np.zeros_like(positions), *a, **k))
     assert main(["debug", str(tiny), "Hello world", "--exact"]) == 1
     assert "first layer off" in capsys.readouterr().out
 

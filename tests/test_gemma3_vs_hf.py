@@ -31,6 +31,7 @@ from engine.runtime.decoder import DecoderSession
 from engine.tokenizer import load_tokenizer
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import CONTROLS, corpus_lines, train
+from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 from tests.test_engine_vs_hf import EXACT_ATOL
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
@@ -179,3 +180,22 @@ def test_chat_templates_render_the_same_prompt(gemma):
     ids = tokenizer.encode_prompt(go.segments)
     start, end = (tokenizer.token_to_id(c) for c in CONTROLS)
     assert ids[0] == tokenizer.bos_id and ids.count(start) == 4 and ids.count(end) == 3
+
+
+def test_quantized_gemma3_fast_and_exact_match_the_reference(tmp_path):
+    """K-quant and Q8_0 weights through MatMulNBits (fast mode's int8 activations too), 7
+    layers, a window of 4 under 12 tokens: the layer-by-layer check passes in both modes,
+    and a decode step past the window keeps to the reference."""
+    path = write_model(tmp_path / "q.gguf", "gemma3", TextSpec(layers=7, tie_embeddings=True),
+                       default_type=T.Q8_0, types={"ffn_down": T.Q4_K, "ffn_up": T.Q4_K})
+    model = open_model(path)
+    ids = list(range(3, 15))
+    prompt = PromptTokens.text(ids)
+    piece = load_tokenizer(path).id_to_piece
+    for exact in (True, False):
+        report = check_against_reference(model, prompt, piece, exact=exact)
+        assert report.first_off is None, (exact, [(r.label, r.max_abs_diff) for r in report.rows])
+    session = DecoderSession(model, exact=True, max_cache_len=32)
+    session.forward(ids[:-1])
+    step = session.forward(ids[-1:]).logits
+    np.testing.assert_allclose(step, forward(model, ids).logits[-1], atol=1e-4, rtol=0)

@@ -96,7 +96,7 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
 
 def _scale_and_window(cfg: TextConfig, window: int | None) -> dict[str, float | int]:
     """GQA's optional attributes: a query scale other than 1/sqrt(D), and the sliding
-    window, which GQA counts without the query's own key."""
+    window (GQA's local_window_size counts the query's own key too, as Gemma does)."""
     attributes: dict[str, float | int] = {}
     if cfg.attention_scale is not None:
         attributes["scale"] = cfg.attention_scale
