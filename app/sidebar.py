@@ -32,7 +32,8 @@ ERROR_COLOUR = QColor(200, 60, 50)
 
 
 class TwoLineDelegate(QStyledItemDelegate):
-    """Name on the first line, details (or the problem, in red) below, optional badge."""
+    """Name on the first line, details below (in red when the row has a problem: then the
+    details say why), optional badge."""
 
     def __init__(self, details_role: int, problem_role: int | None = None,
                  badge_role: int | None = None, badge: str = "", parent=None) -> None:
@@ -72,7 +73,7 @@ class TwoLineDelegate(QStyledItemDelegate):
                          painter.fontMetrics().elidedText(str(index.data() or ""),
                                                           Qt.ElideRight, title_rect.width()))
         problem = index.data(self.problem_role) if self.problem_role is not None else None
-        details = problem or index.data(self.details_role) or ""
+        details = index.data(self.details_role) or ""
         small = QFont(option.font)
         small.setPointSizeF(max(7.0, option.font.pointSizeF() * 0.85))
         painter.setFont(small)

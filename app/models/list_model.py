@@ -1,8 +1,9 @@
 """The models of the store as a list model: listed at once from the manifests, then
 described one by one on a worker thread (opening a GGUF reads its whole header).
 
-Models that cannot run stay in the list, disabled, with the reason as their second line,
-so a user sees why their download is not usable instead of wondering where it went.
+Models that cannot run stay in the list, disabled, with the reason on their second line
+after what they are (family, size, quantization), so a user sees why their download is
+not usable instead of wondering where it went.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from engine.remote.connection import Connection
 from engine.remote.session import RemoteModel, list_remote_models
 from engine.store import LocalModel, ModelName, Store
 from engine.store.humanize import human_bytes
+from engine.tokenizer.vocab import read_vocabulary
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,11 @@ class ModelEntry:
         return brief(self.problem) if self.problem else None
 
     @property
+    def line(self) -> str:
+        """The second line: what the model is, then why it cannot run, if it cannot."""
+        return " — ".join(p for p in (self.details, self.brief_problem) if p)
+
+    @property
     def details(self) -> str:
         if self.remote is not None:
             return " · ".join(p for p in (f"on {self.host}", self.remote.info.details) if p)
@@ -85,11 +92,14 @@ def listed_entry(model: LocalModel) -> ModelEntry:
 
 
 def described_entry(entry: ModelEntry) -> ModelEntry:
-    """Open the GGUF (and projector) to confirm what the model is and that it can run."""
+    """Open the GGUF (and projector) to confirm what the model is and that it can run: its
+    architecture and its tokenizer's kind are ones Lantern runs."""
     if entry.model is None:          # a broken manifest: nothing to open
         return entry
     try:
-        config = open_model(entry.model.model_path, entry.model.projector_path).config
+        model = open_model(entry.model.model_path, entry.model.projector_path)
+        config = model.config
+        read_vocabulary(model.metadata, entry.model.model_path)
     except LanternError as error:
         return replace(entry, problem=str(error), checked=True)
     return replace(
@@ -192,7 +202,7 @@ class ModelListModel(QAbstractListModel):
         if role == Qt.DisplayRole:
             return entry.name
         if role == self.DetailsRole:
-            return entry.details
+            return entry.line
         if role == self.ProblemRole:
             return entry.brief_problem
         if role == self.VisionRole:

@@ -67,7 +67,7 @@ def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocab
         )
     if model not in (BYTE_LEVEL, SENTENCEPIECE):
         raise UnsupportedModel(
-            f"unsupported tokenizer '{model}' in {source}; Lantern supports: {SUPPORTED}"
+            f"{source}: unsupported tokenizer '{model}'; Lantern supports: {SUPPORTED}"
         )
     tokens = _strings(metadata, "tokenizer.ggml.tokens", source)
     _check_spelling(str(model), tokens, source)
