@@ -106,7 +106,7 @@ def test_reference_equals_hf(gemma):
 def test_every_layer_global_would_be_caught(gemma):
     """The fact the sliding layers rest on: the same weights with every layer global
     move the logits far past the tolerance."""
-    all_global = dataclasses.replace(gemma.model.config.text, sliding_period=0)
+    all_global = dataclasses.replace(gemma.model.config.text, sliding_layers=())
     weights = ReferenceWeights(gemma.model)
     weights.config = all_global
     logits = forward(gemma.model, gemma.prompt, weights=weights).logits
@@ -199,3 +199,21 @@ def test_quantized_gemma3_fast_and_exact_match_the_reference(tmp_path):
     session.forward(ids[:-1])
     step = session.forward(ids[-1:]).logits
     np.testing.assert_allclose(step, forward(model, ids).logits[-1], atol=1e-4, rtol=0)
+
+
+def test_ollamas_keys_for_the_rotary_bases_and_the_sliding_layers(tmp_path):
+    """Ollama's converter names the bases rope.global/local.freq_base and may list the
+    sliding layers one flag each; llama.cpp's names and its period of six are the others."""
+    flags = [True, False, True, True, False, True, True]
+    path = write_model(tmp_path / "ollama.gguf", "gemma3", TextSpec(layers=7, tie_embeddings=True),
+                       overrides={"gemma3.rope.freq_base": None,
+                                  "gemma3.rope.global.freq_base": 500_000.0,
+                                  "gemma3.rope.local.freq_base": 20_000.0,
+                                  "gemma3.attention.sliding_window_pattern": flags})
+    text = open_model(path).config.text
+    assert (text.rope_theta, text.rope_theta_local) == (500_000.0, 20_000.0)
+    assert [text.slides(i) for i in range(7)] == flags
+    path = write_model(tmp_path / "period.gguf", "gemma3", TextSpec(layers=7),
+                       overrides={"gemma3.attention.sliding_window_pattern": 3})
+    assert [open_model(path).config.text.slides(i) for i in range(7)] == [
+        True, True, False, True, True, False, True]

@@ -104,11 +104,11 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
     return gemma3_config(config, keys) if arch.gemma3 else config
 
 
-# llama.cpp's fixed Gemma 3 layout, which the GGUF does not record: five sliding layers,
-# then one global; the sliding layers turn with base 10000 (rope.freq_base_swa in newer
-# files) and no position scaling.
+# Gemma 3's layout where the GGUF does not record it (llama.cpp's defaults): five sliding
+# layers, then one global; the sliding layers turn with base 10000 and no position scaling.
 GEMMA3_SLIDING_PERIOD = 6
 GEMMA3_LOCAL_ROPE_THETA = 10000.0
+GEMMA3_GLOBAL_ROPE_THETA = 1_000_000.0
 GEMMA3_27B_LAYERS = 62
 
 
@@ -121,17 +121,39 @@ def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
     if config.n_layers == GEMMA3_27B_LAYERS:
         scalar = config.hidden_size // config.n_heads
     softcap = keys.number(p + "final_logit_softcapping", 0.0)
+    window = keys.optional_integer(p + "attention.sliding_window")
     return replace(
         config,
         embedding_scale=math.sqrt(config.hidden_size),
         post_norms=True,
         activation="gelu_tanh",
         attention_scale=1.0 / math.sqrt(scalar),
-        sliding_window=keys.integer(p + "attention.sliding_window"),
-        sliding_period=GEMMA3_SLIDING_PERIOD,
-        rope_theta_local=keys.number(p + "rope.freq_base_swa", GEMMA3_LOCAL_ROPE_THETA),
+        sliding_window=window or None,
+        sliding_layers=_sliding_layers(keys, p, config.n_layers) if window else (),
+        # llama.cpp's converter writes rope.freq_base(_swa); Ollama's rope.global/local.freq_base
+        rope_theta=_first_number(keys, (p + "rope.freq_base", p + "rope.global.freq_base"),
+                                 GEMMA3_GLOBAL_ROPE_THETA),
+        rope_theta_local=_first_number(
+            keys, (p + "rope.freq_base_swa", p + "rope.local.freq_base"), GEMMA3_LOCAL_ROPE_THETA),
         final_logit_softcap=softcap or None,
     )
+
+
+def _sliding_layers(keys: Keys, p: str, n_layers: int) -> tuple[bool, ...]:
+    """attention.sliding_window_pattern: one flag per layer, or the period (every period-th
+    layer is global); absent: llama.cpp's period of six."""
+    pattern = keys.metadata.get(p + "attention.sliding_window_pattern", GEMMA3_SLIDING_PERIOD)
+    if isinstance(pattern, list | tuple):
+        if len(pattern) != n_layers:
+            raise CorruptModel(f"{keys.path}: {p}attention.sliding_window_pattern has "
+                               f"{len(pattern)} flags for {n_layers} layers")
+        return tuple(bool(flag) for flag in pattern)
+    period = keys.integer(p + "attention.sliding_window_pattern", GEMMA3_SLIDING_PERIOD)
+    return tuple(period > 0 and (i + 1) % period != 0 for i in range(n_layers))
+
+
+def _first_number(keys: Keys, names: tuple[str, ...], default: float) -> float:
+    return next((keys.number(name) for name in names if keys.has(name)), default)
 
 
 def _mrope_sections(arch: Architecture, keys: Keys, head_dim: int) -> tuple[int, ...] | None:

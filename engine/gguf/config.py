@@ -35,14 +35,18 @@ class TextConfig:
     activation: str = "silu"           # gated MLP's activation: silu or gelu_tanh
     attention_scale: float | None = None  # query scaling; None: 1/sqrt(head_dim)
     sliding_window: int | None = None  # keys a sliding layer sees, itself included
-    sliding_period: int = 0            # every period-th layer is global, the others slide
+    sliding_layers: tuple[bool, ...] = ()  # per layer: does it slide? (empty: none does)
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""
-        return bool(self.sliding_period) and (layer + 1) % self.sliding_period != 0
+        return bool(self.sliding_layers) and self.sliding_layers[layer]
+
+    @property
+    def has_sliding_layers(self) -> bool:
+        return any(self.sliding_layers)
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
     step = cache_step(g, options.row_invariant_graph)
-    local_step = local_cache_step(g, step) if cfg.sliding_period else step
+    local_step = local_cache_step(g, step) if cfg.has_sliding_layers else step
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
@@ -227,7 +227,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
-    if cfg.sliding_period:
+    if cfg.has_sliding_layers:
         inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
                    (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
     outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
