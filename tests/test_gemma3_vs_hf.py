@@ -14,10 +14,12 @@ import dataclasses
 import json
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 import sentencepiece as spm
 import torch
+from gguf import GGUFValueType
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
 from engine.chat.prompt_tokens import PromptTokens
@@ -217,3 +219,28 @@ def test_ollamas_keys_for_the_rotary_bases_and_the_sliding_layers(tmp_path):
                        overrides={"gemma3.attention.sliding_window_pattern": 3})
     assert [open_model(path).config.text.slides(i) for i in range(7)] == [
         True, True, False, True, True, False, True]
+
+
+def test_gemma3_with_its_vision_tower_inline_runs_as_text(tmp_path):
+    """Ollama's gemma3 files hold the image tower too (v.*, mm.*): the text model runs, the
+    tower is left alone (images are not supported yet), no vision is claimed."""
+    plain = write_model(tmp_path / "text.gguf", "gemma3", TextSpec(layers=2, tie_embeddings=True))
+    writer = gguf.GGUFWriter(str(tmp_path / "inline.gguf"), arch="gemma3")
+    reader = gguf.GGUFReader(str(plain))
+    for field in reader.fields.values():
+        if not field.name.startswith("GGUF.") and field.name != "general.architecture":
+            writer.add_key_value(field.name, field.contents(), field.types[0],
+                                 field.types[-1] if field.types[0] == GGUFValueType.ARRAY
+                                 else None)
+    for tensor in reader.tensors:
+        writer.add_tensor(tensor.name, np.array(tensor.data))
+    writer.add_tensor("v.blk.0.attn_q.weight", np.zeros((8, 8), np.float32))
+    writer.add_tensor("mm.mm_input_projection.weight", np.zeros((8, 64), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    model = open_model(tmp_path / "inline.gguf")
+    assert model.config.vision is None
+    np.testing.assert_allclose(forward(model, [3, 4, 5]).logits,
+                               forward(open_model(plain), [3, 4, 5]).logits)

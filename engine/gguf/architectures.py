@@ -27,6 +27,8 @@ class Architecture:
     mrope_key: str | None = None   # key suffix holding the M-RoPE sections
     vision: str | None = None      # "inline" (same file) or "projector" (separate mmproj)
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
+    # tensors of a part Lantern does not run yet, left unread (the model runs as text)
+    unused_prefixes: tuple[str, ...] = ()
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -35,7 +37,9 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("qwen2", qkv_bias=True, qk_norm=False, rope_interleaved=False),
         Architecture("qwen3", qkv_bias=False, qk_norm=True, rope_interleaved=False),
         Architecture("llama", qkv_bias=False, qk_norm=False, rope_interleaved=True),
-        Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True),
+        # Ollama's gemma3 files carry the SigLIP tower and projector inline (v.*, mm.*)
+        Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True,
+                     unused_prefixes=("v.", "mm.")),
         Architecture(
             "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
             mrope_key="rope.mrope_section", vision="inline",

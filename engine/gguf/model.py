@@ -78,7 +78,8 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
         vision = inline_vision_config(keys, tensors, text.hidden_size)
 
     expected = text_tensor_shapes(text) | (vision_tensor_shapes(vision) if vision else {})
-    _check_inventory(tensors, expected, path, projector_path)
+    used = {name: t for name, t in tensors.items() if not name.startswith(arch.unused_prefixes)}
+    _check_inventory(used, expected, path, projector_path)
     _check_heads(text, vision, path)
 
     special = _special_tokens(keys, text_file.metadata, vision is not None)
