@@ -27,6 +27,8 @@ class Architecture:
     mrope_key: str | None = None   # key suffix holding the M-RoPE sections
     vision: str | None = None      # "inline" (same file) or "projector" (separate mmproj)
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
+    fused: bool = False            # attn_qkv and ffn_up = gate|up, as Phi-3 stores them
+    windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
     # tensors of a part Lantern does not run yet, left unread (the model runs as text)
     unused_prefixes: tuple[str, ...] = ()
 
@@ -37,6 +39,9 @@ ARCHITECTURES: dict[str, Architecture] = {
         Architecture("qwen2", qkv_bias=True, qk_norm=False, rope_interleaved=False),
         Architecture("qwen3", qkv_bias=False, qk_norm=True, rope_interleaved=False),
         Architecture("llama", qkv_bias=False, qk_norm=False, rope_interleaved=True),
+        # Phi-3's window as HF applies it (llama.cpp ignores it for now)
+        Architecture("phi3", qkv_bias=False, qk_norm=False, rope_interleaved=False, fused=True,
+                     windowed=True),
         # Ollama's gemma3 files carry the SigLIP tower and projector inline (v.*, mm.*)
         Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True,
                      unused_prefixes=("v.", "mm.")),
@@ -104,8 +109,15 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         rope_interleaved=arch.rope_interleaved,
         mrope_sections=_mrope_sections(arch, keys, head_dim),
         rope_linear_factor=linear_factor,
+        fused_projections=arch.fused,
     )
-    return gemma3_config(config, keys) if arch.gemma3 else config
+    if arch.gemma3:
+        return gemma3_config(config, keys)
+    window = keys.optional_integer(p + "attention.sliding_window") if arch.windowed else None
+    if window:
+        config = replace(config, sliding_window=window,
+                         sliding_layers=(True,) * config.n_layers)
+    return config
 
 
 # Gemma 3's layout where the GGUF does not record it (llama.cpp's defaults): five sliding
@@ -186,15 +198,20 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
         b = f"blk.{i}."
         shapes |= {
             b + "attn_norm.weight": (h,),
-            b + "attn_q.weight": (q, h),
-            b + "attn_k.weight": (kv, h),
-            b + "attn_v.weight": (kv, h),
             b + "attn_output.weight": (h, q),
             b + "ffn_norm.weight": (h,),
-            b + "ffn_gate.weight": (f, h),
-            b + "ffn_up.weight": (f, h),
             b + "ffn_down.weight": (h, f),
         }
+        if text.fused_projections:
+            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h)}
+        else:
+            shapes |= {
+                b + "attn_q.weight": (q, h),
+                b + "attn_k.weight": (kv, h),
+                b + "attn_v.weight": (kv, h),
+                b + "ffn_gate.weight": (f, h),
+                b + "ffn_up.weight": (f, h),
+            }
         if text.qkv_bias:
             shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
         if text.qk_norm:

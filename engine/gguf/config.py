@@ -39,6 +39,7 @@ class TextConfig:
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
+    fused_projections: bool = False    # Phi-3: attn_qkv = q|k|v and ffn_up = gate|up, as stored
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""
@@ -47,6 +48,11 @@ class TextConfig:
     @property
     def has_sliding_layers(self) -> bool:
         return any(self.sliding_layers)
+
+    @property
+    def local_rope(self) -> bool:
+        """Do the sliding layers turn with a rotary base of their own (Gemma 3)?"""
+        return self.has_sliding_layers and self.rope_theta_local is not None
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from engine.graph.attention import (
     last_rows,
 )
 from engine.graph.builder import GraphBuilder
-from engine.graph.fuse import stack_rows
+from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
 from engine.graph.linear import linear
 from engine.graph.norms import add_rms_norm, rms_norm
@@ -135,9 +135,14 @@ class DecoderWeights:
 
     def attention(self, i: int) -> AttentionWeights:
         b = f"blk.{i}."
+        cfg = self.model.config.text
+        if cfg.fused_projections:  # Phi-3 stores q|k|v as one matrix
+            q, k, v = split_rows(self.matrix(b + "attn_qkv.weight"),
+                                 [cfg.n_heads * cfg.head_dim] + [cfg.n_kv_heads * cfg.head_dim] * 2)
+        else:
+            q, k, v = (self.matrix(f"{b}attn_{part}.weight") for part in "qkv")
         return AttentionWeights(
-            q=self.matrix(b + "attn_q.weight"), k=self.matrix(b + "attn_k.weight"),
-            v=self.matrix(b + "attn_v.weight"), output=self.matrix(b + "attn_output.weight"),
+            q=q, k=k, v=v, output=self.matrix(b + "attn_output.weight"),
             q_bias=self.optional_vector(b + "attn_q.bias"),
             k_bias=self.optional_vector(b + "attn_k.bias"),
             v_bias=self.optional_vector(b + "attn_v.bias"),
@@ -147,9 +152,12 @@ class DecoderWeights:
 
     def mlp(self, i: int) -> MLPWeights:
         b = f"blk.{i}."
-        return MLPWeights(gate=self.matrix(b + "ffn_gate.weight"),
-                          up=self.matrix(b + "ffn_up.weight"),
-                          down=self.matrix(b + "ffn_down.weight"))
+        if self.model.config.text.fused_projections:  # Phi-3: ffn_up holds gate|up
+            width = self.model.config.text.intermediate_size
+            gate, up = split_rows(self.matrix(b + "ffn_up.weight"), [width, width])
+        else:
+            gate, up = self.matrix(b + "ffn_gate.weight"), self.matrix(b + "ffn_up.weight")
+        return MLPWeights(gate=gate, up=up, down=self.matrix(b + "ffn_down.weight"))
 
     def attn_norm(self, i: int) -> np.ndarray:
         return self.vector(f"blk.{i}.attn_norm.weight")
@@ -179,7 +187,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
     step = cache_step(g, options.row_invariant_graph)
-    local_step = local_cache_step(g, step) if cfg.has_sliding_layers else step
+    local_step = local_cache_step(g, step) if cfg.local_rope else step
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
@@ -227,7 +235,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
-    if cfg.has_sliding_layers:
+    if cfg.local_rope:
         inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
                    (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
     outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]

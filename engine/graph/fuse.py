@@ -35,6 +35,29 @@ def stack_rows(weights: Sequence[PackedWeight]) -> PackedWeight | None:
     )
 
 
+def split_rows(weight: PackedWeight, sizes: Sequence[int]) -> list[PackedWeight]:
+    """One [sum n_i, k] weight -> [n_i, k] weights (a file that stores q|k|v or gate|up
+    fused, as Phi-3's does)."""
+    parts, start = [], 0
+    for n in sizes:
+        rows = {field: _rows(getattr(weight, field), weight.n, slice(start, start + n))
+                for field in ("data", "scales", "zero_points", "offsets", "dense")}
+        parts.append(PackedWeight(
+            ggml_type=weight.ggml_type, n=n, k=weight.k, bits=weight.bits,
+            block_size=weight.block_size, offset_block=weight.offset_block,
+            dequantized=weight.dequantized, requantized=weight.requantized, **rows))
+        start += n
+    return parts
+
+
+def _rows(value: np.ndarray | None, n: int, rows: slice) -> np.ndarray | None:
+    """Rows of a packed field, which holds them in order on its first axis, either one per
+    entry or flattened (per-block scales [n * blocks])."""
+    if value is None:
+        return None
+    return value.reshape(n, -1)[rows].reshape(-1, *value.shape[1:])
+
+
 def _layout(w: PackedWeight) -> tuple:
     return (
         w.k, w.bits, w.block_size, w.offset_block, w.zero_points is None, w.offsets is None,

@@ -202,8 +202,7 @@ def forward(
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
     angles = text_rope_angles(positions, cfg)
-    local_angles = (text_rope_angles(positions, cfg, local=True) if cfg.has_sliding_layers
-                    else angles)
+    local_angles = text_rope_angles(positions, cfg, local=True) if cfg.local_rope else angles
 
     probe = None
     if attention_rows is not None:

@@ -65,6 +65,7 @@ OUTPUT = "output.weight"
 QKV_BIAS = ("attn_q_bias", "attn_k_bias", "attn_v_bias")  # present when config.qkv_bias
 QK_NORM = ("attn_q_norm", "attn_k_norm")                 # present when config.qk_norm
 POST_NORMS = ("post_attention_norm", "post_ffw_norm")    # present when config.post_norms
+FUSED = ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up")  # stored fused (Phi-3)
 
 
 class ReferenceWeights:
@@ -106,12 +107,20 @@ class ReferenceWeights:
     def layer(self, i: int) -> LayerWeights:
         cfg = self.config
         skip = ((() if cfg.qkv_bias else QKV_BIAS) + (() if cfg.qk_norm else QK_NORM)
-                + (() if cfg.post_norms else POST_NORMS))
-        return LayerWeights(**{
+                + (() if cfg.post_norms else POST_NORMS)
+                + (FUSED if cfg.fused_projections else ()))
+        weights = {
             field: self.tensor(f"blk.{i}.{name}")
             for field, name in LAYER_TENSORS.items()
             if field not in skip
-        })
+        }
+        if cfg.fused_projections:  # Phi-3: q|k|v in attn_qkv, gate|up in ffn_up, as stored
+            q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+            weights["attn_q"], weights["attn_k"], weights["attn_v"] = np.split(
+                self.tensor(f"blk.{i}.attn_qkv.weight"), [q, q + kv])
+            weights["ffn_gate"], weights["ffn_up"] = np.split(
+                self.tensor(f"blk.{i}.ffn_up.weight"), 2)
+        return LayerWeights(**weights)
 
     def output_norm(self) -> np.ndarray:
         return self.tensor(OUTPUT_NORM)  # [H]

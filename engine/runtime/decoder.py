@@ -142,7 +142,7 @@ class DecoderSession:
         half = self.config.head_dim // 2
         # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
         self._rotary = [_RotaryRows(graph.COS, graph.SIN, False, max_cache_len, half, self._dtype)]
-        if self.config.has_sliding_layers:
+        if self.config.local_rope:
             self._rotary.append(_RotaryRows(graph.COS_LOCAL, graph.SIN_LOCAL, True,
                                             max_cache_len, half, self._dtype))
         self.layer_stats = layer_stats

@@ -23,7 +23,7 @@ _SPACE = {BYTE_LEVEL: "Ġ", SENTENCEPIECE: "▁"}  # how each spells a leading s
 
 # Tokens that end generation when the file does not list them itself (looked up by text).
 STOP_TOKEN_TEXTS = (
-    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>",
+    "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<|end|>",
 )
 
 
