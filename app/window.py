@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.banner import Banner
-from app.chat.conversation import ConversationController
+from app.chat.conversation import MODEL_SWITCH_NOTE, ConversationController
 from app.chat.empty_state import EmptyState, suggested_name
 from app.chat.input_box import image_paths_of
 from app.chat.page import ChatPage, no_vision_text
@@ -357,6 +357,7 @@ class MainWindow(QMainWindow):
         if self.entry is not None and entry.name == self.entry.name and \
                 not self.loader.loading:
             return
+        self.controller.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
         self.loader.load(entry, self.settings)

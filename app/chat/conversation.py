@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QCoreApplication, QObject, Signal
+from PySide6.QtCore import QObject, Signal
 
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
-from app.workers import CallJob, GenerateJob, JobRunner
+from app.workers import CallJob, GenerateJob, Job, JobRunner
 from engine.errors import GenerationError, ImageError
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
@@ -31,6 +31,7 @@ from engine.runtime.speculation import drafter_for, speculation_note
 from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
+MODEL_SWITCH_NOTE = "interrupted by the model switch"
 TITLE_LENGTH = 48
 
 
@@ -62,6 +63,7 @@ class ConversationController(QObject):
     checkFailed = Signal(str)
     crossCheckDone = Signal(object)          # engine.remote.crosscheck.CrossCheckReport
     crossCheckFailed = Signal(str)
+    answerInterrupted = Signal(str)          # the answer was given up; why, in a word or two
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
@@ -85,6 +87,7 @@ class ConversationController(QObject):
         self._first_token = False
         self._decode_ns = 0          # time of this answer's steps after the first
         self._decoded = 0
+        self._draining: list[Job] = []   # given-up jobs that may still run on the engine
 
     @property
     def busy(self) -> bool:
@@ -134,21 +137,21 @@ class ConversationController(QObject):
     def set_model(self, model: LoadedModel | RemoteModel, vision: bool,
                   where: str = "this computer") -> None:
         """Use a newly loaded model; the conversation continues in a fresh session."""
-        self.stop(wait=True)
+        self.interrupt(MODEL_SWITCH_NOTE)
         self.model, self.vision, self.where = model, vision, where
         self.session = None
         if self.conversation_id is not None:
             self._pending = self.history.messages(self.conversation_id)
 
     def new_chat(self) -> None:
-        self.stop(wait=True)
+        self.interrupt("interrupted")
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
         """Switch to a stored conversation; returns its messages for the view."""
-        self.stop(wait=True)
+        self.interrupt("interrupted")
         messages = self.history.messages(conversation_id)
         self.conversation_id, self.session, self._pending = conversation_id, None, messages
         self.conversationChanged.emit(conversation_id)
@@ -199,25 +202,32 @@ class ConversationController(QObject):
         answer_id = self._start_answer(lambda session, _: session.edit_last_user(text))
         return Turn(user_id, answer_id)
 
-    def stop(self, wait: bool = False) -> None:
-        """Cancel the answer (takes effect within a token); `wait` blocks until it ended
-        and saves the answer as far as it got."""
+    def stop(self) -> None:
+        """Cancel the answer (Esc, Stop): it ends within a token and is saved as "stopped"
+        when its done signal comes."""
+        if self.job is not None:
+            self.job.cancel()
+
+    def interrupt(self, note: str) -> None:
+        """Give up the answer now (another conversation, a new chat, another model, the
+        window closing): it is cancelled, saved as far as it was shown and marked
+        interrupted (``note`` says why, beside it); the job ends by itself in the
+        background and its late signals are dropped. Never waits for the job."""
         job = self.job
         if job is None:
             return
         job.cancel()
-        if wait:
-            self.runner.wait(job)
-            QCoreApplication.sendPostedEvents(self)      # deliver the tokens already made
-            if self.job is job:                          # its done signal never came
-                self._finish(complete=False)
+        self._draining.append(job)
+        self._finish(complete=False)
+        self.answerInterrupted.emit(note)
 
     def shutdown(self) -> None:
-        """The window closes: stop, wait, save."""
-        self.stop(wait=True)
+        """The window closes: give up what runs, saving the answer as far as it got."""
+        self.interrupt("interrupted")
         if self.check_job is not None:
             self.check_job.cancel()
-            self.runner.wait(self.check_job)
+            self._draining.append(self.check_job)
+            self.check_job = None
 
     def _require_idle(self) -> None:
         if self.model is None:
@@ -255,8 +265,11 @@ class ConversationController(QObject):
         self.session = session
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
+        before = self._take_draining()
 
         def events() -> Iterator[Event]:
+            for ended in before:    # given-up jobs end promptly; the engine runs one at a time
+                ended.wait()
             if (Capability.SPECULATION in session.capabilities and session.drafter is None
                     and self.settings.speculate != "off"):
                 session.drafter = drafter_for(self.settings.speculate, self.model,
@@ -273,7 +286,10 @@ class ConversationController(QObject):
                 for note in notes:
                     yield NoticeEvent(note)
             inputs = tuple(session.prepare_image(path, max_pixels) for path in images)
-            yield from turn(session, inputs)
+            answer = turn(session, inputs)
+            if job.cancel_event.is_set():   # cancelled while getting ready
+                session.cancel()
+            yield from answer
 
         job = GenerateJob(events, session.cancel)
         job.token.connect(self._on_token)
@@ -286,9 +302,21 @@ class ConversationController(QObject):
         self.listChanged.emit()
         return self.answer_id
 
+    def _take_draining(self) -> list:
+        """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
+        self._draining = [job for job in self._draining if not job.ended.is_set()]
+        return [job.ended for job in self._draining]
+
+    def _current(self, job: Job | None) -> bool:
+        """The signal comes from the job in charge now (not one given up)."""
+        sender = self.sender()
+        return sender is not None and sender is job
+
     # -- job signals (queued onto the GUI thread) --------------------------------------------
 
     def _on_token(self, event: TokenEvent) -> None:
+        if not self._current(self.job):
+            return
         if self._first_token and self.session is not None and self.session.last_prompt:
             self._first_token = False
             self.promptReady.emit(self.session.last_prompt, self.model.tokenizer.id_to_piece)
@@ -305,11 +333,15 @@ class ConversationController(QObject):
             self._save(complete=False)
 
     def _on_done(self, event: DoneEvent) -> None:
+        if not self._current(self.job):
+            return
         self.answer_text, self.answer_thinking = event.text, event.thinking
         self._finish(complete=event.done_reason != "cancel")
         self.answerDone.emit(event)
 
     def _on_failed(self, message: str) -> None:
+        if not self._current(self.job):
+            return
         if self.answer_id is not None and not self.answer_text and \
                 self.conversation_id is not None:
             self.history.truncate_from(self.conversation_id, self.answer_id)
@@ -341,7 +373,14 @@ class ConversationController(QObject):
         session = self.session
         if session is None or session.last_prompt is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
-        job = CallJob(session.check_against_reference)
+        before = self._take_draining()
+
+        def run_check() -> object:
+            for ended in before:
+                ended.wait()
+            return session.check_against_reference(job.cancel_event)
+
+        job = CallJob(run_check)
         job.result.connect(self._on_check_result)
         job.failed.connect(self._on_check_failed)
         self.check_job = job
@@ -365,10 +404,16 @@ class ConversationController(QObject):
             raise GenerationError("the cross-check compares text conversations: start a "
                                   "new chat without images")
         model, system = self.model, self.session.system
-        job = CallJob(lambda: cross_check(model, remote, messages, system,
-                                          num_predict=num_predict,
-                                          same_weights_asserted=same_weights,
-                                          num_ctx=model.decoder.max_cache_len))
+        before = self._take_draining()
+
+        def run_cross_check() -> object:
+            for ended in before:
+                ended.wait()
+            return cross_check(model, remote, messages, system, num_predict=num_predict,
+                               same_weights_asserted=same_weights,
+                               num_ctx=model.decoder.max_cache_len)
+
+        job = CallJob(run_cross_check)
         job.result.connect(self._on_cross_check_result)
         job.failed.connect(self._on_cross_check_failed)
         self.check_job = job
@@ -376,21 +421,29 @@ class ConversationController(QObject):
         self.runner.start(job)
 
     def _on_cross_check_result(self, report: object) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.crossCheckDone.emit(report)
 
     def _on_cross_check_failed(self, message: str) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.crossCheckFailed.emit(message)
 
     def _on_check_result(self, report: object) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.checkDone.emit(report)
 
     def _on_check_failed(self, message: str) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.checkFailed.emit(message)

@@ -54,6 +54,7 @@ class ChatPage(QWidget):
         controller.token.connect(self._on_token)
         controller.answerDone.connect(self._on_done)
         controller.answerFailed.connect(self._on_failed)
+        controller.answerInterrupted.connect(self._on_interrupted)
         controller.busyChanged.connect(self._on_busy)
 
     # -- showing conversations -------------------------------------------------------------
@@ -194,6 +195,16 @@ class ChatPage(QWidget):
         if event.thinking:
             self.answer.thinking.finish(event.thinking, self.controller.thinking_ms)
         self.answer.set_status(DONE_NOTES.get(event.done_reason, ""))
+        self.answer = None
+        self._update_actions()
+
+    def _on_interrupted(self, note: str) -> None:
+        """The answer was given up (model switch, conversation switch): it keeps what was
+        shown, with ``note`` beside it."""
+        if self.answer is None:
+            return
+        self.answer.set_text(self.controller.answer_text, immediate=True)
+        self.answer.set_status(note)
         self.answer = None
         self._update_actions()
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from engine.errors import GenerationError
 from engine.runtime.backend import Capability
+from engine.runtime.cancel import CancelEvent
 from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.drafters import Drafter
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
@@ -57,7 +58,7 @@ class ChatSession:
     messages: list[Message] = field(default_factory=list)
     num_top: int = 5                # alternatives reported per token (<= 20)
     think: bool | str | None = None # Ollama's option; None: the template's default
-    cancel_event: threading.Event = field(default_factory=threading.Event)
+    cancel_event: threading.Event = field(default_factory=CancelEvent)
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
 
     def __post_init__(self) -> None:
@@ -102,7 +103,7 @@ class ChatSession:
             load_duration=self._take_load_duration(),
             max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter))
 
-    def check_against_reference(self) -> CheckReport:
+    def check_against_reference(self, cancel: threading.Event | None = None) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
 
         The check runs on the model's decoder when it has the debug outputs, which
@@ -113,7 +114,7 @@ class ChatSession:
         try:
             return check_against_reference(
                 self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
-                exact=self.model.exact, decoder=self.model.decoder,
+                exact=self.model.exact, decoder=self.model.decoder, cancel=cancel,
             )
         finally:
             self._generator.cache.keys.clear()
@@ -128,7 +129,12 @@ class ChatSession:
     # -- generation -----------------------------------------------------------------------
 
     def _answer(self) -> Iterator[Event]:
+        """Clears the cancel now, not when the answer's first event is asked for: a cancel
+        that comes in between must stop it."""
         self.cancel_event.clear()
+        return self._answer_events()
+
+    def _answer_events(self) -> Iterator[Event]:
         prompt, dropped = self._fit()
         self.last_prompt = prompt
         if dropped:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.errors import GenerationError
+from engine.runtime.cancel import Cancelled
 from engine.runtime.events import DoneEvent, Event, TokenEvent, TopToken
 from engine.runtime.reasons import explain
 from engine.runtime.sampler import Options, Sampler, SampleTrace, logprobs
@@ -78,8 +79,10 @@ class Generator:
         self.tokenizer = tokenizer
         self.cache = cache or CacheState()
 
-    def prefill(self, prompt: PromptTokens) -> tuple[np.ndarray, int]:
-        """Feed the uncached tail of the prompt; returns the last logits and tokens fed."""
+    def prefill(self, prompt: PromptTokens, cancel: threading.Event | None = None
+                ) -> tuple[np.ndarray, int]:
+        """Feed the uncached tail of the prompt; returns the last logits and tokens fed
+        (raises Cancelled when ``cancel`` is set meanwhile)."""
         if len(prompt) == 0:
             raise GenerationError("the prompt is empty: type a message or pass a prompt")
         reuse = self.cache.common_prefix(prompt.keys)
@@ -96,9 +99,10 @@ class Generator:
                 embeds = self.decoder.embed(ids)
                 embeds[rows[inside]] = prompt.image_embeds[inside]
         if embeds is None:
-            step = self.decoder.forward(input_ids=ids, positions=positions)
+            step = self.decoder.forward(input_ids=ids, positions=positions, cancel=cancel)
         else:
-            step = self.decoder.forward(inputs_embeds=embeds, positions=positions)
+            step = self.decoder.forward(inputs_embeds=embeds, positions=positions,
+                                        cancel=cancel)
         self.cache.keys.extend(prompt.keys[reuse:])
         return step, len(ids)
 
@@ -132,16 +136,19 @@ class Generator:
         stops = StopMatcher(options.stop)
         history = [int(i) for i in prompt.ids]
         context = draft_context(prompt)  # what drafters read: image rows are -1
-        step, fed = self.prefill(prompt)
-        prompt_done = time.perf_counter_ns()
         reply: list[str] = []
-        count = drafted = kept_total = 0
+        count = drafted = kept_total = fed = 0
         reason = ""
+        try:
+            step, fed = self.prefill(prompt, cancel)
+            rows = step.logits[None]  # [n, V]: row i judges draft[i]; the last one is free
+        except Cancelled:
+            reason, rows = "cancel", np.empty((0, 0), np.float32)
+        prompt_done = time.perf_counter_ns()
         stop_string_hit = False
         step_start = prompt_done
         draft: list[int] = []
-        rows = step.logits[None]  # [n, V]: row i judges draft[i]; the last one is free
-        while True:
+        while not reason:
             token = -1
             kept = 0
             for i, logits in enumerate(rows):
@@ -207,11 +214,15 @@ class Generator:
             fed_ids = np.array([token, *draft], dtype=np.int64)
             # after the prompt each row advances the position by one (M-RoPE: all axes)
             position = prompt.next_position + self.decoder.cache_len - len(prompt)
-            step = self.decoder.forward(
-                input_ids=fed_ids,
-                positions=_positions_like(prompt.positions, position, len(fed_ids)),
-                rows=len(fed_ids),
-            )
+            try:
+                step = self.decoder.forward(
+                    input_ids=fed_ids,
+                    positions=_positions_like(prompt.positions, position, len(fed_ids)),
+                    rows=len(fed_ids), cancel=cancel,
+                )
+            except Cancelled:
+                reason = "cancel"
+                break
             rows = step.logits
             self.cache.keys.extend(int(t) for t in fed_ids)
         tail_text = ""
