@@ -30,6 +30,20 @@ OPTION_FLAGS = {  # CLI flag -> Ollama option name
     "presence_penalty": float, "frequency_penalty": float, "seed": int,
     "num_predict": int, "num_ctx": int,
 }  # fmt: skip
+OPTION_HELP = {  # what each of Ollama's options does (defaults: the model's params layer)
+    "temperature": "randomness of sampling: 0 always picks the most likely token",
+    "top_k": "sample among the K most likely tokens only (0: all)",
+    "top_p": "sample among the most likely tokens whose probabilities add up to P",
+    "min_p": "drop tokens less likely than P times the most likely one",
+    "typical_p": "keep the tokens closest to the expected surprise, up to mass P (1: off)",
+    "repeat_penalty": "divide the logits of tokens seen in the last repeat-last-n by this",
+    "repeat_last_n": "how many recent tokens the penalties look at (-1: the whole context)",
+    "presence_penalty": "subtract this from the logit of every token already present",
+    "frequency_penalty": "subtract this times its count from the logit of each token seen",
+    "seed": "random seed, for answers that repeat at temperature > 0",
+    "num_predict": "at most N tokens in an answer (-1: until the model stops)",
+    "num_ctx": "context size in tokens: the prompt and the answer together",
+}
 
 HELP = """Available commands:
   /set parameter NAME VALUE   set a generation option (e.g. /set parameter temperature 0)
@@ -43,25 +57,32 @@ Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="chat with a model (one prompt, or interactively)")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="a model in the store, or a .gguf file")
     p.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer once and exit")
-    p.add_argument("--image", action="append", default=[], metavar="PATH")
-    p.add_argument("--system", metavar="TEXT")
+    p.add_argument("--image", action="append", default=[], metavar="PATH",
+                   help="an image for a vision model, sent with PROMPT (repeatable)")
+    p.add_argument("--system", metavar="TEXT",
+                   help="system message (default: the model's own system layer)")
     p.add_argument("--raw", action="store_true", help="send PROMPT verbatim, no template")
     p.add_argument("--exact", action="store_true", help="fp32 activations, reference-exact")
     for name, kind in OPTION_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, metavar="N")
+        p.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, metavar="N",
+                       help=OPTION_HELP[name])
     p.add_argument("--stop", action="append", metavar="S", help="stop string (repeatable)")
     p.add_argument("--top-logprobs", type=int, default=0, metavar="K",
                    help="with --format jsonl: the K (<= 20) most likely tokens at each step")
-    p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--format", choices=["text", "jsonl"], default="text",
+                   help="text (default), or jsonl: one JSON object per token, then the "
+                        "counters")
     p.add_argument("--think", nargs="?", const="true", metavar="true|false|high|medium|low",
                    type=parse_think,
                    help="thinking models: think first (default: the template's own choice)")
     p.add_argument("--hidethinking", action="store_true",
                    help="do not print the model's thinking, only its answer")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
-    p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
+    p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu",
+                   help="where ONNX Runtime runs the model (default: cpu; falls back to cpu "
+                        "when this build lacks the one asked for)")
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
