@@ -37,6 +37,7 @@ from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
 from app.models.loader import ModelLoader
 from app.models.manager import ModelManager
+from app.models.start_choice import start_model
 from app.settings.connections import ConnectionsDialog, connection_of
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
@@ -69,6 +70,7 @@ class MainWindow(QMainWindow):
         self.settings = settings or Settings.load()
         self.history = history or History(history_path())
         self.auto_load = auto_load
+        self._start_note = ""      # why the model loaded on start was chosen for the user
         self.runner = JobRunner(self)
         self.models = ModelListModel(self)
         self.conversations = ConversationListModel(self.history, self)
@@ -287,17 +289,15 @@ class MainWindow(QMainWindow):
         if 0 <= row < len(self.local_entries):
             self.local_entries[row] = entry
         self.models.update_entry(row, entry)
-        if (self.auto_load and entry.runnable and entry.name == self._start_model()
-                and self.entry is None and not self.loader.loading):
-            self.sidebar.select_model(entry.name)
-            self.load_model(entry)
-
-    def _start_model(self) -> str | None:
-        """The model to load on start: the last one used, else the only one there is."""
-        names = [e.name for e in self.models.entries]
-        if self.settings.last_model in names:
-            return self.settings.last_model
-        return names[0] if len(names) == 1 else None
+        if not self.auto_load or self.entry is not None or self.loader.loading:
+            return
+        name, note = start_model(self.models.entries, self.settings.last_model,
+                                 self.history.conversations())
+        chosen = next((e for e in self.local_entries if e.name == name), None)
+        if chosen is not None and chosen.checked and chosen.runnable:
+            self._start_note = note
+            self.sidebar.select_model(chosen.name)
+            self.load_model(chosen)
 
     def _scan_failed(self, message: str) -> None:
         self.local_entries = []
@@ -373,6 +373,9 @@ class MainWindow(QMainWindow):
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
+        if self._start_note:
+            self.banner.show_message("info", self._start_note)
+            self._start_note = ""
         self.chat.input.set_ready(True)
         self._conversation_changed(self.controller.conversation_id)
         if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
