@@ -64,6 +64,7 @@ class ConversationController(QObject):
     crossCheckDone = Signal(object)          # engine.remote.crosscheck.CrossCheckReport
     crossCheckFailed = Signal(str)
     answerInterrupted = Signal(str)          # the answer was given up; why, in a word or two
+    sendRejected = Signal(str, object)       # text, images of a message taken back unanswered
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
@@ -88,6 +89,7 @@ class ConversationController(QObject):
         self._decode_ns = 0          # time of this answer's steps after the first
         self._decoded = 0
         self._draining: list[Job] = []   # given-up jobs that may still run on the engine
+        self._sent: tuple[int, str, tuple[str, ...]] | None = None  # this turn's new message
 
     @property
     def busy(self) -> bool:
@@ -181,6 +183,7 @@ class ConversationController(QObject):
         user_id = self.history.add(self.conversation_id, "user", text, images)
         answer_id = self._start_answer(
             lambda session, inputs: session.send(text, inputs), images)
+        self._sent = (user_id, text, images)
         return Turn(user_id, answer_id)
 
     def regenerate(self) -> Turn:
@@ -252,6 +255,7 @@ class ConversationController(QObject):
         self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
         self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
         self._logprobs = []
+        self._sent = None
         self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
@@ -346,8 +350,30 @@ class ConversationController(QObject):
                 self.conversation_id is not None:
             self.history.truncate_from(self.conversation_id, self.answer_id)
             self.answer_id = None
+            if self._sent is not None:
+                self._take_back(*self._sent)
+                if "num_ctx" in message:
+                    message += ("; in Lantern the context size is in Settings → Engine "
+                                "(num_ctx, for every chat)")
         self._finish(complete=False)
         self.answerFailed.emit(message)
+        if self._sent is not None:
+            self.sendRejected.emit(self._sent[1], self._sent[2])
+        self._sent = None
+
+    def _take_back(self, user_id: int, text: str, images: tuple[str, ...]) -> None:
+        """A message that got no answer at all (too long, an unreadable image) is not kept:
+        out of the history (and its conversation, when that was all it held) and out of
+        the session, which restores from the history on the next turn."""
+        self.history.truncate_from(self.conversation_id, user_id)
+        self.session = None
+        remaining = self.history.messages(self.conversation_id)
+        if remaining:
+            self._pending = remaining
+            return
+        self.history.delete(self.conversation_id)
+        self.conversation_id, self._pending = None, None
+        self.conversationChanged.emit(None)
 
     def _finish(self, complete: bool) -> None:
         self._save(complete, final=True)

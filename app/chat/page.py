@@ -55,6 +55,7 @@ class ChatPage(QWidget):
         controller.answerDone.connect(self._on_done)
         controller.answerFailed.connect(self._on_failed)
         controller.answerInterrupted.connect(self._on_interrupted)
+        controller.sendRejected.connect(self._on_rejected)
         controller.busyChanged.connect(self._on_busy)
 
     # -- showing conversations -------------------------------------------------------------
@@ -217,6 +218,17 @@ class ChatPage(QWidget):
             self.answer = None
         self._update_actions()
         self.message.emit("error", message)
+
+    def _on_rejected(self, text: str, images: tuple[str, ...]) -> None:
+        """The message got no answer (the error says why): it goes back into the input
+        to be shortened or fixed, and its bubble goes."""
+        last_user = next((w for w in reversed(self.view.messages) if w.role == "user"), None)
+        if last_user is not None and last_user.text == text:
+            self.view.remove_from(last_user)
+        if not self.input.editor.toPlainText().strip():
+            self.input.editor.setPlainText(text)
+            self.input.attach(list(images))
+        self._update_actions()
 
     def _on_busy(self, _busy: bool) -> None:
         # an answer makes Send a Stop button; the reference check just holds sending

@@ -48,6 +48,11 @@ class ConversationSettingsDialog(QDialog):
             edit.setToolTip(HINTS[name])
             self.option_edits[name] = edit
             form.addRow(name, edit)
+        context = QLabel("The context size (num_ctx) is one for every chat: Settings → Engine "
+                         "(the model reloads with room for it).")
+        context.setObjectName("contextNote")
+        context.setWordWrap(True)
+        form.addRow("num_ctx", context)
         layout.addLayout(form)
         self.error = QLabel("")
         self.error.setObjectName("dialogError")
