@@ -259,14 +259,7 @@ class ConversationController(QObject):
         self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
-        system, own = self.conversation_settings()
-        options = Options.resolve(self.model.params, {**self.settings.options, **own,
-                                                      "num_ctx": self.settings.num_ctx})
-        session = self.session or self.model.open_session(options, None, 5)
-        session.options = options
-        session.system = system or self.settings.system or None
-        session.think = self.settings.think      # False: Ollama's think=false
-        self.session = session
+        session = self._session()
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
         before = self._take_draining()
@@ -305,6 +298,18 @@ class ConversationController(QObject):
         self.runner.start(job)
         self.listChanged.emit()
         return self.answer_id
+
+    def _session(self) -> ChatBackend:
+        """This conversation's session (a fresh one after a switch), with its settings."""
+        system, own = self.conversation_settings()
+        options = Options.resolve(self.model.params, {**self.settings.options, **own,
+                                                      "num_ctx": self.settings.num_ctx})
+        session = self.session or self.model.open_session(options, None, 5)
+        session.options = options
+        session.system = system or self.settings.system or None
+        session.think = self.settings.think      # False: Ollama's think=false
+        self.session = session
+        return session
 
     def _take_draining(self) -> list:
         """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
@@ -396,14 +401,20 @@ class ConversationController(QObject):
         if Capability.REFERENCE not in self.capabilities:
             raise GenerationError(unavailable_reason(Capability.REFERENCE, self.model_name,
                                                      self.where))
-        session = self.session
-        if session is None or session.last_prompt is None:
+        if (self.session is None or self.session.last_prompt is None) and \
+                self._last_stored("user") is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
+        session = self._session()
+        pending, self._pending = self._pending, None
         before = self._take_draining()
+        max_pixels = self.settings.max_pixels
 
         def run_check() -> object:
             for ended in before:
                 ended.wait()
+            if pending is not None:      # a conversation reopened: restored here first
+                session.messages, _ = restore_messages(pending, max_pixels, self.vision,
+                                                       session.prepare_image)
             return session.check_against_reference(job.cancel_event)
 
         job = CallJob(run_check)

@@ -32,6 +32,9 @@ from engine.inspect import Inspection
 MEAN = -1
 
 
+PICK_A_POSITION = ("Click a token in the reply (with colouring on), a point on the Token tab's "
+                   "chart or a row of the Prompt tab, or inspect the latest token.")
+
 class InsidePage(QWidget):
     inspectRequested = Signal()          # the latest token
     cancelRequested = Signal()
@@ -52,9 +55,7 @@ class InsidePage(QWidget):
         layout = QVBoxLayout(body)
         layout.setContentsMargins(12, 12, 12, 12)
 
-        self.title = hint("Click a token in the reply (with colouring on), a point on the "
-                          "Token tab's chart or a row of the Prompt tab, or inspect the "
-                          "latest token.")
+        self.title = hint(PICK_A_POSITION)
         self.title.setObjectName("tokenTitle")
         layout.addWidget(self.title)
         row = QHBoxLayout()
@@ -129,6 +130,7 @@ class InsidePage(QWidget):
 
     def clear(self) -> None:
         self._idle()
+        self.title.setText(PICK_A_POSITION)
         self.inspection = None
         self.lens.set_rows(())
         self.heat.set_data((), np.zeros(0), ())

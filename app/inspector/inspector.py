@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject
 from app.chat.conversation import ConversationController
 from app.inspector.inside_page import position_title
 from app.inspector.panel import DebugPanel
-from app.workers import CallJob, Job, JobRunner, ProgressJob
+from app.workers import Job, JobRunner, ProgressJob
 from engine.inspect import Inspection, continued, image_grids, inspect_context
 from engine.inspect.second_opinion import missing, second_opinion
 from engine.runtime.events import TokenEvent
@@ -39,7 +39,7 @@ class Inspector(QObject):
         self.pending: tuple[int, str] | None = None     # (row, where) waiting for the answer
         self.inspection: Inspection | None = None
         self._shown: tuple[str, str, list] = ("", "", [])   # how to show the running job's result
-        self.opinion_context: tuple[str, ...] = ()
+        self.opinion_job: Job | None = None
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
@@ -67,13 +67,19 @@ class Inspector(QObject):
             self.cancel()            # the stream comes first
             self.prompt, self.events = None, []      # a server's answer brings no prompt
             self.panel.start_reply()
+            self.panel.clear_check()   # a verdict (or its error) was about the last answer
         elif not busy and self.pending is not None:
             row, where = self.pending
             self.pending = None
             self.select_row(row, where)
 
     def clear(self) -> None:
+        """Another conversation: what runs for the previous one is cancelled, its results
+        dropped when they come."""
         self.cancel()
+        if self.opinion_job is not None:
+            self.opinion_job.cancel()
+            self.opinion_job = None
         self.prompt, self.events, self.inspection, self.pending = None, [], None, None
 
     # -- choosing a position --------------------------------------------------------------
@@ -167,18 +173,33 @@ class Inspector(QObject):
     # -- llama.cpp ------------------------------------------------------------------------
 
     def ask_llama(self) -> None:
-        model, inspection = self.conversation.model, self.inspection
-        if model is None or inspection is None:
-            self.panel.opinion.show_failed("Inspect a position first (Inside tab): llama.cpp "
-                                           "is compared over that context.")
+        """llama.cpp over the inspected context, or else the latest one (inspected on the
+        way: the comparison needs the reference's log-probabilities)."""
+        model, inspection, context = self.conversation.model, self.inspection, self.context
+        if model is None or (inspection is None and context is None):
+            self.panel.opinion.show_failed("Send a message first: llama.cpp is compared over "
+                                           "the conversation's latest context.")
             return
-        piece = self.piece
-        job = CallJob(lambda: second_opinion(model.gguf.path, inspection, piece))
+        piece, gguf = self.piece, model.gguf
+
+        def run(progress, cancel) -> tuple:
+            inspected = inspection or inspect_context(gguf, context, piece, len(context) - 1,
+                                                      progress=progress, cancel=cancel)
+            return second_opinion(gguf.path, inspected, piece), inspected.tokens
+
+        job = ProgressJob(run)
         job.result.connect(self._opinion)
-        job.failed.connect(self.panel.opinion.show_failed)
+        job.failed.connect(self._opinion_failed)
+        self.opinion_job = job
         self.panel.opinion.show_running()
-        self.opinion_context = inspection.tokens
         self.runner.start(job)
 
-    def _opinion(self, opinion) -> None:
-        self.panel.opinion.show_opinion(opinion, self.opinion_context)
+    def _opinion(self, result: tuple) -> None:
+        if self.sender() is self.opinion_job:
+            self.opinion_job = None
+            self.panel.opinion.show_opinion(*result)
+
+    def _opinion_failed(self, message: str) -> None:
+        if self.sender() is self.opinion_job:
+            self.opinion_job = None
+            self.panel.opinion.show_failed(message)

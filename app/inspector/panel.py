@@ -56,6 +56,10 @@ TOLERANCE_COLOUR = QColor(130, 130, 130)
 IMAGE_COLOUR = QColor(140, 90, 220, 45)
 
 
+PROMPT_EMPTY = ("The prompt the model saw, token by token, appears here after the next "
+                "message.")
+
+
 def _number(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else str(value)
 
@@ -296,6 +300,8 @@ class DebugPanel(QDockWidget):
         self.timing_label.setText("\n".join(lines))
 
     def clear(self) -> None:
+        """Another conversation (or none): nothing of the previous one stays; every tab
+        says what fills it."""
         self.token_title.setText("Send a message to see each token's candidates.")
         self.top_model.set_records([])
         self.reasons_model.set_records([])
@@ -304,6 +310,20 @@ class DebugPanel(QDockWidget):
         self.inside.clear()
         self.entropy_label.setText("")
         self.timing_label.setText("–")
+        self.prompt_label.setText(PROMPT_EMPTY)
+        self.prompt_model.set_records([])
+        self.stats_model.set_records([])
+        self.stats_chart.set_series([])
+        self.clear_check()
+        self.opinion.clear()
+
+    def clear_check(self) -> None:
+        """A new answer or another conversation: an earlier verdict no longer applies."""
+        self.check_button.setEnabled(True)
+        self._set_verdict("", None)
+        self.pair_model.set_records([])
+        self.check_model.set_records([])
+        self.check_chart.set_series([])
 
     # -- prompt tab -----------------------------------------------------------------------
 
@@ -311,8 +331,7 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        self.prompt_label = hint("The prompt the model saw, token by token, appears here "
-                                  "after the next message.")
+        self.prompt_label = hint(PROMPT_EMPTY)
         layout.addWidget(self.prompt_label)
         self.prompt_model = RecordTableModel(
             [

@@ -110,7 +110,7 @@ class ChatSession:
         overwrites its cache: the next turn then prefills the conversation again.
         """
         if self.last_prompt is None:
-            raise GenerationError("send a message first: the check runs on the last prompt")
+            self.last_prompt = self.latest_prompt()
         try:
             return check_against_reference(
                 self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
@@ -118,6 +118,17 @@ class ChatSession:
             )
         finally:
             self._generator.cache.keys.clear()
+
+    def latest_prompt(self) -> PromptTokens:
+        """The prompt the latest answer was made from (the conversation up to its last user
+        message), for a conversation restored from history that has not answered here."""
+        kept = list(self.messages)
+        try:
+            drop_answers(self.messages)
+            prompt, _ = self._fit()
+        finally:
+            self.messages[:] = kept
+        return prompt
 
     def clear(self) -> None:
         self.messages.clear()
