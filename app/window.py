@@ -65,7 +65,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("Lantern")
         self.setObjectName("mainWindow")
-        self.resize(1320, 840)
+        available = self.screen().availableGeometry()     # a 1280x720 laptop included
+        self.resize(min(1320, available.width()), min(840, available.height()))
         self.setAcceptDrops(True)
         self.settings = settings or Settings.load()
         self.history = history or History(history_path())
