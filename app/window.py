@@ -206,6 +206,7 @@ class MainWindow(QMainWindow):
         self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
         self.chat.tokenClicked.connect(self.inspector.select_token)
         self.chat.input.imagesAttached.connect(self._images_attached)
+        self.chat.input.imagesCleared.connect(self._images_cleared)
         self.chat.input.imageRejected.connect(lambda text: self.banner.show_message("error",
                                                                                     text))
         self.panel.colorTokensToggled.connect(self._color_tokens)
@@ -419,6 +420,7 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.panel.clear()
         self.inspector.clear()
+        self.status_speed.setText("")           # the speed was the other chat's
         self.focus_input()
 
     def delete_conversation(self, conversation_id: int) -> None:
@@ -436,6 +438,7 @@ class MainWindow(QMainWindow):
         self.chat.show_conversation(messages, conversation.model if conversation else "")
         self.panel.clear()
         self.inspector.clear()
+        self.status_speed.setText("")
 
     def _conversation_changed(self, conversation_id: int | None) -> None:
         self._refresh_conversations()
@@ -527,6 +530,11 @@ class MainWindow(QMainWindow):
         if self.controller.model is not None and not self.controller.vision:
             self.banner.show_message(
                 "warning", no_vision_text(self.controller.model_name, len(paths)))
+
+    def _images_cleared(self) -> None:
+        """The images the warning was about are gone, so is the warning."""
+        if self.banner.level == "warning" and "cannot see images" in self.banner.text.text():
+            self.banner.dismiss()
 
     # -- settings --------------------------------------------------------------------------
 

@@ -47,7 +47,9 @@ def title_of(text: str, images: tuple[str, ...]) -> str:
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if not line:
         return "Image" if images else "New chat"
-    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+    if len(line) <= TITLE_LENGTH:
+        return line
+    return line[: TITLE_LENGTH - 1].rstrip(" .,;:!?-–—") + "…"   # never ".…"
 
 
 class ConversationController(QObject):

@@ -134,6 +134,7 @@ class InputBox(QFrame):
     submitted = Signal(object)           # Submission
     stopRequested = Signal()
     imagesAttached = Signal(list)        # list[str]: paths that were added
+    imagesCleared = Signal()             # the last image was removed
     imageRejected = Signal(str)          # a readable reason
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -142,6 +143,7 @@ class InputBox(QFrame):
         self.images: list[str] = []
         self.editing = False
         self.busy = False
+        self.ready = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 10)
         layout.setSpacing(6)
@@ -183,6 +185,7 @@ class InputBox(QFrame):
         self.editor.imagesPasted.connect(self.attach)
         self.editor.escapePressed.connect(self.cancel_edit)
         self.editor.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        self.editor.textChanged.connect(self._update_send)
         row.addWidget(self.editor, 1)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
@@ -211,6 +214,7 @@ class InputBox(QFrame):
             self.strip_layout.insertWidget(self.strip_layout.count() - 1, thumb)
             added.append(path)
         self.strip.setVisible(bool(self.images))
+        self._update_send()
         if added:
             self.imagesAttached.emit(added)
 
@@ -222,6 +226,9 @@ class InputBox(QFrame):
                 thumb.setParent(None)
                 thumb.deleteLater()
         self.strip.setVisible(bool(self.images))
+        self._update_send()
+        if not self.images:
+            self.imagesCleared.emit()
 
     def thumbnails(self) -> list[Thumbnail]:
         return [w for w in self.strip.widget().findChildren(Thumbnail) if w.path in self.images]
@@ -272,10 +279,17 @@ class InputBox(QFrame):
         self.send_button.setProperty("stop", busy)
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
+        self._update_send()
 
     def set_ready(self, ready: bool) -> None:
         """Whether a model is loaded (the user may type anyway)."""
-        self.send_button.setEnabled(ready or self.busy)
+        self.ready = ready
+        self._update_send()
+
+    def _update_send(self) -> None:
+        """Stop while busy; Send once there is something to send and a model to take it."""
+        has_message = bool(self.images) or bool(self.editor.toPlainText().strip())
+        self.send_button.setEnabled(self.busy or (self.ready and has_message))
 
     def _send_or_stop(self) -> None:
         if self.busy:
