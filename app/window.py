@@ -439,6 +439,7 @@ class MainWindow(QMainWindow):
         self.panel.clear()
         self.inspector.clear()
         self.status_speed.setText("")
+        self.panel.show_saved_answer(self.chat.last_answer_tokens())
 
     def _conversation_changed(self, conversation_id: int | None) -> None:
         self._refresh_conversations()

@@ -511,8 +511,9 @@ def restore_messages(stored: list[StoredMessage], max_pixels: int, vision: bool,
 
 
 def token_logprobs(event: TokenEvent) -> dict:
-    """What an export keeps of a token: its text, log-probability and the best few."""
-    kept = {"token": event.piece, "logprob": round(event.logprob, 5),
+    """What the history keeps of a token: its piece, its text in the answer, its
+    log-probability and the best few (the view and panel show them again on reopening)."""
+    kept = {"token": event.piece, "text": event.text, "logprob": round(event.logprob, 5),
             "top": [[t.piece, round(t.logprob, 5)] for t in event.top]}
     if event.thinking:
         kept["thinking"] = True

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from app.chat.conversation import ConversationController, Turn
 from app.chat.header import ConversationHeader
 from app.chat.input_box import InputBox, Submission
+from app.chat.saved_tokens import saved_tokens
 from app.chat.view import ChatView, MessageWidget
 from app.conversations.history import StoredMessage
 from engine.errors import LanternError
@@ -68,9 +69,17 @@ class ChatPage(QWidget):
                                model_name)
             if stored.thinking:
                 widget.thinking.finish(stored.thinking, stored.thinking_ms)
+            if stored.role == "assistant":
+                widget.tokens = saved_tokens(stored)
+                widget.set_color_tokens(self.color_tokens)
             if stored.role == "assistant" and not stored.complete:
                 widget.set_status("interrupted")
         self._update_actions()
+
+    def last_answer_tokens(self) -> list:
+        """The latest answer's tokens (saved ones for a reopened conversation)."""
+        last = next((w for w in reversed(self.view.messages) if w.role == "assistant"), None)
+        return list(last.tokens) if last is not None else []
 
     def clear(self) -> None:
         self.view.clear()

@@ -261,7 +261,8 @@ class DebugPanel(QDockWidget):
         self.reasons_table.setVisible(reasons is not None)
         self.reasons_label.setText(reasons.summary if reasons else
                                    "" if event.logit is not None else
-                                   "not available: the server does not say how it sampled")
+                                   "not available: only log-probabilities are known (a "
+                                   "server's token, or one from the history)")
         if math.isnan(event.logprob):
             self.entropy_label.setText("the server sent no log-probabilities for this token")
             return
@@ -316,6 +317,19 @@ class DebugPanel(QDockWidget):
         self.stats_chart.set_series([])
         self.clear_check()
         self.opinion.clear()
+
+    def show_saved_answer(self, tokens: list) -> None:
+        """A reopened conversation: its latest answer's saved tokens fill the Token tab
+        (the Prompt, Layers and Reference tabs say how they fill: a new message, a check)."""
+        if not tokens:
+            self.token_title.setText("This conversation's history holds no per-token data "
+                                     "for its latest answer: send a message to see it.")
+            return
+        for event in tokens:
+            self.add_reply_token(event)
+        self.show_token(tokens[-1], latest=True)
+        self.timing_label.setText("from the history: log-probabilities and the best "
+                                  "alternatives were kept, logits and reasons were not")
 
     def clear_check(self) -> None:
         """A new answer or another conversation: an earlier verdict no longer applies."""
