@@ -34,3 +34,30 @@ def test_an_info_goes_by_itself_an_error_stays(qtbot, monkeypatch):
     banner.show_message("error", "Broken.")
     qtbot.wait(200)
     assert banner.isVisible() and banner.level == "error"
+
+
+def test_editing_the_first_message_renames_an_auto_titled_chat(qtbot, tmp_path):
+    from app.conversations.history import History
+    from app.settings.store import Settings
+    from app.window import MainWindow
+    from engine.store import Store
+    from engine.store.importer import import_gguf
+    from tests.fixtures.synthetic_gguf import write_model
+    from tests.test_app_chat import load, send
+
+    root = tmp_path / "models"
+    import_gguf(Store.open(root), write_model(tmp_path / "t.gguf", "qwen2"), "tiny")
+    window = MainWindow(Settings(models_dir=str(root), options={"num_predict": 2}),
+                        History(tmp_path / "h.sqlite3"), auto_load=False)
+    qtbot.addWidget(window)
+    load(qtbot, window, "tiny:latest")
+    controller = window.controller
+    with qtbot.waitSignal(controller.answerDone, timeout=60_000):
+        send(window, "Wrong question")
+    with qtbot.waitSignal(controller.answerDone, timeout=60_000):
+        controller.edit_last_user("Right question")
+    assert window.history.conversation(controller.conversation_id).title == "Right question"
+    window.history.rename(controller.conversation_id, "Mine")
+    with qtbot.waitSignal(controller.answerDone, timeout=60_000):
+        controller.edit_last_user("Third")
+    assert window.history.conversation(controller.conversation_id).title == "Mine"

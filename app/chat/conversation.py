@@ -202,10 +202,22 @@ class ConversationController(QObject):
         last = self._last_stored("user")
         if last is None:
             raise GenerationError("there is no message to edit: send one first")
+        self._retitle(last, text)
         self.history.truncate_from(self.conversation_id, last.id)
         user_id = self.history.add(self.conversation_id, "user", text, last.images)
         answer_id = self._start_answer(lambda session, _: session.edit_last_user(text))
         return Turn(user_id, answer_id)
+
+    def _retitle(self, edited: StoredMessage, text: str) -> None:
+        """Editing the first message renames a conversation still called after it (a title
+        the user gave it stays)."""
+        first = next((m for m in self.history.messages(self.conversation_id)
+                      if m.role == "user"), None)
+        conversation = self.history.conversation(self.conversation_id)
+        if first is not None and first.id == edited.id and conversation is not None and \
+                conversation.title == title_of(edited.content, edited.images):
+            self.history.rename(self.conversation_id, title_of(text, edited.images))
+            self.conversationChanged.emit(self.conversation_id)
 
     def stop(self) -> None:
         """Cancel the answer (Esc, Stop): it ends within a token and is saved as "stopped"

@@ -381,7 +381,10 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        self.stats_toggle = QCheckBox("Record per-layer statistics (reloads the model)")
+        self.stats_toggle = QCheckBox("Record per-layer statistics (reloads the model, "
+                                      "slows decoding)")
+        self.stats_toggle.setToolTip("Each token then also returns every layer's hidden "
+                                     "state: answers stream more slowly while this is on.")
         self.stats_toggle.toggled.connect(self.layerStatsToggled)
         layout.addWidget(self.stats_toggle)
         layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
