@@ -61,3 +61,29 @@ def test_editing_the_first_message_renames_an_auto_titled_chat(qtbot, tmp_path):
     with qtbot.waitSignal(controller.answerDone, timeout=60_000):
         controller.edit_last_user("Third")
     assert window.history.conversation(controller.conversation_id).title == "Mine"
+
+
+def test_chart_axis_labels_get_the_room_they_need(qtbot):
+    from PySide6.QtGui import QColor
+
+    from app.inspector.charts import LineChart, Series
+
+    chart = LineChart("p")
+    qtbot.addWidget(chart)
+    chart.resize(300, 150)
+    chart.set_series([Series("p", [8.8e-05, 0.00378, 0.5], QColor("red"))])
+    widest = chart.fontMetrics().horizontalAdvance("8.8e-05")      # the bottom label
+    assert chart._plot().left() >= widest + 4
+
+
+def test_every_panel_tab_stays_in_sight_when_narrow(qtbot):
+    from app.inspector.panel import DebugPanel
+
+    panel = DebugPanel()
+    qtbot.addWidget(panel)
+    panel.resize(320, 600)
+    panel.show()
+    qtbot.waitExposed(panel)
+    bar = panel.tabs.tabBar()
+    last = bar.tabRect(bar.count() - 1)
+    assert not panel.tabs.usesScrollButtons() and last.right() <= bar.width()

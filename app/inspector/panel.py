@@ -128,6 +128,9 @@ class DebugPanel(QDockWidget):
         self.setMinimumWidth(320)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
+        # every tab in sight at any panel width: names shorten rather than hide behind arrows
+        self.tabs.setUsesScrollButtons(False)
+        self.tabs.setElideMode(Qt.ElideRight)
         self.tabs.addTab(self._token_tab(), "Token")
         self.tabs.addTab(self._prompt_tab(), "Prompt")
         self.inside = InsidePage()
