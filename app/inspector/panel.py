@@ -384,12 +384,12 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        self.stats_toggle = QCheckBox("Record per-layer statistics (reloads the model, "
-                                      "slows decoding)")
-        self.stats_toggle.setToolTip("Each token then also returns every layer's hidden "
-                                     "state: answers stream more slowly while this is on.")
+        self.stats_toggle = QCheckBox("Record per-layer statistics")
         self.stats_toggle.toggled.connect(self.layerStatsToggled)
         layout.addWidget(self.stats_toggle)
+        layout.addWidget(hint("Reloads the model; each token then also brings back every "
+                              "layer's hidden state, so answers stream more slowly while it "
+                              "is on."))
         layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
                                "after each layer."))
         self.stats_chart = LineChart("per layer (0 = embeddings)")
