@@ -360,6 +360,7 @@ class MainWindow(QMainWindow):
                 not self.loader.loading:
             return
         self.controller.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
+        self.controller.give_up_check()
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
         self.loader.load(entry, self.settings)

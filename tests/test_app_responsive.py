@@ -148,3 +148,21 @@ def test_switching_model_mid_answer_interrupts_it_first(qtbot, tmp_path, slow_st
     assert not stored.complete and stored.content == answer.text != ""
     qtbot.waitUntil(lambda: window.controller.model is not None
                     and window.controller.model.name == "slow2:latest", timeout=TIMEOUT_MS)
+
+
+def test_leaving_a_conversation_gives_up_its_reference_check(qtbot, tmp_path, slow_store):
+    window = open_window(qtbot, tmp_path, slow_store)
+    load(qtbot, window, "slow:latest")
+    window.controller.settings.options["num_predict"] = 1
+    with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):
+        send(window, LONG_PROMPT)
+    window.panel.check_button.click()
+    job = window.controller.check_job
+    assert job is not None
+    qtbot.wait(300)
+    assert not job.ended.is_set(), "the check ended too soon to test a cancel"
+    assert timed(window.new_chat) < RETURNS_WITHIN_S
+    assert window.controller.check_job is None and window.chat.input.send_button.text() == "Send"
+    assert job.ended.wait(ENDS_WITHIN_S), "the cancelled check kept running"
+    qtbot.wait(100)
+    assert window.panel.verdict.text() == ""                 # its result was dropped

@@ -142,6 +142,7 @@ class ConversationController(QObject):
                   where: str = "this computer") -> None:
         """Use a newly loaded model; the conversation continues in a fresh session."""
         self.interrupt(MODEL_SWITCH_NOTE)
+        self.give_up_check()
         self.model, self.vision, self.where = model, vision, where
         self.session = None
         if self.conversation_id is not None:
@@ -149,6 +150,7 @@ class ConversationController(QObject):
 
     def new_chat(self) -> None:
         self.interrupt("interrupted")
+        self.give_up_check()
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
         self.conversationChanged.emit(None)
@@ -156,6 +158,7 @@ class ConversationController(QObject):
     def open(self, conversation_id: int) -> list[StoredMessage]:
         """Switch to a stored conversation; returns its messages for the view."""
         self.interrupt("interrupted")
+        self.give_up_check()
         messages = self.history.messages(conversation_id)
         self.conversation_id, self.session, self._pending = conversation_id, None, messages
         self.conversationChanged.emit(conversation_id)
@@ -238,13 +241,21 @@ class ConversationController(QObject):
         self._finish(complete=False)
         self.answerInterrupted.emit(note)
 
+    def give_up_check(self) -> None:
+        """Cancel the reference check or cross-check (its conversation or model is left);
+        it ends by itself and its result is dropped."""
+        job = self.check_job
+        if job is None:
+            return
+        job.cancel()
+        self._draining.append(job)
+        self.check_job = None
+        self.busyChanged.emit(False)
+
     def shutdown(self) -> None:
         """The window closes: give up what runs, saving the answer as far as it got."""
         self.interrupt("interrupted")
-        if self.check_job is not None:
-            self.check_job.cancel()
-            self._draining.append(self.check_job)
-            self.check_job = None
+        self.give_up_check()
 
     def _require_idle(self) -> None:
         if self.model is None:
