@@ -59,6 +59,8 @@ def history_path() -> Path:
     return data_dir() / "history.sqlite3"
 
 
+PANEL_WIDTH = 470
+
 class MainWindow(QMainWindow):
     def __init__(self, settings: Settings | None = None, history: History | None = None,
                  auto_load: bool = True) -> None:
@@ -112,7 +114,9 @@ class MainWindow(QMainWindow):
         self.panel = DebugPanel(self)
         self.inspector = Inspector(self.panel, self.controller, self.runner, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
-        self.resizeDocks([self.panel], [400], Qt.Horizontal)
+        # wide enough for every tab's name where the screen allows (narrower: they elide)
+        self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else 380],
+                         Qt.Horizontal)
         self.panel.stats_toggle.setChecked(self.settings.layer_stats)
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)
         self.chat.set_color_tokens(self.settings.color_by_probability)
