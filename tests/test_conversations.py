@@ -174,3 +174,11 @@ def test_markdown_export_leaves_closed_code_blocks_alone(history):
     answer = "```\na\n```\n\n````md\n```\nb\n````"
     history.add(chat, "assistant", answer)
     assert answer + "\n" in to_markdown(history.conversation(chat), history.messages(chat))
+
+
+def test_a_search_snippet_starts_just_before_the_match(history):
+    chat = history.create("t", "m")
+    history.add(chat.id, "user", "one two three four five six seven eight nine ten eleven "
+                                 "twelve thirteen fourteen lanterns glow")
+    snippet = history.search("lanterns")[0].snippet
+    assert "lanterns" in snippet and snippet.index("lanterns") <= 20, snippet

@@ -205,7 +205,7 @@ class History:
         if self.full_text:
             query = " ".join('"' + w.replace('"', '""') + '"*' for w in words)
             rows = self._db.execute(
-                "SELECT m.conversation, snippet(messages_fts, -1, '', '', '…', 10) "
+                "SELECT m.conversation, snippet(messages_fts, -1, '\x02', '\x03', '…', 10) "
                 "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
                 "WHERE messages_fts MATCH ? ORDER BY rank", (query,))
         else:
@@ -216,7 +216,7 @@ class History:
                 f"SELECT conversation, content FROM messages WHERE {where} ORDER BY id DESC",
                 args))
         for conversation, snippet in rows:
-            found.setdefault(conversation, snippet)
+            found.setdefault(conversation, _lead_with_match(snippet))
         titled = self._db.execute(
             "SELECT id FROM conversations WHERE " + " AND ".join(
                 "title LIKE ? ESCAPE '\\'" for _ in words), [_like(w) for w in words])
@@ -307,7 +307,21 @@ def _like(word: str) -> str:
     return f"%{escaped}%"
 
 
-def _around(text: str, word: str, width: int = 40) -> str:
+SNIPPET_LEAD = 16   # characters kept before the match: the sidebar's one line shows it
+
+
+def _around(text: str, word: str, width: int = SNIPPET_LEAD) -> str:
     at = text.lower().find(word.lower())
     start = max(0, at - width)
-    return ("…" if start else "") + text[start:at + len(word) + width] + "…"
+    return ("…" if start else "") + text[start:at + len(word) + 40] + "…"
+
+
+def _lead_with_match(snippet: str) -> str:
+    """FTS's snippet (match marked by \\x02 … \\x03) cut to start just before the match,
+    so the sidebar's elided line shows the matched word, not only what precedes it."""
+    at = snippet.find("\x02")
+    plain = snippet.replace("\x02", "").replace("\x03", "")
+    if at <= SNIPPET_LEAD:
+        return plain
+    start = plain.rfind(" ", 0, at - SNIPPET_LEAD) + 1 or at - SNIPPET_LEAD
+    return "…" + plain[start:].lstrip("…")
