@@ -187,17 +187,17 @@ def test_every_missing_library_is_named_at_once() -> None:
 
 
 def test_ldd_lists_the_libraries_a_plugin_misses(tmp_path) -> None:
-    # a plugin linked against two libraries that are not there: both are named
+    # a plugin linked against two libraries no system has: both are named
     source = tmp_path / "p.c"
     source.write_text("void f(void) {}\n")
-    for name in ("libxcb-icccm.so.4", "libxcb-keysyms.so.1"):
+    for name in ("liblantern-gone-a.so.4", "liblantern-gone-b.so.1"):
         subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / name), str(source),
                         f"-Wl,-soname,{name}"], check=True)
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libqxcb.so"), str(source),
                     "-Wl,--no-as-needed",
-                    "-L", str(tmp_path), "-l:libxcb-icccm.so.4", "-l:libxcb-keysyms.so.1"],
+                    "-L", str(tmp_path), "-l:liblantern-gone-a.so.4", "-l:liblantern-gone-b.so.1"],
                    check=True)
-    for name in ("libxcb-icccm.so.4", "libxcb-keysyms.so.1"):
+    for name in ("liblantern-gone-a.so.4", "liblantern-gone-b.so.1"):
         (tmp_path / name).unlink()
     assert preflight.missing_libraries([tmp_path], "libqxcb.so") == [
-        "libxcb-icccm.so.4", "libxcb-keysyms.so.1"]
+        "liblantern-gone-a.so.4", "liblantern-gone-b.so.1"]
