@@ -74,16 +74,17 @@ WORKLOADS = {
 
 
 def lantern_engine(path, speculate: str, exact: bool):
+    from engine.chat.events import DoneEvent, TokenEvent
+    from engine.chat.options import Options
     from engine.runtime.chat import ChatSession
-    from engine.runtime.events import DoneEvent, TokenEvent
     from engine.runtime.loader import load_model
-    from engine.runtime.sampler import Options
     from engine.runtime.speculation import make_drafter
 
     model = load_model(path, num_ctx=2048, exact=exact)  # ORT: a thread per physical core
 
     def run(prompt: str, tokens: int):
-        drafter = make_drafter(speculate, model.gguf.path, rows_alike=model.decoder.rows_alike)
+        drafter = make_drafter(speculate, model.gguf.path,
+                               row_invariant=model.decoder.row_invariant)
         chat = ChatSession(model, Options(temperature=0, num_predict=tokens), drafter=drafter)
         stamps, ids, done = [], [], None
         for event in chat.send(prompt):

@@ -1,5 +1,5 @@
 """One conversation at a time, on the engine side: the chat backend (the local engine's
-ChatSession or a server's RemoteChatSession, both engine.runtime.backend.ChatBackend), its
+ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History every half second and at the end, so quitting
@@ -19,15 +19,14 @@ from PySide6.QtCore import QObject, Signal
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, Job, JobRunner
+from engine.chat.backend import Capability, ChatBackend, unavailable_reason
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.messages import Message
 from engine.errors import GenerationError, ImageError
+from engine.launch import open_chat, options_for, speculate
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
-from engine.runtime.backend import Capability, ChatBackend, unavailable_reason
-from engine.runtime.chat import Message
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
-from engine.runtime.sampler import Options
-from engine.runtime.speculation import drafter_for, speculation_note
 from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
@@ -284,7 +283,7 @@ class ConversationController(QObject):
         self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
-        session = self._session()
+        session = self._open_session()
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
         before = self._take_draining()
@@ -294,11 +293,9 @@ class ConversationController(QObject):
                 ended.wait()
             if (Capability.SPECULATION in session.capabilities and session.drafter is None
                     and self.settings.speculate != "off"):
-                session.drafter = drafter_for(self.settings.speculate, self.model,
-                                              Store.open(self.settings.models_dir),
-                                              requantize=self.settings.requantize or None)
-                note = speculation_note(self.settings.speculate,
-                                        self.model.decoder.rows_alike)
+                note = speculate(session, self.settings.speculate,
+                                 Store.open(self.settings.models_dir),
+                                 requantize=self.settings.requantize or None)
                 if session.drafter is not None and note:
                     yield NoticeEvent(note)
             if pending is not None:
@@ -324,12 +321,12 @@ class ConversationController(QObject):
         self.listChanged.emit()
         return self.answer_id
 
-    def _session(self) -> ChatBackend:
+    def _open_session(self) -> ChatBackend:
         """This conversation's session (a fresh one after a switch), with its settings."""
         system, own = self.conversation_settings()
-        options = Options.resolve(self.model.params, {**self.settings.options, **own,
-                                                      "num_ctx": self.settings.num_ctx})
-        session = self.session or self.model.open_session(options, None, 5)
+        options = options_for(self.model, {**self.settings.options, **own,
+                                           "num_ctx": self.settings.num_ctx})
+        session = self.session or open_chat(self.model, options)
         session.options = options
         session.system = system or self.settings.system or None
         session.think = self.settings.think      # False: Ollama's think=false
@@ -429,7 +426,7 @@ class ConversationController(QObject):
         if (self.session is None or self.session.last_prompt is None) and \
                 self._last_stored("user") is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
-        session = self._session()
+        session = self._open_session()
         pending, self._pending = self._pending, None
         before = self._take_draining()
         max_pixels = self.settings.max_pixels
@@ -472,8 +469,7 @@ class ConversationController(QObject):
             for ended in before:
                 ended.wait()
             return cross_check(model, remote, messages, system, num_predict=num_predict,
-                               same_weights_asserted=same_weights,
-                               num_ctx=model.decoder.max_cache_len)
+                               same_weights_asserted=same_weights, num_ctx=model.num_ctx)
 
         job = CallJob(run_cross_check)
         job.result.connect(self._on_cross_check_result)

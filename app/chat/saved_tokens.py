@@ -1,7 +1,7 @@
 """An answer's tokens as the history keeps them, back as TokenEvents for the view and the
 panel: a reopened or imported chat colours by probability and shows each token's best
 alternatives as the live answer did. Only log-probabilities are kept (no ids, logits,
-entropy or sampler reasons), so the events look like a server's (engine.runtime.events).
+entropy or sampler reasons), so the events look like a server's (engine.chat.events).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from app.conversations.history import StoredMessage
-from engine.runtime.events import TokenEvent, TopToken
+from engine.chat.events import TokenEvent, TopToken
 
 
 def saved_tokens(message: StoredMessage) -> list[TokenEvent]:

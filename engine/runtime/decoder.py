@@ -2,16 +2,18 @@
 
 Each block's KV cache is one OrtValue [1, kv_heads, max_cache_len, D] bound both as the
 graph's past and present (GroupQueryAttention writes the new rows in place), so a step
-copies nothing but its own inputs and the logits. ``cache_len`` is the only cache state:
-truncating to a shared prefix just lowers it. Token embeddings are gathered on the host
-from the GGUF memory map (only the rows asked for are de-quantized), which is also how
-image embeddings replace the rows of image-pad tokens.
+copies nothing but its own inputs and the logits. ``keys`` is the only cache state: what
+each slot holds (a token id, or an image row's key), so keeping a shared prefix is
+shortening that list; the rows after it are overwritten by the next step. Token embeddings
+are gathered on the host from the GGUF memory map (only the rows asked for are
+de-quantized), which is also how image embeddings replace the rows of image-pad tokens.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,8 +25,9 @@ from engine.gguf import GGUFModel
 from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
-from engine.reference.rope import rope_angles
-from engine.reference.stats import layer_stats
+from engine.graph.kernels import Kernels, kernels_for
+from engine.modelmath.rope import rope_angles
+from engine.modelmath.stats import layer_stats
 from engine.runtime.cancel import Cancelled, stop_hook
 from engine.runtime.graph_cache import GraphCache, entry_key
 
@@ -60,14 +63,14 @@ class DecoderSession:
     """Runs the decoder graph of ``model`` step by step (batch 1).
 
     exact: fp32 activations and float-exact weights (logits within ~1e-3 of the numpy
-    reference); otherwise int8 activations on CPU (MatMulNBits accuracy level 4; float
-    activations into a 4-bit ffn_down, engine.graph.decoder.down_accuracy).
+    reference); otherwise int8 activations on CPU (the kernel choices of this CPU class,
+    engine.graph.kernels; ``kernels`` says which, None in exact mode and off the CPU).
     provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
     an unavailable one falls back to CPU and ``provider`` says which ran.
     requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
     names what runs, so every status line can say when it is NOT the GGUF's exact weights.
     row_invariant: False leaves out what makes fast mode's verify rows equal one-token
-    steps (DecoderOptions.rows_alike), to measure its cost (benchmarks/batch_invariance.py).
+    steps (engine.graph.kernels, 3.), to measure its cost (benchmarks/batch_invariance.py).
     Not for a run without drafts: that graph rounds differently, so `--speculate off` would
     answer some prompts otherwise than the default (measured, BENCHMARKS.md).
     cache: reuse the built graph from disk (engine.runtime.graph_cache; not in exact mode,
@@ -78,12 +81,12 @@ class DecoderSession:
                  max_cache_len: int = 4096, layer_stats: bool = False,
                  all_logits: bool = False, threads: int | None = None,
                  requantize: str | Requantization | None = None, cache: bool = True,
-                 row_invariant: bool = True):
+                 row_invariant: bool = True, kernels: Kernels | None = None):
         started = time.perf_counter()
         self.config = model.config.text
         self.provider = available_provider(provider)
         self.max_cache_len = max_cache_len
-        self.cache_len = 0
+        self.keys: list[Hashable] = []  # what each cache slot holds, slot by slot
         if isinstance(requantize, str):
             requantize = Requantization.parse(requantize)
         if requantize is not None and exact:
@@ -91,14 +94,18 @@ class DecoderSession:
                                   "re-quantizes them; choose one of exact and requantize")
         self.requantization = requantize
         self.weights = "exact GGUF weights" if requantize is None else requantize.label
+        # fast CPU mode's kernel choices (None where they do not apply; other providers
+        # keep explicit zero points, unmeasured there)
+        self.kernels = (kernels or kernels_for()) if self.provider == "cpu" and not exact else None
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
-                                       row_invariant=row_invariant and self.provider == "cpu")
+                                       row_invariant=row_invariant and self.provider == "cpu",
+                                       kernels=self.kernels or Kernels(fold_zero_points=False))
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
-        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike)
-        self.rows_alike = exact or options.rows_alike
+        # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
+        self.row_invariant = exact or options.row_invariant_graph
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()
@@ -123,7 +130,7 @@ class DecoderSession:
         self._binding = self._session.io_binding()
         caches = graph.layer_caches(self.config)
         # one slot more than the context: a row-invariant step writes a spare row after
-        # the new tokens (engine.graph.decoder.DecoderOptions.rows_alike)
+        # the new tokens (engine.graph.kernels, 3.)
         cache_shape = (1, self.config.n_kv_heads, max_cache_len + 1, self.config.head_dim)
         self._kv_buffers = []
         for names in caches:
@@ -172,13 +179,20 @@ class DecoderSession:
         rows = dequantize(self._token_embd.raw[ids], self._token_embd.ggml_type)
         return np.asarray(rows, dtype=np.float32).reshape(len(ids), hidden)
 
+    @property
+    def cache_len(self) -> int:
+        return len(self.keys)
+
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
-                rows: int | None = None, cancel: threading.Event | None = None) -> DecoderStep:
+                rows: int | None = None, keys: Sequence[Hashable] | None = None,
+                cancel: threading.Event | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
-        runs on those rows only). Setting ``cancel`` (a CancelEvent) stops the run mid-way
-        (a long prefill is one run) and raises Cancelled; the cache is left as it was."""
+        runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
+        by default the ids fed (embeddings: keys no prompt matches). Setting ``cancel``
+        (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
+        Cancelled; the cache is left as it was."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -196,6 +210,9 @@ class DecoderSession:
             raise ValueError(f"positions of shape {positions.shape} do not match {n} tokens")
         if rows is not None and not 1 <= rows <= n:
             raise ValueError(f"rows={rows} asks for logits of more rows than the {n} fed")
+        keys = _slot_keys(input_ids, n) if keys is None else list(keys)
+        if len(keys) != n:
+            raise ValueError(f"{len(keys)} keys for {n} tokens")
         cfg = self.config
         angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
         self._cos[past:total] = np.cos(angles)  # [S, D/2]
@@ -220,7 +237,7 @@ class DecoderSession:
                 if run_options.terminate:  # ONNX Runtime's "terminate flag" failure
                     raise Cancelled("cancelled") from error
                 raise
-        self.cache_len = total
+        self.keys.extend(keys)
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
         logits = outputs[0].numpy()  # [1, S or N, V]
@@ -231,11 +248,32 @@ class DecoderSession:
         hidden = outputs[1].numpy() if self.layer_stats else None
         return DecoderStep(logits=logits, hidden=hidden)
 
+    def keep_prefix(self, keys: Sequence[Hashable]) -> int:
+        """Keep the longest cached prefix that ``keys`` start with (a later turn of the
+        same conversation); returns its length, the slots the next forward need not run."""
+        n = 0
+        for held, wanted in zip(self.keys, keys, strict=False):
+            if held != wanted:
+                break
+            n += 1
+        self.truncate(n)
+        return n
+
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` cached tokens (a shared prefix); later rows are overwritten."""
         if not 0 <= n <= self.cache_len:
             raise ValueError(f"cannot truncate a cache of {self.cache_len} tokens to {n}")
-        self.cache_len = n
+        del self.keys[n:]
 
     def reset(self) -> None:
-        self.cache_len = 0
+        self.keys.clear()
+
+
+class _Unmatched:
+    """The key of a slot fed as an embedding without keys: equal to nothing but itself."""
+
+
+def _slot_keys(input_ids, n: int) -> list[Hashable]:
+    if input_ids is None:
+        return [_Unmatched() for _ in range(n)]
+    return [int(i) for i in np.asarray(input_ids).reshape(-1)]

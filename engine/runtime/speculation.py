@@ -11,32 +11,29 @@ Otherwise ``auto`` is prompt lookup, which drafts nothing (costs only its search
 the context offers nothing to copy.
 
 Every choice keeps the answer only where a verify step of k rows computes each row as a
-one-token step does (``DecoderSession.rows_alike``): to the bit in fast CPU mode (the graph
-is built for it, engine.graph.decoder.DecoderOptions.rows_alike), to ~1e-5 in exact mode.
+one-token step does (``DecoderSession.row_invariant``): to the bit in fast CPU mode (the
+graph is built for it, engine.graph.kernels, 3.), to ~1e-5 in exact mode.
 On CUDA ONNX Runtime's one-row and many-row kernels round differently, and later layers
 amplify that to ~0.2 in the logits, which flips near-tie tokens (CoreML is unmeasured);
 ``auto`` stays off there, and an explicit ``ngram`` or draft model runs with
-UNLIKE_ROWS_NOTE said to the user.
+ROW_VARIANT_NOTE said to the user.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from engine.errors import GenerationError, LanternError
+from engine.errors import GenerationError, LanternError, Remedy
 from engine.gguf.reader import read_gguf
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
-
-if TYPE_CHECKING:
-    from engine.runtime.loader import LoadedModel
-    from engine.store import Store
+from engine.runtime.loader import LoadedModel, load_model
+from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
-UNLIKE_ROWS_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
-                    "from one-token steps, so a near-tie token may differ from --speculate "
-                    "off; the CPU provider keeps the answer identical")
+ROW_VARIANT_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
+                    "from one-token steps, so a near-tie token may differ from an answer "
+                    "without speculation; the CPU provider keeps the answer identical")
 AUTO_OFF_NOTE = ("speculation off: auto drafts only where it cannot change the answer, and on "
                  "this provider a verify step rounds differently (the CPU provider drafts)")
 TYPICAL_ACCEPTANCE = 0.7
@@ -64,14 +61,14 @@ def _plain(value: object) -> object:
     return tuple(_plain(v) for v in value)  # type: ignore[union-attr]
 
 
-def make_drafter(choice: str, target_path: Path, *, rows_alike: bool = True,
+def make_drafter(choice: str, target_path: Path, *, row_invariant: bool = True,
                  load_draft: Callable[[str], tuple[object, Path]] | None = None,
                  candidates: Callable[[], list[tuple[str, Path]]] | None = None) -> Drafter | None:
-    """The drafter for ``choice`` (None: plain decoding). ``rows_alike``: the target's verify
+    """The drafter for ``choice`` (None: plain decoding). ``row_invariant``: the target's verify
     rows equal its one-token steps (``auto`` drafts only then). ``load_draft(name)`` loads
     a store model and returns its decoder and GGUF path; ``candidates()`` lists (name, GGUF
     path) of store models that ``auto`` may consider."""
-    if choice == "off" or (choice == "auto" and not rows_alike):
+    if choice == "off" or (choice == "auto" and not row_invariant):
         return None
     if choice == "ngram":
         return PromptLookup()
@@ -81,13 +78,14 @@ def make_drafter(choice: str, target_path: Path, *, rows_alike: bool = True,
             return PromptLookup()
         choice = best
     if load_draft is None:
-        raise GenerationError(f"--speculate {choice}: draft models need a model store")
+        raise GenerationError(f"speculate={choice}: draft models need a model store",
+                              remedy=Remedy.SPECULATE)
     decoder, path = load_draft(choice)
     if vocabulary_signature(path) != vocabulary_signature(target_path):
         raise GenerationError(
             f"{choice} cannot draft for this model: their vocabularies differ (token list or "
-            "special ids); pick a model of the same family, or --speculate ngram"
-        )
+            "special ids); pick a model of the same family, or prompt lookup (ngram)",
+            remedy=Remedy.SPECULATE)
     return DraftModel(decoder, draft_cost=draft_cost(path, target_path))
 
 
@@ -95,13 +93,13 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
                 requantize: str | None = None) -> Drafter | None:
     """``choice`` for a loaded target model; draft models come from ``store`` (None: a bare
     GGUF target, which can use off, ngram and auto only)."""
-    from engine.runtime.loader import load_model
 
     def load_draft(name: str):
         if store is None:
             raise GenerationError(f"speculate={name}: a draft model needs a model from the "
-                                  "store as target, not a bare .gguf file")
-        draft = load_model(store.get(name), num_ctx=model.decoder.max_cache_len,
+                                  "store as target, not a bare .gguf file",
+                                  remedy=Remedy.SPECULATE)
+        draft = load_model(store.get(name), num_ctx=model.num_ctx,
                            requantize=requantize)
         return draft.decoder, draft.gguf.path
 
@@ -112,15 +110,15 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
             return []
         return [(m.name.display, m.model_path) for m in models]
 
-    return make_drafter(choice, model.gguf.path, rows_alike=model.decoder.rows_alike,
+    return make_drafter(choice, model.gguf.path, row_invariant=model.row_invariant,
                         load_draft=load_draft, candidates=candidates)
 
 
-def speculation_note(choice: str, rows_alike: bool) -> str | None:
+def speculation_note(choice: str, row_invariant: bool) -> str | None:
     """What the user should know about ``choice`` for a model, if anything."""
-    if rows_alike or choice == "off":
+    if row_invariant or choice == "off":
         return None
-    return AUTO_OFF_NOTE if choice == "auto" else UNLIKE_ROWS_NOTE
+    return AUTO_OFF_NOTE if choice == "auto" else ROW_VARIANT_NOTE
 
 
 def draft_cost(draft: Path, target: Path) -> float:

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
-from engine.runtime.events import Event
-from engine.runtime.sampler import Options
+from engine.chat.events import Event
+from engine.chat.options import Options
 
 
 class Capability(Enum):
