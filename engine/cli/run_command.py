@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.cli import add_models_dir
+from engine.cli.format_option import HELP as FORMAT_HELP
+from engine.cli.format_option import split_formats
 from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.records import chosen_options
@@ -54,7 +56,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stop", action="append", metavar="S", help="stop string (repeatable)")
     p.add_argument("--top-logprobs", type=int, default=0, metavar="K",
                    help="with --format jsonl: the K (<= 20) most likely tokens at each step")
-    p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--format", action="append", default=[], metavar="FORMAT",
+                   help=FORMAT_HELP)
     p.add_argument("--think", nargs="?", const="true", metavar="true|false|high|medium|low",
                    type=parse_think,
                    help="thinking models: think first (default: the template's own choice)")
@@ -87,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
+    args.format, answer_format = split_formats(args.format)
     overrides = _overrides(args)
     num_top = max(5, args.top_logprobs)
     if args.server:
@@ -99,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         params: dict = {}
         chat = model.open_session(Options.resolve(params, overrides), args.system, num_top)
         chat.think = args.think
+        chat.format = answer_format
     else:
         source = resolve_source(args.model, args.models_dir)
         params = dict(getattr(source, "params", {}) or {})
@@ -108,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
         if args.requantize or args.verbose:
             print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
         chat = ChatSession(model, options, system=args.system, num_top=num_top,
-                           think=args.think, drafter=_drafter(args, model))
+                           think=args.think, drafter=_drafter(args, model),
+                           format=answer_format)
         if args.verbose:
             name = getattr(chat.drafter, "name", "off")
             print(f"note: speculative decoding: {name}", file=sys.stderr)

@@ -16,6 +16,7 @@ from engine.remote.http import get_json, post_json
 from engine.remote.images import RemoteImage
 from engine.remote.openai_api import server_tokens
 from engine.remote.records import Delta, Finish, RemoteModelInfo, chosen_options
+from engine.runtime.constraint import JSON, Format
 from engine.runtime.sampler import Options
 
 CHAT_PATH = "/api/chat"
@@ -57,7 +58,7 @@ def describe(connection: Connection, name: str) -> RemoteModelInfo:
 
 
 def chat_body(model: str, messages: Sequence[dict], options: Options, top_logprobs: int,
-              stream: bool = True) -> dict:
+              stream: bool = True, answer_format: Format | None = None) -> dict:
     body: dict = {
         "model": model,
         "messages": [_message(m) for m in messages],
@@ -67,6 +68,8 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
     if top_logprobs > 0:
         body["logprobs"] = True
         body["top_logprobs"] = min(top_logprobs, MAX_TOP_LOGPROBS)
+    if answer_format is not None:
+        body["format"] = answer_format if answer_format == JSON else dict(answer_format)
     return body
 
 

@@ -13,6 +13,7 @@ from engine.remote.connection import Connection
 from engine.remote.http import get_json
 from engine.remote.images import RemoteImage
 from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken, chosen_options
+from engine.runtime.constraint import JSON, Format
 from engine.runtime.sampler import Options
 from engine.tokenizer.byte_level import shown_bytes
 
@@ -38,7 +39,7 @@ def list_models(connection: Connection) -> list[RemoteModelInfo]:
 
 
 def chat_body(model: str, messages: Sequence[dict], options: Options, top_logprobs: int,
-              stream: bool = True) -> dict:
+              stream: bool = True, answer_format: Format | None = None) -> dict:
     """The request for one answer. messages: {role, content, images: [RemoteImage]}."""
     body: dict = {"model": model, "messages": [_message(m) for m in messages],
                   "stream": stream}
@@ -54,6 +55,11 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
         body["top_logprobs"] = min(top_logprobs, MAX_TOP_LOGPROBS)
     if stream:
         body["stream_options"] = {"include_usage": True}    # the prompt's token count
+    if answer_format == JSON:
+        body["response_format"] = {"type": "json_object"}
+    elif answer_format is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "answer", "schema": dict(answer_format), "strict": True}}
     return body
 
 

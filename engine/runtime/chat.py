@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from engine.errors import GenerationError
 from engine.runtime.backend import Capability
 from engine.runtime.check import CheckReport, check_against_reference
+from engine.runtime.constraint import Constraint, Format
 from engine.runtime.drafters import Drafter
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
@@ -59,6 +60,7 @@ class ChatSession:
     think: bool | str | None = None # Ollama's option; None: the template's default
     cancel_event: threading.Event = field(default_factory=threading.Event)
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
+    format: Format | None = None    # structured output: "json" or a JSON schema
 
     def __post_init__(self) -> None:
         # the cache record belongs to the model: every session on it sees what the one KV
@@ -100,7 +102,8 @@ class ChatSession:
         return self._split_thinking(prompt, self._generator.run(
             prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
             load_duration=self._take_load_duration(),
-            max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter))
+            max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter,
+            constraint=self._constraint()))
 
     def check_against_reference(self) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
@@ -146,6 +149,7 @@ class ChatSession:
                 load_duration=self._take_load_duration(),
                 max_cache_len=self.model.decoder.max_cache_len,
                 drafter=self.drafter,
+                constraint=self._constraint(),
             )):
                 started = True
                 if isinstance(event, TokenEvent):
@@ -182,6 +186,9 @@ class ChatSession:
                     yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
                                       "switch for thinking (think=false is ignored)")
             yield event
+
+    def _constraint(self) -> Constraint | None:
+        return None if self.format is None else Constraint(self.model.tokenizer, self.format)
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does

@@ -23,6 +23,7 @@ from engine.runtime.stops import StopMatcher
 from engine.tokenizer import StreamDecoder
 
 if TYPE_CHECKING:
+    from engine.runtime.constraint import Constraint
     from engine.runtime.drafters import Drafter
 
 MAX_TOP_LOGPROBS = 20
@@ -112,12 +113,14 @@ class Generator:
         load_duration: int = 0,
         max_cache_len: int | None = None,
         drafter: Drafter | None = None,
+        constraint: Constraint | None = None,
     ) -> Iterator[Event]:
         """Prefill, then decode. With a ``drafter`` each step feeds the last token plus the
         drafter's guesses in one verify forward (logits at those rows only), keeps the
         guesses the sampler's exact acceptance rule keeps, and rolls the cache back over
         the rest: the tokens have the distribution of plain decoding (greedy: the same
-        tokens), and each event carries the target's own logits at its position."""
+        tokens), and each event carries the target's own logits at its position. A
+        ``constraint`` (structured output) masks every pick, drafted rows included."""
         cancel = cancel or threading.Event()
         num_top = min(max(num_top, 1), MAX_TOP_LOGPROBS)
         limit = min(options.num_ctx, max_cache_len or options.num_ctx)
@@ -127,7 +130,7 @@ class Generator:
                 "shorten it or raise num_ctx"
             )
         start = time.perf_counter_ns()
-        sampler = Sampler(options)
+        sampler = Sampler(options, constraint)
         stream = StreamDecoder(self.tokenizer)
         stops = StopMatcher(options.stop)
         history = [int(i) for i in prompt.ids]

@@ -3,7 +3,9 @@
 For the few tokens worth showing (the chosen one and the best by raw and by penalised
 logit): the raw logit, the logit after penalties, after temperature, which of top-k /
 typical-p / top-p / min-p kept it, and its final probability; plus how many candidates
-each step left and whether the pick was greedy (temperature 0) or a draw.
+each step left and whether the pick was greedy (temperature 0) or a draw. Under a schema
+(structured output) also how many tokens it removed and whether the model's own top-1 was
+one of them: then the token was forced by the schema, not chosen by the model.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class SamplerReasons:
     survivors: tuple[int, ...]       # candidates left after each of FILTERS (greedy: none)
     candidates: tuple[Candidate, ...]  # the chosen token first, then by raw logit
     options: Options
+    schema_removed: int | None = None  # tokens the schema disallowed (None: no schema)
+    schema_forced: bool = False      # the raw top-1 was one of them
 
     @property
     def raw_top(self) -> Candidate:
@@ -53,17 +57,22 @@ class SamplerReasons:
         else:
             text = (f"drawn at temperature {o.temperature:g} from {self.survivors[-1]} "
                     f"candidate(s), p = {chosen.probability:.3f}")
+        if self.schema_removed is not None:
+            text += f"; the schema removed {self.schema_removed} candidate(s)"
         best = self.raw_top
         if best.id != chosen.id:
             why = []
-            if best.penalized_logit != best.raw_logit:
-                why.append(f"penalties (repeat {o.repeat_penalty:g}, presence "
-                           f"{o.presence_penalty:g}, frequency {o.frequency_penalty:g}) took "
-                           f"it from {best.raw_logit:.3f} to {best.penalized_logit:.3f}")
-            if not self.greedy:
-                why.append("the draw picked another candidate" if all(best.kept) else
-                           "dropped by " + ", ".join(f for f, k in zip(FILTERS, best.kept,
-                                                                        strict=True) if not k))
+            if self.schema_forced:
+                why.append("forced by the schema, which does not allow it")
+            else:
+                if best.penalized_logit != best.raw_logit:
+                    why.append(f"penalties (repeat {o.repeat_penalty:g}, presence "
+                               f"{o.presence_penalty:g}, frequency {o.frequency_penalty:g}) took "
+                               f"it from {best.raw_logit:.3f} to {best.penalized_logit:.3f}")
+                if not self.greedy:
+                    why.append("the draw picked another candidate" if all(best.kept) else
+                               "dropped by " + ", ".join(
+                                   f for f, k in zip(FILTERS, best.kept, strict=True) if not k))
             text += f"; the raw top-1 {best.piece!r} was not chosen: " + "; ".join(why)
         return text
 
@@ -71,6 +80,8 @@ class SamplerReasons:
         return {
             "greedy": self.greedy, "chosen": self.chosen, "summary": self.summary,
             "survivors": dict(zip(FILTERS, self.survivors, strict=False)),
+            **({"schema": {"removed": self.schema_removed, "forced": self.schema_forced}}
+               if self.schema_removed is not None else {}),
             "candidates": [
                 {"id": c.id, "token": c.piece, "raw_logit": c.raw_logit,
                  "penalized_logit": c.penalized_logit, "scaled_logit": c.scaled_logit,
@@ -110,7 +121,11 @@ def explain(trace: SampleTrace, options: Options, piece: Callable[[int], str],
                   tuple(bool(k) for k in kept[n]), probability[i], int(i) == chosen)
         for n, i in enumerate(watch)
     )
-    return SamplerReasons(greedy, chosen, survivors, candidates, options)
+    removed = forced = None
+    if trace.allowed is not None:
+        removed = int(len(trace.allowed) - np.count_nonzero(trace.allowed))
+        forced = not bool(trace.allowed[int(np.argmax(raw))])
+    return SamplerReasons(greedy, chosen, survivors, candidates, options, removed, bool(forced))
 
 
 def _watched(raw: np.ndarray, penalized: np.ndarray, chosen: int, shown: int,

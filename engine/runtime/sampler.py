@@ -16,10 +16,14 @@ import math
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.errors import GenerationError
+
+if TYPE_CHECKING:
+    from engine.runtime.constraint import Constraint
 
 # Ollama options that steer its own runner or hardware, and ones it has retired: a
 # Modelfile may carry them, they mean nothing to this engine, so they are accepted and
@@ -246,10 +250,12 @@ def draw(c: Candidates, rng: np.random.Generator) -> int:
 
 
 class Sampler:
-    """Picks tokens for one generation; a fixed seed makes the picks reproducible."""
+    """Picks tokens for one generation; a fixed seed makes the picks reproducible. A
+    ``constraint`` (structured output) masks each step and follows every pick."""
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, constraint: "Constraint | None" = None):
         self.options = options
+        self.constraint = constraint
         seed = None if options.seed == -1 else options.seed % 2**64
         self.rng = np.random.default_rng(seed)
 
@@ -261,6 +267,8 @@ class Sampler:
         c = self.distribution(logits, history, trace)
         token = int(c.ids[0]) if self.options.temperature <= 0.0 else draw(c, self.rng)
         _record_pick(trace, c, token, self.options.temperature <= 0.0)
+        if self.constraint is not None:
+            self.constraint.advance(token)
         return token
 
     def verify(self, logits: np.ndarray, history: Sequence[int], drafted: int,
@@ -288,6 +296,8 @@ class Sampler:
                                                   c.logits).astype(np.float32))
                 token = draw(rest, self.rng)
         _record_pick(trace, c, token, self.options.temperature <= 0.0)
+        if self.constraint is not None:
+            self.constraint.advance(token)
         return token, token == drafted
 
     def distribution(self, logits: np.ndarray, history: Sequence[int] = (),
@@ -301,6 +311,10 @@ class Sampler:
             )
         if trace is not None:
             trace.raw = logits
+        if self.constraint is not None:  # before every transform: they see only valid tokens
+            logits, allowed = self.constraint.mask(logits)
+            if trace is not None:
+                trace.allowed = allowed
         logits = penalize(
             logits,
             history,
@@ -329,8 +343,9 @@ class Sampler:
 
 
 class SampleTrace:
-    """What one Sampler.sample call saw and kept: the raw and penalised logits [V], then
-    each step's survivors in order, (step, candidates).
+    """What one Sampler.sample call saw and kept: the raw and penalised logits [V], the
+    tokens a schema allowed (bool [V], None without one), then each step's survivors in
+    order, (step, candidates).
 
     Filled by the sampler itself while it picks, so an explanation built from it
     (engine.runtime.reasons) is the pick's own account, not a re-run. Holding the
@@ -340,6 +355,7 @@ class SampleTrace:
     def __init__(self) -> None:
         self.raw: np.ndarray | None = None
         self.penalized: np.ndarray | None = None
+        self.allowed: np.ndarray | None = None
         self.steps: list[tuple[str, Candidates]] = []
 
     def record(self, step: str, candidates: Candidates) -> None:

@@ -1,0 +1,130 @@
+"""Structured output: a JSON schema (or any JSON object) enforced while sampling.
+
+Ollama's ``format`` option: ``"json"`` or a JSON schema. llguidance (BENCHMARKS.md,
+"Structured output") turns it into a grammar over this model's own vocabulary and, at
+each step, into a mask of the tokens that keep the answer valid. The sampler sets every
+other logit to -inf before any of its transforms, so the pick, its probability and the
+reasons are those of the constrained distribution; the stop tokens are allowed exactly
+when the grammar accepts, so an answer that stops has parsed.
+
+Speculative decoding needs nothing more: the sampler judges a verify step's rows one by
+one and advances the constraint with each token it keeps, so row i is masked after
+exactly the tokens before it, as plain decoding would mask it.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Mapping
+
+import numpy as np
+
+from engine.errors import GenerationError
+from engine.tokenizer import Tokenizer
+
+JSON = "json"
+# Ollama's "json" format is llama.cpp's json.gbnf, whose root is an object
+ANY_OBJECT: dict = {"type": "object"}
+
+Format = str | Mapping  # "json", or a JSON schema
+# whitespace between JSON's tokens as llama.cpp's json.gbnf (so Ollama) allows it: a space,
+# or a newline and up to 20 spaces or tabs; never unbounded, so a model cannot pad forever
+WHITESPACE = r"(?: |\n[ \t]{0,20})"
+
+_GRAMMAR_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def parse_format(text: str) -> Format:
+    """A format as a person writes it: ``json``, or a JSON schema's text."""
+    stripped = text.strip()
+    if stripped == JSON:
+        return JSON
+    try:
+        value = json.loads(stripped)
+    except json.JSONDecodeError as error:
+        raise GenerationError(f"the schema is not valid JSON: {error.msg} at line "
+                              f"{error.lineno}, column {error.colno}") from None
+    check_format(value)
+    return value
+
+
+def check_format(value: object) -> None:
+    """Raise GenerationError saying what is wrong when ``value`` cannot be enforced."""
+    grammar = _grammar(value)
+    import llguidance
+
+    error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
+    if error:
+        raise GenerationError(f"the schema cannot be enforced: {messages[0]}")
+
+
+def _grammar(value: object) -> str:
+    import llguidance
+
+    if value == JSON:
+        value = ANY_OBJECT
+    if not isinstance(value, Mapping):
+        raise GenerationError(f'a format is "json" or a JSON schema (an object), not {value!r}')
+    try:
+        return llguidance.LLMatcher.grammar_from_json_schema(
+            dict(value), overrides={"whitespace_pattern": WHITESPACE})
+    except ValueError as error:
+        raise GenerationError(f"the schema cannot be enforced: {error}") from None
+
+
+def format_text(value: Format | None) -> str:
+    """The inverse of ``parse_format`` (``""``: no format), for storing and showing."""
+    if value is None:
+        return ""
+    return JSON if value == JSON else json.dumps(value, ensure_ascii=False, indent=2)
+
+
+class Constraint:
+    """One answer's grammar state: which tokens may come next, advanced token by token."""
+
+    def __init__(self, tokenizer: Tokenizer, value: Format) -> None:
+        import llguidance
+
+        self.vocab_size = tokenizer.vocab_size
+        self._matcher = llguidance.LLMatcher(_grammar_tokenizer(tokenizer), _grammar(value))
+        if self._matcher.is_error():
+            raise GenerationError(f"the schema cannot be enforced: {self._matcher.get_error()}")
+        self._bits = np.zeros((self.vocab_size + 31) // 32, dtype=np.int32)
+
+    def allowed(self) -> np.ndarray:
+        """bool [V]: the tokens that keep the answer valid (stop tokens when it is complete)."""
+        self._matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        if self._matcher.is_error():
+            raise GenerationError(f"structured output failed: {self._matcher.get_error()}")
+        bits = np.unpackbits(self._bits.view(np.uint8), bitorder="little")
+        return bits[: self.vocab_size].view(bool)
+
+    def mask(self, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The logits with every disallowed token at -inf (a copy), and the allowed mask."""
+        allowed = self.allowed()
+        if not allowed.any():
+            raise GenerationError("structured output failed: the schema allows no token here")
+        return np.where(allowed, logits, np.float32(-np.inf)).astype(np.float32), allowed
+
+    def advance(self, token: int) -> None:
+        """The sampler picked ``token`` (always one the mask allowed)."""
+        if not self._matcher.consume_token(token):
+            raise GenerationError(f"structured output failed: {self._matcher.get_error()}")
+
+    @property
+    def done(self) -> bool:
+        """The answer so far is complete JSON that the schema accepts."""
+        return self._matcher.is_accepting()
+
+
+def _grammar_tokenizer(tokenizer: Tokenizer):
+    """llguidance's view of the vocabulary (built once per tokenizer: about a second)."""
+    found = _GRAMMAR_TOKENIZERS.get(tokenizer)
+    if found is None:
+        import llguidance
+
+        found = llguidance.LLTokenizer(tokenizer.backend.to_str(), n_vocab=tokenizer.vocab_size,
+                                       eos_token=sorted(tokenizer.stop_ids))
+        _GRAMMAR_TOKENIZERS[tokenizer] = found
+    return found
