@@ -229,3 +229,19 @@ def test_cli_prints_a_valid_answer_and_per_token_lines(demo_05b, tmp_path):
     bad = subprocess.run([*base, "--format", "{oops"], capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 1 and "not valid JSON" in bad.stderr and "fix the schema" in bad.stderr
+
+
+def test_remote_engines_get_the_format_as_their_api_spells_it():
+    from engine.remote import ollama_api, openai_api
+
+    messages = [{"role": "user", "content": "Hi"}]
+    assert "format" not in ollama_api.chat_body("m", messages, Options(), 0)
+    assert ollama_api.chat_body("m", messages, Options(), 0, answer_format=JSON)["format"] == JSON
+    assert ollama_api.chat_body("m", messages, Options(), 0,
+                                answer_format=CITY)["format"] == CITY
+    assert "response_format" not in openai_api.chat_body("m", messages, Options(), 0)
+    assert openai_api.chat_body("m", messages, Options(), 0, answer_format=JSON)[
+        "response_format"] == {"type": "json_object"}
+    body = openai_api.chat_body("m", messages, Options(), 0, answer_format=CITY)
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {
+        "name": "answer", "schema": CITY, "strict": True}}

@@ -24,6 +24,7 @@ from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
 from engine.runtime.backend import Capability, ChatBackend, unavailable_reason
 from engine.runtime.chat import Message
+from engine.runtime.constraint import parse_format
 from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
@@ -80,6 +81,7 @@ class ConversationController(QObject):
         self.thinking_ns = 0         # engine time of this answer's thinking tokens
         self._logprobs: list[dict] = []
         self.draft_system, self.draft_options = "", {}   # a new chat's own settings
+        self.draft_format = ""
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
         self._saved_at = 0.0
         self._first_token = False
@@ -121,6 +123,20 @@ class ConversationController(QObject):
         conversation = self.history.conversation(self.conversation_id)
         return (conversation.system, dict(conversation.options)) if conversation else ("", {})
 
+    def conversation_format(self) -> str:
+        """This conversation's structured output: "", "json" or a JSON schema's text."""
+        if self.conversation_id is None:
+            return self.draft_format
+        conversation = self.history.conversation(self.conversation_id)
+        return conversation.format if conversation else ""
+
+    def set_conversation_format(self, text: str) -> None:
+        """Applies from the next answer on (set_conversation_settings tells the view)."""
+        if self.conversation_id is None:
+            self.draft_format = text
+        else:
+            self.history.set_format(self.conversation_id, text)
+
     def set_conversation_settings(self, system: str, options: dict) -> None:
         """Applies from the next answer on."""
         if self.conversation_id is None:
@@ -144,6 +160,7 @@ class ConversationController(QObject):
         self.stop(wait=True)
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
+        self.draft_format = ""
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
@@ -172,7 +189,8 @@ class ConversationController(QObject):
         self._require_idle()
         if self.conversation_id is None:
             conversation = self.history.create(title_of(text, images), self.model_name,
-                                               self.draft_system, self.draft_options)
+                                               self.draft_system, self.draft_options,
+                                               self.draft_format)
             self.conversation_id = conversation.id
             self.conversationChanged.emit(conversation.id)
         user_id = self.history.add(self.conversation_id, "user", text, images)
@@ -252,6 +270,8 @@ class ConversationController(QObject):
         session.options = options
         session.system = system or self.settings.system or None
         session.think = self.settings.think      # False: Ollama's think=false
+        answer_format = self.conversation_format()
+        session.format = parse_format(answer_format) if answer_format else None
         self.session = session
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels

@@ -83,7 +83,7 @@ class ChatPage(QWidget):
         system, options = controller.conversation_settings()
         self.header.show_conversation(stored.title if stored else "New chat",
                                       controller.model_name or (stored.model if stored else ""),
-                                      system, options)
+                                      system, options, controller.conversation_format())
         if controller.model is None:
             self.view.set_hint("Pick a model on the left (Ctrl+K) to start chatting.")
         else:
