@@ -19,6 +19,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
+from engine.documents import message_room, template_overhead, token_counter
 from engine.errors import GenerationError, ImageError
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
@@ -136,6 +137,20 @@ class ConversationController(QObject):
             self.draft_format = text
         else:
             self.history.set_format(self.conversation_id, text)
+
+    def count_tokens(self, text: str) -> tuple[int, bool]:
+        """Tokens of ``text`` with the current model (False: estimated, a server's model)."""
+        count, exact = token_counter(self.model)
+        return count(text), exact
+
+    def message_room(self) -> int:
+        """Tokens a new message may take in this conversation's context."""
+        system, own = self.conversation_settings()
+        options = Options.resolve(self.model.params if self.model else {},
+                                  {**self.settings.options, **own,
+                                   "num_ctx": self.settings.num_ctx})
+        return message_room(options.num_ctx, options.num_predict, template_overhead(
+            self.model, system or self.settings.system or None, self.settings.think))
 
     def set_conversation_settings(self, system: str, options: dict) -> None:
         """Applies from the next answer on."""

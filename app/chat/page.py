@@ -51,6 +51,8 @@ class ChatPage(QWidget):
         self.input.submitted.connect(self._submitted)
         self.input.stopRequested.connect(controller.stop)
         self.input.set_ready(False)
+        self.input.documents.count_tokens = controller.count_tokens
+        self.input.documents.message_room = controller.message_room
         controller.token.connect(self._on_token)
         controller.answerDone.connect(self._on_done)
         controller.answerFailed.connect(self._on_failed)

@@ -48,6 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer once and exit")
     p.add_argument("--image", action="append", default=[], metavar="PATH")
+    p.add_argument("--file", action="append", default=[], metavar="PATH",
+                   help="a document (text, source, .pdf, .docx) put into the prompt, "
+                        "repeatable")
+    p.add_argument("--truncate", action="store_true",
+                   help="with --file: cut the documents to fit the context instead of stopping")
     p.add_argument("--system", metavar="TEXT")
     p.add_argument("--raw", action="store_true", help="send PROMPT verbatim, no template")
     p.add_argument("--exact", action="store_true", help="fp32 activations, reference-exact")
@@ -125,6 +130,13 @@ def run(args: argparse.Namespace) -> int:
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
+    if args.file:
+        if prompt is None or args.raw:
+            raise GenerationError("--file needs a PROMPT (and no --raw): the documents go "
+                                  "into that message")
+        from engine.cli.file_option import with_files
+
+        prompt = with_files(prompt, args.file, chat, args.truncate)
     if prompt is not None:
         events = chat.raw(prompt) if args.raw else chat.send(prompt, images)
         done = _print_events(events, chat.cancel, args)
