@@ -40,13 +40,14 @@ def test_the_schema_editor_checks_as_it_is_typed_and_refuses_an_invalid_schema(q
     assert "Type a JSON schema" in editor.status.text()
     editor.schema.setPlainText('{"type": "object", "properties": {')
     assert "not valid JSON" in editor.status.text() and "Fix it" in editor.status.text()
+    assert not dialog.ok_button.isEnabled()
     dialog.accept()
     assert dialog.result() != dialog.DialogCode.Accepted
     assert "structured output: The schema is not valid JSON" in dialog.error.text()
     editor.schema.setPlainText('{"type": "wrong"}')
     assert "cannot be enforced" in editor.status.text()
     editor.schema.setPlainText(json.dumps(SCHEMA))
-    assert editor.status.text() == "The schema is valid."
+    assert editor.status.text() == "The schema is valid." and dialog.ok_button.isEnabled()
     dialog.accept()
     assert dialog.result() == dialog.DialogCode.Accepted
     assert json.loads(dialog.answer_format()) == SCHEMA

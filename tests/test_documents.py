@@ -144,7 +144,7 @@ def test_the_input_box_asks_before_cutting_a_document_that_does_not_fit(qtbot, t
     (tmp_path / "short.md").write_text("tiny note")
     box.attach([str(tmp_path / "short.md"), str(tmp_path / "long.txt")])
     assert [c.label.text() for c in box.documents.chips()] == [
-        "📄 short.md · 2 tokens", "📄 long.txt · 400 tokens"]
+        "short.md · 2 tokens", "long.txt · 400 tokens"]
     questions: list[str] = []
     box.documents.ask_truncate = lambda q: questions.append(q) or False   # Cancel
     box.editor.setPlainText("Summarize.")
@@ -213,7 +213,7 @@ def test_the_window_counts_with_the_models_tokenizer_and_keeps_the_document(
     window.chat.input.attach([str(notes)])
     tokens = len(window.controller.model.tokenizer.encode(read_document(notes).text))
     assert [c.label.text() for c in window.chat.input.documents.chips()] == [
-        f"📄 notes.docx · {tokens:,} tokens"]
+        f"notes.docx · {tokens:,} tokens"]
     done = send(qtbot, window, "What was decided?")
     assert done.done_reason in ("stop", "length")
     stored = window.history.messages(window.controller.conversation_id)[0]

@@ -44,7 +44,7 @@ class DocumentChip(QFrame):
         self.setToolTip(document.text[:400])
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 3, 3, 3)
-        self.label = QLabel(f"📄 {document.name} · {tokens}")
+        self.label = QLabel(f"{document.name} · {tokens}")
         layout.addWidget(self.label)
         remove = QToolButton()
         remove.setText("✕")

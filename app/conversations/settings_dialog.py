@@ -63,6 +63,10 @@ class ConversationSettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
+        self.ok_button = buttons.button(QDialogButtonBox.Ok)
+        self.format_editor.changed.connect(
+            lambda: self.ok_button.setEnabled(self.format_editor.error() is None))
+        self.ok_button.setEnabled(self.format_editor.error() is None)
 
     def system(self) -> str:
         return self.system_edit.toPlainText().strip()

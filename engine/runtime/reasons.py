@@ -54,6 +54,8 @@ class SamplerReasons:
         o = self.options
         if self.greedy:
             text = f"greedy (temperature 0): {chosen.piece!r} had the highest logit after penalties"
+            if self.schema_removed is not None:
+                text += " of the tokens the schema allows"
         else:
             text = (f"drawn at temperature {o.temperature:g} from {self.survivors[-1]} "
                     f"candidate(s), p = {chosen.probability:.3f}")
