@@ -245,3 +245,21 @@ def test_remote_engines_get_the_format_as_their_api_spells_it():
     body = openai_api.chat_body("m", messages, Options(), 0, answer_format=CITY)
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "answer", "schema": CITY, "strict": True}}
+
+
+def test_a_prompt_that_opens_thinking_gets_the_schema_after_think(tiny):
+    tokenizer = tiny.tokenizer
+    stops = sorted(tokenizer.stop_ids)
+    constraint = Constraint(tokenizer, BOUNDED[0], after="</think>")
+    logits = np.ones(tokenizer.vocab_size, dtype=np.float32)
+    for token in tokenizer.encode("Let me think. </think>"):
+        masked, allowed = constraint.mask(logits)
+        assert allowed is None and not constraint.done
+        assert np.isneginf(masked[stops]).all() and np.isfinite(np.delete(masked, stops)).all()
+        constraint.advance(token)
+    masked, allowed = constraint.mask(logits)
+    assert allowed is not None and allowed.sum() < 20         # now only JSON's first tokens
+    chat = ChatSession(tiny, Options(temperature=0), format=BOUNDED[0])
+    thinking = tiny.tokenize_raw("<|im_start|>assistant\n<think>\n")
+    assert chat._constraint(thinking)._waiting == b"</think>"
+    assert chat._constraint(tiny.tokenize_raw("<|im_start|>assistant\n"))._waiting is None

@@ -20,7 +20,7 @@ from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.generate import Generator, PromptTokens
 from engine.runtime.loader import LoadedModel
 from engine.runtime.sampler import Options
-from engine.runtime.thinking import ThinkingSplitter, prompt_opens_thinking
+from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
 from engine.vision.preprocess import ImageInput, preprocess
 
 
@@ -103,7 +103,7 @@ class ChatSession:
             prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
             load_duration=self._take_load_duration(),
             max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter,
-            constraint=self._constraint()))
+            constraint=self._constraint(prompt)))
 
     def check_against_reference(self) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
@@ -149,7 +149,7 @@ class ChatSession:
                 load_duration=self._take_load_duration(),
                 max_cache_len=self.model.decoder.max_cache_len,
                 drafter=self.drafter,
-                constraint=self._constraint(),
+                constraint=self._constraint(prompt),
             )):
                 started = True
                 if isinstance(event, TokenEvent):
@@ -187,8 +187,13 @@ class ChatSession:
                                       "switch for thinking (think=false is ignored)")
             yield event
 
-    def _constraint(self) -> Constraint | None:
-        return None if self.format is None else Constraint(self.model.tokenizer, self.format)
+    def _constraint(self, prompt: PromptTokens) -> Constraint | None:
+        """The answer's format; a prompt that opens thinking gets it after ``</think>``."""
+        if self.format is None:
+            return None
+        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        after = CLOSE_TAG if prompt_opens_thinking(tail) else None
+        return Constraint(self.model.tokenizer, self.format, after=after)
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does
