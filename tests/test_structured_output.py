@@ -263,3 +263,22 @@ def test_a_prompt_that_opens_thinking_gets_the_schema_after_think(tiny):
     thinking = tiny.tokenize_raw("<|im_start|>assistant\n<think>\n")
     assert chat._constraint(thinking)._waiting == b"</think>"
     assert chat._constraint(tiny.tokenize_raw("<|im_start|>assistant\n"))._waiting is None
+
+
+def test_interactive_set_format_and_noformat(capsys, tmp_path):
+    from types import SimpleNamespace
+
+    from engine.cli.run_command import _command
+
+    chat = SimpleNamespace(format=None)
+    _command(chat, "/set format json", {}, {})
+    assert chat.format == JSON and "Set format." in capsys.readouterr().out
+    (tmp_path / "s.json").write_text(json.dumps(CITY))
+    _command(chat, f"/set format {tmp_path / 's.json'}", {}, {})
+    assert chat.format == CITY
+    _command(chat, '/set format {"type": "nope"}', {}, {})
+    assert chat.format == CITY and "cannot be enforced" in capsys.readouterr().out
+    _command(chat, "/set format jsonl", {}, {})
+    assert chat.format == CITY and "takes json" in capsys.readouterr().out
+    _command(chat, "/set noformat", {}, {})
+    assert chat.format is None

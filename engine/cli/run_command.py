@@ -37,6 +37,8 @@ HELP = """Available commands:
   /set parameter NAME VALUE   set a generation option (e.g. /set parameter temperature 0)
   /set system TEXT            set the system message
   /set think | /set nothink   turn the model's thinking on or off
+  /set format json | SCHEMA.json | {...}   answers must be JSON (matching the schema)
+  /set noformat               free text again
   /show info                  show model details
   /clear                      forget the conversation
   /bye                        exit
@@ -377,6 +379,20 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
     elif words[:2] in (["/set", "think"], ["/set", "nothink"]):
         chat.think = words[1] == "think"
         print(f"Set '{words[1]}' mode.")
+    elif words[:2] == ["/set", "format"] and len(words) >= 3:
+        try:
+            shape = split_formats([text.split(None, 2)[2]])[1]
+        except LanternError as error:
+            print(f"Error: {error}")
+            return
+        if shape is None:
+            print("Error: /set format takes json, a schema file or schema text")
+            return
+        chat.format = shape
+        print("Set format.")
+    elif words[:2] == ["/set", "noformat"]:
+        chat.format = None
+        print("Disabled format.")
     elif words[:2] == ["/set", "system"] and len(words) >= 3:
         chat.system = text.split(None, 2)[2]
         print("Set system message.")
