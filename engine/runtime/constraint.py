@@ -119,7 +119,8 @@ class Constraint:
         allowed = self.allowed()
         if not allowed.any():
             raise GenerationError("structured output failed: the schema allows no token here")
-        return np.where(allowed, logits, np.float32(-np.inf)).astype(np.float32), allowed
+        masked = np.where(allowed, logits, np.float32(-np.inf))
+        return masked.astype(np.float32, copy=False), allowed
 
     def advance(self, token: int) -> None:
         """The sampler picked ``token`` (always one the mask allowed)."""
