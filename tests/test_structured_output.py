@@ -282,3 +282,19 @@ def test_interactive_set_format_and_noformat(capsys, tmp_path):
     assert chat.format == CITY and "takes json" in capsys.readouterr().out
     _command(chat, "/set noformat", {}, {})
     assert chat.format is None
+
+
+def test_lantern_run_sends_the_format_to_an_ollama_server(tmp_path, capsys):
+    from engine.cli import main
+    from tests.fixtures.fake_servers import BLOB, FakeOllama
+
+    schema_file = tmp_path / "schema.json"
+    schema_file.write_text(json.dumps(CITY))
+    with FakeOllama({"tiny:latest": {"blob": BLOB, "vision": False}}) as ollama:
+        assert main(["run", "--server", ollama.url, "tiny", "Hi", "--format", "jsonl",
+                     "--format", str(schema_file)]) == 0
+        assert ollama.requests[-1][2]["format"] == CITY
+        assert main(["run", "--server", ollama.url, "tiny", "Hi", "--format", "json"]) == 0
+        assert ollama.requests[-1][2]["format"] == JSON
+    lines = capsys.readouterr().out.splitlines()
+    assert json.loads(lines[0])["token"] and json.loads(lines[-2])["done"] is True
