@@ -42,11 +42,11 @@ from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import CallJob, JobRunner
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, TokenEvent
 from engine.errors import LanternError
 from engine.paths import data_dir
 from engine.remote.session import RemoteModel
-from engine.runtime.backend import Capability
-from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
 from engine.store.importer import import_gguf
@@ -385,12 +385,12 @@ class MainWindow(QMainWindow):
             self.status_provider.setToolTip(f"{model.name} runs on {entry.host}; the panel "
                                             "shows the server's log-probabilities")
         else:
-            weights = model.decoder.requantization
+            weights = model.requantization
             self.status_provider.setText(
-                f"{model.decoder.provider} · {'exact' if model.exact else 'fast'} · "
+                f"{model.provider} · {'exact' if model.exact else 'fast'} · "
                 + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
                 + f"loaded in {model.load_duration / 1e9:.1f} s")
-            self.status_provider.setToolTip(model.decoder.weights)
+            self.status_provider.setToolTip(model.weights)
         if self.settings.last_model != entry.name:
             self.settings = replace(self.settings, last_model=entry.name)
             self.controller.settings = self.settings

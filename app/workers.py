@@ -11,15 +11,16 @@ from collections.abc import Callable, Iterator
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
+from app.hints import explain
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.errors import LanternError
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 
 log = logging.getLogger(__name__)
 
 
 def _message(error: BaseException) -> str:
     if isinstance(error, LanternError):
-        return str(error)
+        return explain(error)
     return f"unexpected {type(error).__name__}: {error} (details in the log)"
 
 

@@ -12,10 +12,10 @@ import sys
 import numpy as np
 
 from benchmarks.agreement import WIDER
+from engine.chat.messages import Message
 from engine.remote.connection import Connection
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import open_remote_model
-from engine.runtime.chat import Message
 from engine.runtime.loader import load_model
 from tests.fixtures.demo_models import DEMO_MODELS, fetch
 from tests.fixtures.llama_server import llama_server

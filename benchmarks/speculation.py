@@ -74,10 +74,10 @@ WORKLOADS = {
 
 
 def lantern_engine(path, speculate: str, exact: bool):
+    from engine.chat.events import DoneEvent, TokenEvent
+    from engine.chat.options import Options
     from engine.runtime.chat import ChatSession
-    from engine.runtime.events import DoneEvent, TokenEvent
     from engine.runtime.loader import load_model
-    from engine.runtime.sampler import Options
     from engine.runtime.speculation import make_drafter
 
     model = load_model(path, num_ctx=2048, exact=exact)  # ORT: a thread per physical core

@@ -91,10 +91,10 @@ TEXT_KINDS = ("token_embd", "output", "attn_q", "attn_k", "attn_v", "attn_output
 
 
 def first_token_latency(args: argparse.Namespace) -> None:
+    from engine.chat.events import TokenEvent
+    from engine.chat.options import Options
     from engine.runtime.chat import ChatSession
-    from engine.runtime.events import TokenEvent
     from engine.runtime.loader import load_model
-    from engine.runtime.sampler import Options
 
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()

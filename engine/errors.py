@@ -1,12 +1,31 @@
 """One error hierarchy: the engine raises these with the values that explain the problem;
 the CLI and the app show ``str(error)`` as one readable line (no traceback).
 
-Every message names the thing that is wrong and what to do about it.
+Every message names the thing that is wrong and what to do about it, in neutral words:
+where the remedy is a choice of the user's, ``remedy`` names it, and the CLI (a flag,
+engine.cli.hints) and the app (a control, app.hints) add how to make it there.
 """
+
+from enum import Enum
+
+
+class Remedy(Enum):
+    """A choice of the user's that would fix an error."""
+
+    PLAIN_HTTP = "allow plain http for a registry"
+    SAME_WEIGHTS = "assert that a server runs the same weights"
+    API_KEY = "set a server's API key"
+    MODELS_DIR = "choose the model store's folder"
+    SPECULATE = "choose how to speculate"
+    TEMPLATE = "send the prompt through the model's template"
 
 
 class LanternError(Exception):
     """Base class of every error a user may see."""
+
+    def __init__(self, *args: object, remedy: Remedy | None = None) -> None:
+        super().__init__(*args)
+        self.remedy = remedy
 
 
 class InvalidName(LanternError):

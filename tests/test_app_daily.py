@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication
 from app.conversations.history import History
 from app.settings.store import Settings
 from app.window import MainWindow
-from engine.runtime.events import DoneEvent, TokenEvent
+from engine.chat.events import DoneEvent, TokenEvent
 from engine.store import Store
 from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
@@ -284,7 +284,7 @@ def test_ctrl_k_then_arrows_and_enter_load_another_model(qtbot, tmp_path, two_mo
 
 def test_the_conversation_settings_dialog_keeps_what_was_typed_and_checks_it(qtbot):
     from app.conversations.settings_dialog import ConversationSettingsDialog
-    from engine.runtime.sampler import Options
+    from engine.chat.options import Options
 
     dialog = ConversationSettingsDialog("Soup", "", {"seed": 7}, Options.resolve({}), "")
     qtbot.addWidget(dialog)

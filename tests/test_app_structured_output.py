@@ -13,7 +13,7 @@ import jsonschema
 from app.conversations.history import History
 from app.conversations.settings_dialog import ConversationSettingsDialog
 from app.conversations.transfer import import_json, to_json
-from engine.runtime.sampler import Options
+from engine.chat.options import Options
 from tests.test_app_daily import one_model, send, start  # noqa: F401 (fixture)
 
 SCHEMA = {"type": "object", "properties": {

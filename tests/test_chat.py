@@ -11,11 +11,12 @@ import time
 
 import pytest
 
+from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
+from engine.chat.messages import Message
+from engine.chat.options import Options
 from engine.cli import main
-from engine.runtime.chat import ChatSession, Message
-from engine.runtime.events import DoneEvent, NoticeEvent, TokenEvent
+from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
-from engine.runtime.sampler import Options
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 GREEDY = Options(temperature=0, num_predict=8)

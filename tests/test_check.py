@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import engine.runtime.decoder as runtime_decoder
+from engine.chat.events import DoneEvent
+from engine.chat.options import Options
 from engine.cli import main
 from engine.runtime.chat import ChatSession
-from engine.runtime.events import DoneEvent
 from engine.runtime.loader import load_model
-from engine.runtime.sampler import Options
 from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from engine.gguf import open_model
-from engine.reference import forward, layer_stats
+from engine.modelmath.stats import layer_stats
+from engine.reference import forward
 from engine.runtime.decoder import DecoderSession
 from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 

@@ -16,7 +16,7 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from app.chat.input_box import InputBox, Submission
 from app.conversations.history import History
-from engine.documents import (
+from engine.chat.documents import (
     Document,
     DocumentError,
     compose,

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError
 from engine.gguf import open_model
 from engine.inspect import continued, inspect_context
-from engine.runtime.generate import PromptTokens
 from engine.vision.preprocess import pixels, preprocess, smart_resize
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 

@@ -181,9 +181,9 @@ def test_failures_leave_the_store_as_it_was(tmp_path, registry, published, monke
             "cannot reach registry 127.0.0.1:[0-9]+ \\(connection refused\\)"
     elif case == "plain http refused":
         name, insecure = f"http://{published}", False
-        error, message = InvalidName, "plain-http registry; pass --insecure"
+        error, message = InvalidName, "plain-http registry; allow plain http"
     elif case == "https to an http registry":
-        insecure, error, message = False, RegistryError, "pass --insecure"
+        insecure, error, message = False, RegistryError, "allow plain http"
     elif case == "disk full at start":
         monkeypatch.setattr(pull.shutil, "disk_usage", lambda path: SimpleNamespace(free=1000))
         error, message = DiskFull, "not enough space .* free some space and pull again"

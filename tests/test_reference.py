@@ -11,15 +11,15 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLRotaryEmbedding
 
 from engine.gguf import GGUFModel, open_model
+from engine.modelmath.rope import apply_rope, inverse_frequencies, rope_angles
+from engine.modelmath.stats import layer_stats
 from engine.reference import (
     KVCache,
     ReferenceWeights,
     compare_layers,
     forward,
     greedy,
-    layer_stats,
 )
-from engine.reference.rope import apply_rope, inverse_frequencies, rope_angles
 from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 
 

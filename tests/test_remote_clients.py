@@ -15,14 +15,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from engine.chat.backend import Capability, ChatBackend
+from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
+from engine.chat.options import Options
 from engine.cli import main
-from engine.errors import RemoteError, StreamCut
+from engine.errors import Remedy, RemoteError, StreamCut
+from engine.launch import open_chat
 from engine.remote import openai_api
-from engine.remote.connection import Connection, detect_kind
+from engine.remote.connection import Connection
+from engine.remote.http import detect_kind
 from engine.remote.session import list_remote_models, open_remote_model
-from engine.runtime.backend import Capability, ChatBackend
-from engine.runtime.events import DoneEvent, NoticeEvent, TokenEvent
-from engine.runtime.sampler import Options
 from tests.fixtures.fake_servers import ANSWER, BLOB, FakeOllama
 
 GREEDY = Options(temperature=0.0)
@@ -57,7 +59,7 @@ def test_ollama_kind_is_detected_and_models_described(ollama):
 
 def test_ollama_chat_streams_the_servers_logprobs(ollama):
     model = open_remote_model(Connection(ollama.url), "tiny")     # ":latest" resolved by show
-    session = model.open_session(GREEDY, "Be brief.", num_top=3)
+    session = open_chat(model, GREEDY, system="Be brief.", num_top=3)
     assert isinstance(session, ChatBackend)
     assert session.capabilities == {Capability.LOGPROBS}
     tokens, done = answer(session)
@@ -75,7 +77,7 @@ def test_ollama_chat_streams_the_servers_logprobs(ollama):
 
 
 def test_ollama_regenerate_and_edit_resend_the_conversation(ollama):
-    session = open_remote_model(Connection(ollama.url), "tiny").open_session(GREEDY)
+    session = open_chat(open_remote_model(Connection(ollama.url), "tiny"), GREEDY)
     answer(session, "first")
     list(session.regenerate())
     assert [m["content"] for m in ollama.requests[-1][2]["messages"]] == ["first"]
@@ -91,7 +93,7 @@ def test_images_go_as_base64_to_a_vision_model(ollama, tmp_path):
 
     Image.new("RGB", (40, 30), "red").save(tmp_path / "red.png")
     model = open_remote_model(Connection(ollama.url), "eyes")
-    session = model.open_session(GREEDY)
+    session = open_chat(model, GREEDY)
     assert Capability.IMAGES in session.capabilities
     image = session.prepare_image(str(tmp_path / "red.png"), 1_000_000)
     list(session.send("what colour?", (image,)))
@@ -155,7 +157,7 @@ def test_401_names_the_key_and_never_shows_it():
         assert "wrong-key" not in str(caught.value)
         assert "wrong-key" not in repr(Connection(fake.url, "ollama", "wrong-key"))
         model = open_remote_model(Connection(fake.url, "ollama", "right-key"), "tiny")
-        tokens, _ = answer(model.open_session(GREEDY))
+        tokens, _ = answer(open_chat(model, GREEDY))
         assert len(tokens) == 4
         assert fake.requests[-1][1]["Authorization"] == "Bearer right-key"
 
@@ -167,7 +169,7 @@ def test_missing_model_is_a_message(ollama):
 
 def test_server_without_logprobs_says_so(ollama):
     ollama.mode = "no_logprobs"
-    session = open_remote_model(Connection(ollama.url), "tiny").open_session(GREEDY)
+    session = open_chat(open_remote_model(Connection(ollama.url), "tiny"), GREEDY)
     events = list(session.send("hi"))
     notices = [e.message for e in events if isinstance(e, NoticeEvent)]
     assert len(notices) == 1 and "sent no log-probabilities" in notices[0]
@@ -178,7 +180,7 @@ def test_server_without_logprobs_says_so(ollama):
 
 def test_stream_cut_keeps_the_partial_answer(ollama):
     ollama.mode = "cut"
-    session = open_remote_model(Connection(ollama.url), "tiny").open_session(GREEDY)
+    session = open_chat(open_remote_model(Connection(ollama.url), "tiny"), GREEDY)
     seen = []
     with pytest.raises(StreamCut, match="cut off after 2 token.*partial answer is kept"):
         for event in session.send("hi"):
@@ -197,7 +199,7 @@ def test_openai_stream_cut_before_done_is_detected():
 
 def test_stop_closes_a_slow_request(ollama):
     ollama.mode = "slow"                          # half a second per token
-    session = open_remote_model(Connection(ollama.url), "tiny").open_session(GREEDY)
+    session = open_chat(open_remote_model(Connection(ollama.url), "tiny"), GREEDY)
     events = session.send("hi")
     first = next(events)
     assert isinstance(first, TokenEvent)
@@ -256,6 +258,7 @@ def test_crosscheck_needs_the_same_weights_blob(tmp_path, ollama):
     with pytest.raises(RemoteError, match="is not the same weights as mine"):
         same_weights(gguf, "mine", other, True)        # a digest beats an assertion
     no_digest = other.__class__(other.connection, other.info.__class__("x"))
-    with pytest.raises(RemoteError, match="--same-weights"):
+    with pytest.raises(RemoteError, match="assert that they are mine's") as caught:
         same_weights(gguf, "mine", no_digest, False)
+    assert caught.value.remedy is Remedy.SAME_WEIGHTS
     assert "asserted by the user" in same_weights(gguf, "mine", no_digest, True)

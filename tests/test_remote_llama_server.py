@@ -16,12 +16,13 @@ import json
 
 import pytest
 
+from engine.chat.events import DoneEvent, TokenEvent
+from engine.chat.options import Options
 from engine.cli import main
+from engine.launch import open_chat
 from engine.remote.connection import Connection
 from engine.remote.http import post_json
 from engine.remote.session import open_remote_model
-from engine.runtime.events import DoneEvent, TokenEvent
-from engine.runtime.sampler import Options
 
 pytest.importorskip("llama_cpp.server", reason="needs llama-cpp-python[server] (test extra)")
 
@@ -47,8 +48,8 @@ def non_streamed(url: str, k: int) -> dict:
 def test_streamed_greedy_answer_equals_the_servers_own(server):
     non_streamed(server, 3)                                   # warm the prompt cache
     reference = non_streamed(server, 3)["choices"][0]
-    session = open_remote_model(Connection(server), ALIAS).open_session(
-        Options(temperature=0.0, num_predict=TOKENS), num_top=3)
+    session = open_chat(open_remote_model(Connection(server), ALIAS),
+                        Options(temperature=0.0, num_predict=TOKENS), num_top=3)
     events = list(session.send(PROMPT))
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     done = events[-1]

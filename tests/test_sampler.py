@@ -6,10 +6,10 @@ import math
 import numpy as np
 import pytest
 
+from engine.chat.options import Options
 from engine.errors import GenerationError
 from engine.runtime.sampler import (
     Candidates,
-    Options,
     Sampler,
     draw,
     logprobs,

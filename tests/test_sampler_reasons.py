@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.chat.options import Options
 from engine.runtime.reasons import explain
 from engine.runtime.sampler import (
     Candidates,
-    Options,
     Sampler,
     SampleTrace,
     min_p,

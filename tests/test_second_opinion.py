@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.cli import main
 from engine.gguf import open_model
 from engine.inspect import inspect_context
@@ -19,7 +20,6 @@ from engine.inspect.second_opinion import (
     missing,
     second_opinion,
 )
-from engine.runtime.generate import PromptTokens
 from engine.tokenizer import load_tokenizer
 
 TEXT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"

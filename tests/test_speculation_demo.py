@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.chat.options import Options
 from engine.runtime.loader import load_model
-from engine.runtime.sampler import Options
 from tests.test_speculation import Recording, eager, run
 
 CODE = '''def area(w, h):

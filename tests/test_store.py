@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import CorruptModel, DigestMismatch, MissingBlob, ModelNotFound
+from engine.errors import CorruptModel, DigestMismatch, MissingBlob, ModelNotFound, Remedy
 from engine.gojson import dumps, sorted_map
 from engine.store import Store
 from engine.store import manifest as mf
@@ -153,7 +153,7 @@ def test_missing_store_says_where_and_how(tmp_path):
         Store.open(tmp_path / "nowhere").list()
     message = str(caught.value)
     assert str(tmp_path / "nowhere") in message
-    assert "OLLAMA_MODELS" in message and "--models-dir" in message
+    assert "OLLAMA_MODELS" in message and caught.value.remedy is Remedy.MODELS_DIR
 
 
 def test_missing_model_blob_names_digest_and_manifest(builder):

@@ -15,15 +15,17 @@ import jsonschema
 import numpy as np
 import pytest
 
+from engine.chat.answer_format import JSON, check_format, format_text, parse_format
+from engine.chat.events import DoneEvent, TokenEvent
+from engine.chat.options import Options
 from engine.cli.format_option import split_formats
 from engine.errors import GenerationError
 from engine.runtime.chat import ChatSession
-from engine.runtime.constraint import JSON, Constraint, check_format, format_text, parse_format
+from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import PromptLookup
-from engine.runtime.events import DoneEvent, TokenEvent
 from engine.runtime.loader import load_model
 from engine.runtime.reasons import explain
-from engine.runtime.sampler import Options, Sampler, SampleTrace
+from engine.runtime.sampler import Sampler, SampleTrace
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 ANY_OBJECT = {"type": "object"}
@@ -271,16 +273,16 @@ def test_interactive_set_format_and_noformat(capsys, tmp_path):
     from engine.cli.run_command import _command
 
     chat = SimpleNamespace(format=None)
-    _command(chat, "/set format json", {}, {})
+    _command(chat, "/set format json", {})
     assert chat.format == JSON and "Set format." in capsys.readouterr().out
     (tmp_path / "s.json").write_text(json.dumps(CITY))
-    _command(chat, f"/set format {tmp_path / 's.json'}", {}, {})
+    _command(chat, f"/set format {tmp_path / 's.json'}", {})
     assert chat.format == CITY
-    _command(chat, '/set format {"type": "nope"}', {}, {})
+    _command(chat, '/set format {"type": "nope"}', {})
     assert chat.format == CITY and "cannot be enforced" in capsys.readouterr().out
-    _command(chat, "/set format jsonl", {}, {})
+    _command(chat, "/set format jsonl", {})
     assert chat.format == CITY and "takes json" in capsys.readouterr().out
-    _command(chat, "/set noformat", {}, {})
+    _command(chat, "/set noformat", {})
     assert chat.format is None
 
 

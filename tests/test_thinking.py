@@ -111,9 +111,9 @@ def thinking_model(tmp_path_factory):
 
 
 def run_session(model, think):
+    from engine.chat.events import DoneEvent, TokenEvent
+    from engine.chat.options import Options
     from engine.runtime.chat import ChatSession
-    from engine.runtime.events import DoneEvent, TokenEvent
-    from engine.runtime.sampler import Options
 
     chat = ChatSession(model, Options(temperature=0, num_predict=6), think=think)
     events = list(chat.send("Hello world"))
@@ -188,9 +188,9 @@ def test_the_terminal_shows_thinking_as_ollama_run_does(monkeypatch) -> None:
 
 
 def test_a_model_that_thinks_although_told_not_to_gets_a_notice(thinking_model, monkeypatch):
+    from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
+    from engine.chat.options import Options
     from engine.runtime.chat import ChatSession
-    from engine.runtime.events import DoneEvent, NoticeEvent, TokenEvent
-    from engine.runtime.sampler import Options
 
     pieces = ["<think>", "hm", "</think>", "Yes"]
 
@@ -216,14 +216,14 @@ QWEN3_LIKE_OLLAMA_IGNORING_THINK = (
 
 
 def test_interactive_set_think_and_nothink(thinking_model, capsys) -> None:
+    from engine.chat.options import Options
     from engine.cli.run_command import _command
     from engine.runtime.chat import ChatSession
-    from engine.runtime.sampler import Options
 
     chat = ChatSession(thinking_model, Options())
-    _command(chat, "/set nothink", {}, {})
+    _command(chat, "/set nothink", {})
     assert chat.think is False and "Set 'nothink' mode." in capsys.readouterr().out
-    _command(chat, "/set think", {}, {})
+    _command(chat, "/set think", {})
     assert chat.think is True
 
 

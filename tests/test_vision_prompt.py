@@ -11,11 +11,12 @@ import pytest
 import torch
 from PIL import Image
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError
 from engine.gguf import GGUFModel
 from engine.reference import forward as reference_forward
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import Generator, PromptTokens
+from engine.runtime.generate import Generator
 from engine.runtime.vision import VisionEncoder
 from engine.vision import ImageInput, preprocess
 from engine.vision.prompt import image_prompt

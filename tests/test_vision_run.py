@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from engine.chat.events import DoneEvent
+from engine.chat.options import Options
 from engine.cli import main
 from engine.runtime.chat import ChatSession
-from engine.runtime.events import DoneEvent
 from engine.runtime.loader import load_model
-from engine.runtime.sampler import Options
 from engine.store import Store
 from engine.vision.preprocess import preprocess
 from tests.fixtures.synthetic_gguf import write_model, write_qwen2vl_pair

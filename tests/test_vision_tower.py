@@ -14,6 +14,7 @@ from transformers.vision_utils import get_vision_position_ids, get_vision_window
 
 from engine.errors import ImageError
 from engine.gguf import GGUFModel
+from engine.modelmath import vision_grid
 from engine.reference import vision as reference
 from engine.runtime.vision import VisionEncoder
 from engine.vision import ImageInput, preprocess
@@ -110,7 +111,7 @@ GRIDS = [(2, 36), (14, 22), (32, 32), (16, 16), (74, 54), (8, 8), (6, 30)]
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
 def test_window_layout_matches_hf(model, grid):
     vision = model.config.vision
-    layout = reference.window_layout(*grid, vision)
+    layout = vision_grid.window_layout(*grid, vision)
     window_index, cu_seqlens = get_vision_window_index(
         torch.tensor([(1, *grid)]), spatial_merge_size=vision.spatial_merge_size,
         window_size=vision.window_size, patch_size=vision.patch_size)
@@ -123,4 +124,4 @@ def test_window_layout_matches_hf(model, grid):
 @pytest.mark.parametrize("grid", GRIDS, ids=lambda g: f"{g[0]}x{g[1]}")
 def test_patch_positions_match_hf(grid):
     expected = get_vision_position_ids(torch.tensor([(1, *grid)]), 2)
-    np.testing.assert_array_equal(reference.patch_positions(*grid, 2), expected.numpy())
+    np.testing.assert_array_equal(vision_grid.patch_positions(*grid, 2), expected.numpy())

@@ -1,5 +1,5 @@
 """One conversation at a time, on the engine side: the chat backend (the local engine's
-ChatSession or a server's RemoteChatSession, both engine.runtime.backend.ChatBackend), its
+ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History every half second and at the end, so quitting
@@ -19,17 +19,16 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, JobRunner
-from engine.documents import message_room, template_overhead, token_counter
+from engine.chat.answer_format import parse_format
+from engine.chat.backend import Capability, ChatBackend, unavailable_reason
+from engine.chat.documents import message_room, template_overhead, token_counter
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.messages import Message
 from engine.errors import GenerationError, ImageError
+from engine.launch import open_chat, options_for, speculate
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
-from engine.runtime.backend import Capability, ChatBackend, unavailable_reason
-from engine.runtime.chat import Message
-from engine.runtime.constraint import parse_format
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import LoadedModel
-from engine.runtime.sampler import Options
-from engine.runtime.speculation import drafter_for, speculation_note
 from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
@@ -146,9 +145,8 @@ class ConversationController(QObject):
     def message_room(self) -> int:
         """Tokens a new message may take in this conversation's context."""
         system, own = self.conversation_settings()
-        options = Options.resolve(self.model.params if self.model else {},
-                                  {**self.settings.options, **own,
-                                   "num_ctx": self.settings.num_ctx})
+        options = options_for(self.model, {**self.settings.options, **own,
+                                           "num_ctx": self.settings.num_ctx})
         return message_room(options.num_ctx, options.num_predict, template_overhead(
             self.model, system or self.settings.system or None, self.settings.think))
 
@@ -279,9 +277,9 @@ class ConversationController(QObject):
         self._first_token = True
         self._decode_ns = self._decoded = 0
         system, own = self.conversation_settings()
-        options = Options.resolve(self.model.params, {**self.settings.options, **own,
-                                                      "num_ctx": self.settings.num_ctx})
-        session = self.session or self.model.open_session(options, None, 5)
+        options = options_for(self.model, {**self.settings.options, **own,
+                                           "num_ctx": self.settings.num_ctx})
+        session = self.session or open_chat(self.model, options)
         session.options = options
         session.system = system or self.settings.system or None
         session.think = self.settings.think      # False: Ollama's think=false
@@ -294,11 +292,9 @@ class ConversationController(QObject):
         def events() -> Iterator[Event]:
             if (Capability.SPECULATION in session.capabilities and session.drafter is None
                     and self.settings.speculate != "off"):
-                session.drafter = drafter_for(self.settings.speculate, self.model,
-                                              Store.open(self.settings.models_dir),
-                                              requantize=self.settings.requantize or None)
-                note = speculation_note(self.settings.speculate,
-                                        self.model.decoder.rows_alike)
+                note = speculate(session, self.settings.speculate,
+                                 Store.open(self.settings.models_dir),
+                                 requantize=self.settings.requantize or None)
                 if session.drafter is not None and note:
                     yield NoticeEvent(note)
             if pending is not None:
@@ -403,7 +399,7 @@ class ConversationController(QObject):
         job = CallJob(lambda: cross_check(model, remote, messages, system,
                                           num_predict=num_predict,
                                           same_weights_asserted=same_weights,
-                                          num_ctx=model.decoder.max_cache_len))
+                                          num_ctx=model.num_ctx))
         job.result.connect(self._on_cross_check_result)
         job.failed.connect(self._on_cross_check_failed)
         self.check_job = job

@@ -13,7 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QToolButton, QWidget
 
-from engine.documents import Document, DocumentError, compose, fit, read_document
+from engine.chat.documents import Document, DocumentError, compose, fit, read_document
 
 # what the attach dialog offers besides images; any other file is tried as UTF-8 text
 DOCUMENT_PATTERNS = ("*.pdf", "*.docx", "*.txt", "*.md", "*.rst", "*.csv", "*.json", "*.yaml",

@@ -14,8 +14,8 @@ from app.chat.header import ConversationHeader
 from app.chat.input_box import InputBox, Submission
 from app.chat.view import ChatView, MessageWidget
 from app.conversations.history import StoredMessage
+from engine.chat.events import DoneEvent, TokenEvent
 from engine.errors import LanternError
-from engine.runtime.events import DoneEvent, TokenEvent
 
 DONE_NOTES = {"cancel": "stopped", "length": "cut off at the length limit"}
 

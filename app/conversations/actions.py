@@ -14,8 +14,8 @@ from app.chat.conversation import ConversationController
 from app.conversations import transfer
 from app.conversations.history import Snapshot
 from app.conversations.settings_dialog import ConversationSettingsDialog
+from engine.chat.options import Options
 from engine.errors import LanternError
-from engine.runtime.sampler import Options
 
 FILTERS = {"md": "Markdown (*.md)", "json": "JSON with log-probabilities (*.json)"}
 

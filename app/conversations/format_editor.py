@@ -10,8 +10,8 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QComboBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
+from engine.chat.answer_format import JSON, parse_format
 from engine.errors import LanternError
-from engine.runtime.constraint import JSON, parse_format
 
 MODES = (("off", "off: free text"), (JSON, "JSON: any JSON object"),
          ("schema", "schema: JSON that matches this schema"))

@@ -21,8 +21,8 @@ from PySide6.QtWidgets import (
 
 from app.conversations.format_editor import FormatEditor
 from app.settings.dialog import HINTS, SAMPLING, parse_option
+from engine.chat.options import Options
 from engine.errors import LanternError
-from engine.runtime.sampler import Options
 
 
 class ConversationSettingsDialog(QDialog):

@@ -20,7 +20,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.conversation import ConversationController
-from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, _table
+from app.hints import explain
+from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, table_view
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.models.list_model import ModelListModel
@@ -88,7 +89,7 @@ class CrossCheckDialog(QDialog):
             ],
             emphasis=lambda r: _emphasis(r, self.tolerance),
         )
-        self.table = _table(self.table_model, stretch_column=1)
+        self.table = table_view(self.table_model, stretch_column=1)
         self.table.horizontalHeader().setSectionResizeMode(4, QHeaderView.Fixed)
         self.table.horizontalHeader().resizeSection(4, 110)
         self.table.setItemDelegateForColumn(4, BarDelegate(self.table))
@@ -122,7 +123,7 @@ class CrossCheckDialog(QDialog):
             self.controller.cross_check(remote, self.same_weights.isChecked(),
                                         self.tokens.value())
         except LanternError as error:
-            self.show_failure(str(error))
+            self.show_failure(explain(error))
             return
         self.run_button.setEnabled(False)
         self._set_verdict(f"Asking {remote.connection.host}, then running Lantern…", None)

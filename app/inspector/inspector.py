@@ -16,10 +16,10 @@ from app.chat.conversation import ConversationController
 from app.inspector.inside_page import position_title
 from app.inspector.panel import DebugPanel
 from app.workers import CallJob, Job, JobRunner, ProgressJob
+from engine.chat.events import TokenEvent
+from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
 from engine.inspect.second_opinion import missing, second_opinion
-from engine.runtime.events import TokenEvent
-from engine.runtime.generate import PromptTokens
 from engine.vision.preprocess import pixels
 
 FAST_NOTE = ("Computed by the numpy fp32 reference (exact). The engine streams in fast "

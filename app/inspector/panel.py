@@ -43,7 +43,7 @@ from app.inspector.rows import (
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.widgets import action_row, hint, section
-from engine.runtime.backend import Capability, unavailable_reason
+from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
 FAILED_COLOUR = QColor(230, 80, 70, 70)
@@ -78,7 +78,7 @@ class BarDelegate(QStyledItemDelegate):
         super().paint(painter, option, index)
 
 
-def _table(model: RecordTableModel, stretch_column: int | None = None) -> QTableView:
+def table_view(model: RecordTableModel, stretch_column: int | None = None) -> QTableView:
     view = QTableView()
     view.setModel(model)
     view.verticalHeader().setVisible(False)
@@ -130,7 +130,7 @@ class DebugPanel(QDockWidget):
         self.tabs.addTab(self.inside, "Inside")
         self.tabs.addTab(self._layers_tab(), "Layers")
         self.tabs.addTab(self._reference_tab(), "Reference")
-        self.opinion = OpinionPage(_table)
+        self.opinion = OpinionPage(table_view)
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.reply: list = []                # TokenEvents of the latest answer
         # what each tab needs from the backend; a tab it cannot fill is disabled, and why
@@ -190,7 +190,7 @@ class DebugPanel(QDockWidget):
             ],
             emphasis=lambda r: CHOSEN_COLOUR if r.chosen else None,
         )
-        self.top_table = _table(self.top_model, stretch_column=0)
+        self.top_table = table_view(self.top_model, stretch_column=0)
         header = self.top_table.horizontalHeader()
         for column, width in ((2, 96), (3, 120)):
             header.setSectionResizeMode(column, QHeaderView.Fixed)
@@ -223,7 +223,7 @@ class DebugPanel(QDockWidget):
             ],
             emphasis=lambda r: CHOSEN_COLOUR if r.chosen else None,
         )
-        self.reasons_table = _table(self.reasons_model, stretch_column=0)
+        self.reasons_table = table_view(self.reasons_model, stretch_column=0)
         self.reasons_table.setItemDelegateForColumn(5, BarDelegate(self.reasons_table))
         self.reasons_table.setMinimumHeight(26 * 6)
         layout.addWidget(self.reasons_table)
@@ -328,7 +328,7 @@ class DebugPanel(QDockWidget):
             emphasis=lambda r: IMAGE_COLOUR if r.image else None,
             bold=False,
         )
-        self.prompt_table = _table(self.prompt_model, stretch_column=2)
+        self.prompt_table = table_view(self.prompt_model, stretch_column=2)
         self.prompt_table.clicked.connect(lambda index: self.promptRowClicked.emit(index.row()))
         layout.addWidget(self.prompt_table)
         return page
@@ -362,7 +362,7 @@ class DebugPanel(QDockWidget):
             *(Column(name, lambda r, i=i: _number(r.stats[i]), numeric=True)
               for i, name in enumerate(("mean", "std", "min", "max"))),
         ])
-        layout.addWidget(_table(self.stats_model, stretch_column=0))
+        layout.addWidget(table_view(self.stats_model, stretch_column=0))
         return page
 
     def show_layer_stats(self, stats) -> None:
@@ -403,7 +403,7 @@ class DebugPanel(QDockWidget):
             ],
             emphasis=lambda r: None if r.same else CHOSEN_COLOUR,
         )
-        self.pair_table = _table(self.pair_model)
+        self.pair_table = table_view(self.pair_model)
         header = self.pair_table.horizontalHeader()
         for column in (1, 3):
             header.setSectionResizeMode(column, QHeaderView.Stretch)
@@ -428,7 +428,7 @@ class DebugPanel(QDockWidget):
         )
         self.check_chart = LineChart("max |Δ| per layer (log scale)", log=True)
         layout.addWidget(self.check_chart)
-        self.check_table = _table(self.check_model)
+        self.check_table = table_view(self.check_model)
         self.check_table.setItemDelegateForColumn(3, BarDelegate(self.check_table))
         layout.addWidget(self.check_table, 1)
         return page

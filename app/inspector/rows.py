@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.chat.prompt_tokens import PromptTokens
+from engine.chat.reasons import FILTERS
 from engine.reference import layer_label
 from engine.runtime.check import CheckReport, TopCandidate
-from engine.runtime.generate import PromptTokens
-from engine.runtime.reasons import FILTERS
 
 TOP_ROWS = 5
 
@@ -98,7 +98,7 @@ def layer_rows(stats) -> list[LayerRow]:
 
 
 def kept_text(candidate) -> str:
-    """Which sampler filters dropped a candidate (engine.runtime.reasons.Candidate)."""
+    """Which sampler filters dropped a candidate (engine.chat.reasons.Candidate)."""
     if not candidate.kept:
         return "greedy: no filters"
     dropped = [name for name, kept in zip(FILTERS, candidate.kept, strict=True) if not kept]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt, Signal
 
+from app.hints import explain
 from app.workers import Job
 from engine.errors import LanternError
 from engine.gguf import open_model
@@ -138,7 +139,7 @@ def remote_entries(connection: Connection) -> list[ModelEntry]:
     try:
         connection, models = list_remote_models(connection)
     except LanternError as error:
-        return [ModelEntry(f"{connection.host} (server)", problem=str(error), checked=True,
+        return [ModelEntry(f"{connection.host} (server)", problem=explain(error), checked=True,
                            server=connection.host)]
     return [ModelEntry(f"{info.name} @ {connection.host}", vision=info.vision is True,
                        checked=True, remote=RemoteModel(connection, info),

@@ -14,8 +14,9 @@ from PySide6.QtCore import QObject, Signal
 from app.models.list_model import ModelEntry
 from app.settings.store import Settings
 from app.workers import JobRunner, LoadJob
+from engine.launch import EngineChoices, load_local
 from engine.remote.session import RemoteModel, open_remote_model
-from engine.runtime.loader import LoadedModel, load_model
+from engine.runtime.loader import LoadedModel
 
 
 def reach(remote: RemoteModel, progress: Callable[[str, float], None],
@@ -47,10 +48,11 @@ class ModelLoader(QObject):
         if entry.remote is not None:
             load = partial(reach, entry.remote)
         else:
-            load = partial(load_model, entry.model, exact=settings.exact,
-                           provider=settings.provider, num_ctx=settings.num_ctx,
-                           layer_stats=settings.layer_stats,
-                           requantize=None if settings.exact else settings.requantize or None)
+            choices = EngineChoices(
+                exact=settings.exact, provider=settings.provider,
+                requantize=None if settings.exact else settings.requantize or None,
+                layer_stats=settings.layer_stats)
+            load = partial(load_local, entry.model, choices, settings.num_ctx)
         job = LoadJob(load)
         job.progress.connect(self._on_progress)
         job.loaded.connect(self._on_loaded)

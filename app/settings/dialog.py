@@ -32,10 +32,10 @@ from PySide6.QtWidgets import (
 from app.settings.connections import ConnectionsDialog, describe
 from app.settings.store import Settings
 from app.workers import JobRunner
+from engine.chat.options import Options
 from engine.errors import LanternError
 from engine.runtime.loader import REQUANTIZATIONS
 from engine.runtime.providers import available_providers
-from engine.runtime.sampler import Options
 from engine.runtime.speculation import CHOICES as SPECULATE_CHOICES
 
 SAMPLING = ("temperature", "top_k", "top_p", "min_p", "typical_p", "repeat_penalty",
@@ -83,6 +83,23 @@ class SettingsDialog(QDialog):
         defaults = Options.resolve(self.params_layer)
         layout = QVBoxLayout(self)
 
+        layout.addWidget(self._sampling_box(settings, defaults))
+        layout.addWidget(self._conversation_box(settings, system_layer))
+        layout.addWidget(self._engine_box(settings))
+        layout.addWidget(self._connections_box(runner is not None))
+
+        self.error = QLabel("")
+        self.error.setObjectName("dialogError")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        layout.addWidget(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout.addWidget(buttons)
+
+    def _sampling_box(self, settings: Settings, defaults: Options) -> QGroupBox:
+        """The sampling options, each empty where the model's value holds."""
         sampling = QGroupBox("Sampling (empty: the model's value, shown in grey)")
         form = QFormLayout(sampling)
         self.option_edits: dict[str, QLineEdit] = {}
@@ -100,8 +117,10 @@ class SettingsDialog(QDialog):
         if isinstance(settings.options.get("stop"), list):
             self.stop_edit.setPlainText("\n".join(settings.options["stop"]))
         form.addRow("stop", self.stop_edit)
-        layout.addWidget(sampling)
+        return sampling
 
+    def _conversation_box(self, settings: Settings, system_layer: str | None) -> QGroupBox:
+        """System prompt, context size and thinking."""
         conversation = QGroupBox("Conversation")
         form = QFormLayout(conversation)
         self.system_edit = QPlainTextEdit(settings.system)
@@ -119,8 +138,10 @@ class SettingsDialog(QDialog):
         self.think.setToolTip("Off sends Ollama's think=false: models whose template allows "
                               "it answer at once")
         form.addRow("thinking", self.think)
-        layout.addWidget(conversation)
+        return conversation
 
+    def _engine_box(self, settings: Settings) -> QGroupBox:
+        """How the model runs here: provider, exact mode, weights, speculation, images."""
         engine = QGroupBox("Engine (changes reload the model)")
         form = QFormLayout(engine)
         self.provider = QComboBox()
@@ -165,8 +186,10 @@ class SettingsDialog(QDialog):
         pixels.addWidget(self.max_pixels)
         pixels.addWidget(QLabel("pixels (larger images are scaled down)"))
         form.addRow("max image size", pixels)
-        layout.addWidget(engine)
+        return engine
 
+    def _connections_box(self, can_manage: bool) -> QGroupBox:
+        """The servers whose models join the list."""
         remote = QGroupBox("Connections (remote engines: Ollama, vLLM, SGLang, llama-server)")
         row = QHBoxLayout(remote)
         self.connections_label = QLabel("")
@@ -175,20 +198,10 @@ class SettingsDialog(QDialog):
         manage = QPushButton("Connections…")
         manage.setObjectName("manageConnections")
         manage.clicked.connect(self.edit_connections)
-        manage.setEnabled(runner is not None)
+        manage.setEnabled(can_manage)
         row.addWidget(manage)
         self._show_connections()
-        layout.addWidget(remote)
-
-        self.error = QLabel("")
-        self.error.setObjectName("dialogError")
-        self.error.setWordWrap(True)
-        self.error.hide()
-        layout.addWidget(self.error)
-        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        layout.addWidget(buttons)
+        return remote
 
     def options(self) -> dict[str, object]:
         """The sampling values the user set (ValueError when one is not a number)."""

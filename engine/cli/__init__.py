@@ -9,6 +9,7 @@ import importlib
 import sys
 
 from engine import __version__
+from engine.cli.hints import explain
 from engine.errors import LanternError
 
 COMMAND_MODULES = (
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except LanternError as error:
-        print(f"Error: {error}", file=sys.stderr)
+        print(f"Error: {explain(error)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -38,8 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.chat.messages import Message
     from engine.remote.session import open_remote_model
-    from engine.runtime.chat import Message
     from engine.runtime.loader import load_model
 
     remote = open_remote_model(connection_of(args), args.remote_model or args.model)

@@ -24,8 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.chat.messages import Message
     from engine.cli.run_command import resolve_source
-    from engine.runtime.chat import Message
     from engine.runtime.check import check_against_reference
     from engine.runtime.loader import load_model
 

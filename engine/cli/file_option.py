@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from engine.documents import (
+from engine.chat.documents import (
     Document,
     compose,
     fit,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.chat.answer_format import JSON, Format, parse_format
 from engine.errors import GenerationError
-from engine.runtime.constraint import JSON, Format, parse_format
 
 OUTPUTS = ("text", "jsonl")
 HELP = ("text | jsonl (one JSON object per token) | json | SCHEMA.json | '{...}' (the answer "

@@ -14,16 +14,16 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.cli import add_models_dir
 from engine.cli.format_option import HELP as FORMAT_HELP
 from engine.cli.format_option import split_formats
+from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.records import chosen_options
-from engine.runtime.backend import Capability
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.runtime.loader import REQUANTIZATIONS
-from engine.runtime.sampler import Options
 from engine.store import LocalModel, Store
 
 OPTION_FLAGS = {  # CLI flag -> Ollama option name
@@ -91,44 +91,20 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.runtime.chat import ChatSession
-    from engine.runtime.loader import load_model
-    from engine.runtime.speculation import speculation_note
+    from engine.launch import open_chat, options_for  # the engine loads only to run
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
     args.format, answer_format = split_formats(args.format)
     overrides = _overrides(args)
     num_top = max(5, args.top_logprobs)
-    if args.server:
-        from engine.remote.session import open_remote_model
-
-        if args.exact or args.requantize or args.provider != "cpu" or args.speculate != "auto":
-            print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
-                  "runs a model; with --server the server runs it", file=sys.stderr)
-        model = open_remote_model(connection_of(args), args.model)
-        params: dict = {}
-        chat = model.open_session(Options.resolve(params, overrides), args.system, num_top)
-        chat.think = args.think
-        chat.format = answer_format
-    else:
-        source = resolve_source(args.model, args.models_dir)
-        params = dict(getattr(source, "params", {}) or {})
-        options = Options.resolve(params, overrides)
-        model = load_model(source, exact=args.exact, provider=args.provider,
-                           num_ctx=options.num_ctx, requantize=args.requantize)
-        if args.requantize or args.verbose:
-            print(f"note: weights: {model.decoder.weights}", file=sys.stderr)
-        chat = ChatSession(model, options, system=args.system, num_top=num_top,
-                           think=args.think, drafter=_drafter(args, model),
-                           format=answer_format)
-        if args.verbose:
-            name = getattr(chat.drafter, "name", "off")
-            print(f"note: speculative decoding: {name}", file=sys.stderr)
-        note = speculation_note(args.speculate, model.decoder.rows_alike)
-        if note and (args.verbose or args.speculate != "auto"):
-            print(f"note: {note}", file=sys.stderr)
-    images = _load_images(model, args.image, args.raw, chat.prepare_image)
+    model = _remote_model(args) if args.server else _local_model(args, overrides)
+    chat = open_chat(model, options_for(model, overrides), system=args.system,
+                     num_top=num_top, think=args.think)
+    chat.format = answer_format
+    if not args.server:
+        _speculate(args, chat)
+    images = load_images(model, args.image, args.raw, chat.prepare_image)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
@@ -145,19 +121,45 @@ def run(args: argparse.Namespace) -> int:
         return 0 if done is None or done.done_reason != "cancel" else 130
     if images:
         raise GenerationError("--image needs a PROMPT to go with the image(s)")
-    _interactive(chat, args, overrides, params)
+    _interactive(chat, args, overrides)
     return 0
 
 
-def _drafter(args: argparse.Namespace, model):
-    """--speculate as a drafter; draft models come from the same store as the target."""
-    from engine.runtime.speculation import drafter_for
+def _remote_model(args: argparse.Namespace):
+    from engine.remote.session import open_remote_model
+
+    if args.exact or args.requantize or args.provider != "cpu" or args.speculate != "auto":
+        print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
+              "runs a model; with --server the server runs it", file=sys.stderr)
+    return open_remote_model(connection_of(args), args.model)
+
+
+def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
+    """MODEL loaded as the flags say, its context from the options it will run with."""
+    from engine.launch import EngineChoices, load_local, options_for
+
+    source = resolve_source(args.model, args.models_dir)
+    choices = EngineChoices(exact=args.exact, provider=args.provider, requantize=args.requantize)
+    model = load_local(source, choices, options_for(source, overrides).num_ctx)
+    if args.requantize or args.verbose:
+        print(f"note: weights: {model.weights}", file=sys.stderr)
+    return model
+
+
+def _speculate(args: argparse.Namespace, chat) -> None:
+    """--speculate: draft models come from the same store as the target."""
+    from engine.launch import speculate
 
     store = None if str(args.model).endswith(".gguf") else Store.open(args.models_dir)
-    return drafter_for(args.speculate, model, store, requantize=args.requantize)
+    note = speculate(chat, args.speculate, store, requantize=args.requantize)
+    if args.verbose:
+        name = getattr(chat.drafter, "name", "off")
+        print(f"note: speculative decoding: {name}", file=sys.stderr)
+    if note and (args.verbose or args.speculate != "auto"):
+        print(f"note: {note}", file=sys.stderr)
 
 
-def _load_images(model, paths: list[str], raw: bool,
+def load_images(model, paths: list[str], raw: bool,
                  prepare: Callable[[str, int], object]) -> tuple:
     """--image files as ``prepare(path, max_pixels)`` makes them (a local session
     preprocesses, a server's reads the file); a clear error for a model without vision."""
@@ -333,7 +335,7 @@ def _read_message() -> str | None:
     return "\n".join(parts).strip("\n")
 
 
-def _interactive(chat, args: argparse.Namespace, overrides: dict, params: dict) -> None:
+def _interactive(chat, args: argparse.Namespace, overrides: dict) -> None:
     while True:
         try:
             message = _read_message()
@@ -346,15 +348,17 @@ def _interactive(chat, args: argparse.Namespace, overrides: dict, params: dict) 
         if not text:
             continue
         if text.startswith("/"):
-            _command(chat, text, overrides, params)
+            _command(chat, text, overrides)
             continue
         try:
             _print_events(chat.send(message), chat.cancel, args)
         except LanternError as error:
-            print(f"Error: {error}", file=sys.stderr)
+            print(f"Error: {explain(error)}", file=sys.stderr)
 
 
-def _command(chat, text: str, overrides: dict, params: dict) -> None:
+def _command(chat, text: str, overrides: dict) -> None:
+    from engine.launch import options_for  # loaded already: the chat runs
+
     words = text.split()
     if words[0] in ("/?", "/help"):
         print(HELP)
@@ -370,9 +374,9 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
         if name == "stop":
             value = [*(overrides.get("stop") or []), raw]
         try:
-            chat.options = Options.resolve(params, {**overrides, name: value})
+            chat.options = options_for(chat.model, {**overrides, name: value})
         except LanternError as error:
-            print(f"Error: {error}")
+            print(f"Error: {explain(error)}")
             return
         overrides[name] = value
         print(f"Set parameter '{name}' to '{raw}'")
@@ -410,8 +414,8 @@ def _command(chat, text: str, overrides: dict, params: dict) -> None:
         print(f"    context length      {config.text.context_length}")
         print(f"    embedding length    {config.text.hidden_size}")
         print(f"    quantization        {config.quantization}")
-        print(f"    provider            {chat.model.decoder.provider}")
-        print(f"    weights             {chat.model.decoder.weights}")
+        print(f"    provider            {chat.model.provider}")
+        print(f"    weights             {chat.model.weights}")
         print("  Options\n    " + "\n    ".join(
             f"{k:<20}{v}" for k, v in vars(chat.options).items()))
     else:

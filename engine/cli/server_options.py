@@ -12,6 +12,7 @@ import json
 import os
 import sys
 
+from engine.cli.tables import table
 from engine.remote.connection import API_KEY_ENV, KINDS, Connection
 
 
@@ -36,7 +37,6 @@ def connection_of(args: argparse.Namespace) -> Connection:
 
 def list_remote(args: argparse.Namespace) -> int:
     """The models a server offers, as `lantern list` prints the store's."""
-    from engine.cli.store_commands import _table
     from engine.remote.session import list_remote_models
 
     connection, models = list_remote_models(connection_of(args))
@@ -49,5 +49,5 @@ def list_remote(args: argparse.Namespace) -> int:
     rows += [[m.name, f"{connection.host} ({connection.kind})",
               m.details + (" · vision" if m.vision and connection.kind == "ollama" else "")]
              for m in models]
-    print(_table(rows))
+    print(table(rows))
     return 0

@@ -10,13 +10,13 @@ import argparse
 import json
 import sys
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from engine.cli import add_models_dir
 from engine.cli.server_options import add_server, list_remote
+from engine.cli.tables import table
 from engine.errors import LanternError
 from engine.gguf.labels import human_number
 from engine.store import Store
@@ -73,16 +73,6 @@ def _print_json(value: object) -> None:
     print(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
 
 
-def _table(rows: Sequence[Sequence[str]], indent: str = "", gap: str = "    ") -> str:
-    """Left-aligned columns separated by ``gap`` (Ollama's borderless tablewriter)."""
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(max(map(len, rows)))]
-    lines = []
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
-        lines.append((indent + gap.join(cells)).rstrip())
-    return "\n".join(lines)
-
-
 def cmd_list(args: argparse.Namespace) -> int:
     if args.server:
         return list_remote(args)
@@ -96,12 +86,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = [["NAME", "ID", "SIZE", "MODIFIED"]]
     rows += [[m.name.display, m.short_id, human_bytes(m.size), human_time(m.modified)]
              for m in models]
-    print(_table(rows))
+    print(table(rows))
     return 0
 
 
 def _section(title: str, rows: list[list[str]]) -> str:
-    return f"  {title}\n" + _table([["", *row] for row in rows]) + "\n"
+    return f"  {title}\n" + table([["", *row] for row in rows]) + "\n"
 
 
 def _head(text: str, n: int = 2) -> list[list[str]]:

@@ -8,7 +8,7 @@
     y = mlp2(gelu(mlp0(h as [S/4, 4D])))                         # merger
     embeds = Gather(y, restore)                                  # raster order, [S/4, out]
 
-The host feeds everything that depends on the image's grid (engine.reference.vision
+The host feeds everything that depends on the image's grid (engine.modelmath.vision_grid
 computes it): the window order, the rotary cos/sin per row, and for windowed blocks the
 padded window layout. Windowed attention runs as a batch of windows [W, L, D] padded to
 the largest window L (64 patches), with padded keys masked; blocks in
@@ -38,7 +38,7 @@ from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import stack_rows
 from engine.graph.linear import dense_matmul, linear
 from engine.graph.norms import add_rms_norm, rms_norm
-from engine.reference.vision import MERGER_TENSORS, VisionWeights, block_tensor_name
+from engine.modelmath.vision_grid import MERGER_TENSORS, block_tensor_name, patch_embedding
 
 PIXEL_VALUES = "pixel_values"  # float32 [S, C*T*P*P], merge-block order
 PATCH_ORDER = "patch_order"    # int64 [S]: source row of each window-order row
@@ -70,7 +70,7 @@ def vision_matrix(model: GGUFModel, name: str) -> PackedWeight:
 
 
 class _Blocks:
-    """Reads the tensors of one block by field name (see engine.reference.vision)."""
+    """Reads the tensors of one block by field name (see engine.modelmath.vision_grid)."""
 
     def __init__(self, model: GGUFModel, i: int):
         self.model, self.i = model, i
@@ -91,7 +91,7 @@ def build_vision(model: GGUFModel) -> VisionGraph:
     eps, f32 = vision.eps, np.float32
 
     [x] = g.add_node("Gather", [PIXEL_VALUES, PATCH_ORDER], ["patches"], axis=0)  # [S, CTPP]
-    x = dense_matmul(g, x, VisionWeights(model).patch_embedding(), "v.patch_embd")  # [S, D]
+    x = dense_matmul(g, x, patch_embedding(model), "v.patch_embd")  # [S, D]
     h = rms_norm(g, x, _Blocks(model, 0).vector("ln1"), eps, "v.blk.0.ln1", f32)
     full = set(vision.fullatt_block_indexes)
     for i in range(vision.n_layers):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.runtime.generate import PromptTokens
+from engine.chat.prompt_tokens import PromptTokens
 
 
 @dataclass(frozen=True)

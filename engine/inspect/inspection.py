@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError, LanternError
 from engine.gguf import GGUFModel
 from engine.inspect.attention import ImageGrid, head_mean, image_grids
 from engine.inspect.lens import LensRow, lens_logits, logit_lens
 from engine.reference import ReferenceWeights, forward
-from engine.runtime.generate import PromptTokens
 
 SOURCE = "numpy fp32 reference"
 

@@ -1,12 +1,10 @@
 """Plain numpy forward passes that every ONNX graph is checked against."""
 
 from engine.reference.compare import LayerComparison, compare_layers, layer_label
-from engine.reference.stats import STAT_NAMES, hidden_stats, layer_stats
 from engine.reference.text import KVCache, ReferenceOutput, forward, greedy
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
 __all__ = [
-    "STAT_NAMES",
     "KVCache",
     "LayerComparison",
     "LayerWeights",
@@ -15,7 +13,5 @@ __all__ = [
     "compare_layers",
     "forward",
     "greedy",
-    "hidden_stats",
     "layer_label",
-    "layer_stats",
 ]

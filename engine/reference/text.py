@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.reference.rope import apply_rope, rope_angles
+from engine.modelmath.rope import apply_rope, rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
 if TYPE_CHECKING:

@@ -9,8 +9,9 @@ checked against, read from the GGUF's canonical ``v.*`` tensors.
     y = mlp2(gelu(mlp0(rms_norm(x, ln_q) as [S/4, 4D])))  # merger
     y = y[raster order]
 
-The grid arithmetic (patch positions, rotary angles, window layout) lives here too: the
-runtime feeds the graph indices computed by these same functions.
+The grid arithmetic (patch positions, rotary angles, window layout) and the tensor names
+are engine.modelmath's, shared with the graph and the runtime and checked against HF
+transformers on their own (tests/test_vision_tower.py).
 """
 
 from __future__ import annotations
@@ -22,46 +23,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import DTypeLike
 
-from engine.errors import ImageError
-from engine.reference.rope import apply_rope
+from engine.modelmath.rope import apply_rope, vision_rope_angles
+from engine.modelmath.vision_grid import (
+    BLOCK_TENSORS,
+    MERGER_TENSORS,
+    block_tensor_name,
+    check_grid,
+    patch_embedding,
+    patch_positions,
+    window_layout,
+)
 from engine.reference.text import linear, rms_norm, silu, softmax
 
 if TYPE_CHECKING:
     from engine.gguf import GGUFModel
     from engine.gguf.config import VisionConfig
-
-PATCH_EMBD = ("v.patch_embd_0.weight", "v.patch_embd_1.weight")  # Conv3d kernel, t = 0, 1
-# VisionBlockWeights field -> tensor name under "v.blk.{i}."
-BLOCK_TENSORS: dict[str, str] = {
-    "ln1": "ln1.weight",
-    "attn_q": "attn_q.weight",
-    "attn_q_bias": "attn_q.bias",
-    "attn_k": "attn_k.weight",
-    "attn_k_bias": "attn_k.bias",
-    "attn_v": "attn_v.weight",
-    "attn_v_bias": "attn_v.bias",
-    "attn_out": "attn_out.weight",
-    "attn_out_bias": "attn_out.bias",
-    "ln2": "ln2.weight",
-    "ffn_gate": "ffn_gate.weight",
-    "ffn_gate_bias": "ffn_gate.bias",
-    "ffn_up": "ffn_up.weight",
-    "ffn_up_bias": "ffn_up.bias",
-    "ffn_down": "ffn_down.weight",
-    "ffn_down_bias": "ffn_down.bias",
-}
-MERGER_TENSORS: dict[str, str] = {
-    "ln_q": "v.merger.ln_q.weight",
-    "mlp0": "v.merger.mlp.0.weight",
-    "mlp0_bias": "v.merger.mlp.0.bias",
-    "mlp2": "v.merger.mlp.2.weight",
-    "mlp2_bias": "v.merger.mlp.2.bias",
-}
-
-
-def block_tensor_name(i: int, field: str) -> str:
-    return f"v.blk.{i}.{BLOCK_TENSORS[field]}"
-
 
 @dataclass(frozen=True)
 class VisionBlockWeights:
@@ -108,11 +84,7 @@ class VisionWeights:
         return self._model.tensors[name].dequantize().astype(self.dtype, copy=False)
 
     def patch_embedding(self) -> np.ndarray:
-        """The Conv3d kernel as a matrix [D, C*T*P*P]: the two temporal halves side by side,
-        in the pixel rows' column order c*T*P*P + t*P*P + py*P + px."""
-        halves = [self.tensor(name) for name in PATCH_EMBD]  # each [D, C, P, P]
-        kernel = np.stack(halves, axis=2)  # [D, C, T, P, P]
-        return kernel.reshape(len(kernel), -1)
+        return patch_embedding(self._model, self.dtype)
 
     def block(self, i: int) -> VisionBlockWeights:
         return VisionBlockWeights(
@@ -120,81 +92,6 @@ class VisionWeights:
 
     def merger(self) -> MergerWeights:
         return MergerWeights(**{f: self.tensor(name) for f, name in MERGER_TENSORS.items()})
-
-
-@dataclass(frozen=True)
-class WindowLayout:
-    """Where each patch goes for windowed attention.
-
-    Windows are squares of ``window_cells`` x ``window_cells`` merged cells (the last row and
-    column of windows may be smaller), taken in raster order; inside a window, cells are in
-    raster order and each cell keeps its merge_size^2 patches together.
-    """
-
-    cell_order: np.ndarray   # int64 [S/m^2]: merged cell at each window-order slot
-    lengths: np.ndarray      # int64 [n_windows]: patches per window, in window order
-    cell_size: int           # merge_size^2 patches per merged cell
-
-    @property
-    def patch_order(self) -> np.ndarray:
-        """int64 [S]: source row (merge-block order) of each window-order row."""
-        m2 = self.cell_size
-        return (self.cell_order[:, None] * m2 + np.arange(m2)).reshape(-1)
-
-    @property
-    def restore(self) -> np.ndarray:
-        """int64 [S/m^2]: window-order slot of each merged cell, raster order (the inverse)."""
-        return np.argsort(self.cell_order, kind="stable")
-
-    @property
-    def bounds(self) -> np.ndarray:
-        """int64 [n_windows + 1]: cumulative window boundaries in patches (cu_window_seqlens)."""
-        return np.concatenate([[0], np.cumsum(self.lengths)])
-
-
-def window_layout(grid_h: int, grid_w: int, vision: VisionConfig) -> WindowLayout:
-    """The window layout of one image of grid_h x grid_w patches."""
-    m = vision.spatial_merge_size
-    k = vision.window_size // m // vision.patch_size  # window side in merged cells (4)
-    cells = np.arange((grid_h // m) * (grid_w // m)).reshape(grid_h // m, grid_w // m)
-    windows = [cells[r:r + k, c:c + k].reshape(-1)
-               for r in range(0, cells.shape[0], k) for c in range(0, cells.shape[1], k)]
-    return WindowLayout(
-        cell_order=np.concatenate(windows).astype(np.int64),
-        lengths=np.array([len(w) * m * m for w in windows], dtype=np.int64),
-        cell_size=m * m,
-    )
-
-
-def patch_positions(grid_h: int, grid_w: int, merge: int) -> np.ndarray:
-    """(row, col) of every patch in merge-block order -> int64 [S, 2]."""
-    rows, cols = np.meshgrid(np.arange(grid_h), np.arange(grid_w), indexing="ij")
-    blocks = (grid_h // merge, merge, grid_w // merge, merge)
-    rows = rows.reshape(blocks).transpose(0, 2, 1, 3).reshape(-1)  # [bh, bw, mh, mw]
-    cols = cols.reshape(blocks).transpose(0, 2, 1, 3).reshape(-1)
-    return np.stack([rows, cols], axis=-1).astype(np.int64)
-
-
-def vision_rope_angles(positions: np.ndarray, head_dim: int, theta: float) -> np.ndarray:
-    """2-D rotary angles [S, D/2] float64: the first D/4 frequencies turn with the patch
-    row, the next D/4 with the column (the same D/4 frequencies for both)."""
-    quarter = head_dim // 2
-    inv_freq = theta ** (-np.arange(0, quarter, 2, dtype=np.float64) / quarter)  # [D/4]
-    rows = positions[:, :1].astype(np.float64) * inv_freq  # [S, D/4]
-    cols = positions[:, 1:].astype(np.float64) * inv_freq
-    return np.concatenate([rows, cols], axis=-1)
-
-
-def check_grid(grid: tuple[int, int, int], vision: VisionConfig) -> tuple[int, int]:
-    """(grid_h, grid_w) of a still image whose sides split into merged cells."""
-    t, gh, gw = grid
-    m = vision.spatial_merge_size
-    if t != 1 or gh % m or gw % m or gh <= 0 or gw <= 0:
-        raise ImageError(
-            f"image grid {grid} cannot be encoded: expected (1, h, w) with h and w multiples "
-            f"of {m}; preprocess the image with engine.vision.preprocess"
-        )
-    return gh, gw
 
 
 @dataclass(frozen=True)

@@ -60,27 +60,3 @@ def is_loopback(hostname: str) -> bool:
         return ipaddress.ip_address(hostname).is_loopback
     except ValueError:
         return False
-
-
-def detect_kind(connection: Connection) -> Connection:
-    """The connection with its kind settled: Ollama answers /api/tags, an OpenAI-compatible
-    server /v1/models. A chosen kind is kept as it is."""
-    from engine.remote.http import get_json
-
-    if connection.kind != "auto":
-        return connection
-    failures = []
-    for kind, path in (("ollama", "/api/tags"), ("openai", "/v1/models")):
-        try:
-            answer = get_json(connection, path)
-        except RemoteError as error:
-            if "cannot reach" in str(error) or "did not answer" in str(error):
-                raise
-            failures.append(str(error))
-            continue
-        if isinstance(answer, dict) and isinstance(answer.get("models" if kind == "ollama"
-                                                             else "data"), list):
-            return connection.with_kind(kind)
-    raise RemoteError(f"{connection.host} answered neither Ollama's /api/tags nor an "
-                      "OpenAI-compatible /v1/models: check the URL"
-                      + (f" ({failures[-1]})" if failures else ""))

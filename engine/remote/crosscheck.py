@@ -18,14 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import GenerationError, RemoteError
+from engine.chat.messages import Message
+from engine.chat.options import Options
+from engine.errors import GenerationError, Remedy, RemoteError
 from engine.remote.http import post_json
 from engine.remote.records import ServerToken
 from engine.remote.session import APIS, RemoteModel
-from engine.runtime.chat import Message
-from engine.runtime.generate import Generator, _positions_like
+from engine.runtime.generate import Generator, positions_like
 from engine.runtime.loader import LoadedModel
-from engine.runtime.sampler import Options, logprobs
+from engine.runtime.sampler import logprobs
 from engine.tokenizer.byte_level import byte_to_char
 
 # Largest |Lantern - server| log-probability of a greedy token seen on the 0.5B demo model,
@@ -119,8 +120,8 @@ def same_weights(path: Path, name: str, remote: RemoteModel, asserted: bool) -> 
     if asserted:
         return "same weights as asserted by the user (the server reports no digest)"
     raise RemoteError(f"{remote.connection.host} does not report which weights "
-                      f"{remote.name} runs: assert that they are {name}'s "
-                      "(--same-weights, or the check box in the app) to compare anyway")
+                      f"{remote.name} runs: assert that they are {name}'s to compare anyway",
+                      remedy=Remedy.SAME_WEIGHTS)
 
 
 def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message],
@@ -157,7 +158,7 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
     return CrossCheckReport(
         model=local.name, server_model=remote.name,
         server=f"{connection.host} ({connection.kind})", weights=weights,
-        lantern_mode="exact" if local.exact else local.decoder.weights + ", fast activations",
+        lantern_mode="exact" if local.exact else local.weights + ", fast activations",
         prompt_tokens=len(prompt), server_prompt_tokens=finish.prompt_eval_count if finish else 0,
         rows=tuple(rows), tolerance=tolerance)
 
@@ -165,7 +166,7 @@ def cross_check(local: LoadedModel, remote: RemoteModel, messages: list[Message]
 def teacher_forced(model: LoadedModel, prompt, ids: list[int]) -> list[tuple[float, int]]:
     """Lantern's log-probability of each given token after the prompt and the tokens before
     it, with its own most likely token at each step."""
-    generator = Generator(model.decoder, model.tokenizer, model.cache)
+    generator = Generator(model.decoder, model.tokenizer)
     step, _ = generator.prefill(prompt)
     out = []
     for n, token in enumerate(ids):
@@ -174,8 +175,7 @@ def teacher_forced(model: LoadedModel, prompt, ids: list[int]) -> list[tuple[flo
         if n + 1 < len(ids):
             step = model.decoder.forward(
                 input_ids=np.array([token], dtype=np.int64),
-                positions=_positions_like(prompt.positions, prompt.next_position + n))
-            model.cache.keys.append(token)
+                positions=positions_like(prompt.positions, prompt.next_position + n))
     return out
 
 

@@ -16,8 +16,8 @@ import ssl
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
-from engine.errors import RemoteError
-from engine.remote.connection import API_KEY_ENV, Connection
+from engine.errors import Remedy, RemoteError
+from engine.remote.connection import Connection
 
 CONNECT_TIMEOUT_S = 10.0
 METADATA_TIMEOUT_S = 30.0       # listing models and the like; a streamed answer has none
@@ -167,8 +167,29 @@ def _status_error(host: str, path: str, status: int, detail: str) -> RemoteError
     said = f": {detail}" if detail else ""
     if status in (401, 403):
         return RemoteError(f"{host} refused the request ({status}){said}. The API key is "
-                           f"missing or wrong: set it for this connection (--api-key or "
-                           f"${API_KEY_ENV}, or in Settings → Connections)")
+                           "missing or wrong: set it for this connection", remedy=Remedy.API_KEY)
     if status == 404:
         return RemoteError(f"{host} has no {path} ({status}){said}")
     return RemoteError(f"{host} answered {path} with {status}{said}")
+
+
+def detect_kind(connection: Connection) -> Connection:
+    """The connection with its kind settled: Ollama answers /api/tags, an OpenAI-compatible
+    server /v1/models. A chosen kind is kept as it is."""
+    if connection.kind != "auto":
+        return connection
+    failures = []
+    for kind, path in (("ollama", "/api/tags"), ("openai", "/v1/models")):
+        try:
+            answer = get_json(connection, path)
+        except RemoteError as error:
+            if "cannot reach" in str(error) or "did not answer" in str(error):
+                raise
+            failures.append(str(error))
+            continue
+        if isinstance(answer, dict) and isinstance(answer.get("models" if kind == "ollama"
+                                                             else "data"), list):
+            return connection.with_kind(kind)
+    raise RemoteError(f"{connection.host} answered neither Ollama's /api/tags nor an "
+                      "OpenAI-compatible /v1/models: check the URL"
+                      + (f" ({failures[-1]})" if failures else ""))

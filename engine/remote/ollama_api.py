@@ -10,14 +10,14 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from engine.chat.answer_format import JSON, Format
+from engine.chat.options import Options
 from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
 from engine.remote.http import get_json, post_json
 from engine.remote.images import RemoteImage
 from engine.remote.openai_api import server_tokens
 from engine.remote.records import Delta, Finish, RemoteModelInfo, chosen_options
-from engine.runtime.constraint import JSON, Format
-from engine.runtime.sampler import Options
 
 CHAT_PATH = "/api/chat"
 MAX_TOP_LOGPROBS = 20

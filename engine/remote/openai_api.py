@@ -8,13 +8,13 @@ import base64
 import json
 from collections.abc import Iterable, Iterator, Sequence
 
+from engine.chat.answer_format import JSON, Format
+from engine.chat.options import Options
 from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
 from engine.remote.http import get_json
 from engine.remote.images import RemoteImage
 from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken, chosen_options
-from engine.runtime.constraint import JSON, Format
-from engine.runtime.sampler import Options
 from engine.tokenizer.byte_level import shown_bytes
 
 CHAT_PATH = "/v1/chat/completions"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from engine.runtime.sampler import Options
+from engine.chat.options import Options
 
 DEFAULTS = Options()
 

@@ -15,17 +15,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from engine.errors import GenerationError, RemoteError, StreamCut
+from engine.chat.answer_format import Format
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
+from engine.chat.messages import Message, drop_answers, replace_last_user
+from engine.chat.options import Options
+from engine.errors import GenerationError, Remedy, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
-from engine.remote.connection import Connection, detect_kind
-from engine.remote.http import Stream, open_request
+from engine.remote.connection import Connection
+from engine.remote.http import Stream, detect_kind, open_request
 from engine.remote.images import RemoteImage, read_image
 from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken
-from engine.runtime.backend import Capability
-from engine.runtime.chat import Message, drop_answers, replace_last_user
-from engine.runtime.constraint import Format
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
-from engine.runtime.sampler import Options
 
 APIS: dict[str, ModuleType] = {"openai": openai_api, "ollama": ollama_api}
 
@@ -66,10 +66,6 @@ class RemoteModel:
         has no vision); nothing that needs the weights."""
         return frozenset({Capability.LOGPROBS}
                          | ({Capability.IMAGES} if self.has_vision else set()))
-
-    def open_session(self, options: Options, system: str | None = None,
-                     num_top: int = 5) -> RemoteChatSession:
-        return RemoteChatSession(self, options, system, num_top=num_top)
 
 
 def open_remote_model(connection: Connection, name: str) -> RemoteModel:
@@ -123,7 +119,8 @@ class RemoteChatSession:
 
     def raw(self, text: str) -> Iterator[Event]:
         raise GenerationError("raw prompts need a local model: a server applies its own "
-                              "template. Drop --raw, or run the model locally")
+                              "template. Send it through the template, or run the model "
+                              "locally", remedy=Remedy.TEMPLATE)
 
     def clear(self) -> None:
         self.messages.clear()

@@ -11,43 +11,20 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from engine.chat.answer_format import Format
+from engine.chat.backend import Capability
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.messages import Message, drop_answers, replace_last_user
+from engine.chat.options import Options
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError
-from engine.runtime.backend import Capability
 from engine.runtime.check import CheckReport, check_against_reference
-from engine.runtime.constraint import Constraint, Format
+from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import Drafter
-from engine.runtime.events import DoneEvent, Event, NoticeEvent, TokenEvent
-from engine.runtime.generate import Generator, PromptTokens
+from engine.runtime.generate import Generator
 from engine.runtime.loader import LoadedModel
-from engine.runtime.sampler import Options
 from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
 from engine.vision.preprocess import ImageInput, preprocess
-
-
-@dataclass(frozen=True)
-class Message:
-    role: str                       # "system", "user", "assistant"
-    content: str
-    images: tuple = ()              # engine.vision ImageInput records
-    thinking: str = ""              # an answer's thinking section (kept apart from content)
-
-
-def drop_answers(messages: list[Message]) -> None:
-    """Remove the answers after the last user message (to answer it again)."""
-    while messages and messages[-1].role == "assistant":
-        messages.pop()
-    if not messages:
-        raise GenerationError("there is no message to answer again: send one first")
-
-
-def replace_last_user(messages: list[Message], text: str) -> None:
-    """Replace the last user message's text and drop everything after it."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].role == "user":
-            del messages[index + 1:]
-            messages[index] = replace(messages[index], content=text)
-            return
-    raise GenerationError("there is no user message to edit: send one first")
 
 
 @dataclass
@@ -63,9 +40,9 @@ class ChatSession:
     format: Format | None = None    # structured output: "json" or a JSON schema
 
     def __post_init__(self) -> None:
-        # the cache record belongs to the model: every session on it sees what the one KV
-        # cache really holds, so switching conversations can never reuse another's rows
-        self._generator = Generator(self.model.decoder, self.model.tokenizer, self.model.cache)
+        # the decoder keeps the record of its cache: every session on the model sees what
+        # the one KV cache really holds, so switching conversations never reuses another's rows
+        self._generator = Generator(self.model.decoder, self.model.tokenizer)
         self.last_prompt: PromptTokens | None = None
         self._load_duration = self.model.load_duration
 
@@ -113,13 +90,10 @@ class ChatSession:
         """
         if self.last_prompt is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
-        try:
-            return check_against_reference(
-                self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
-                exact=self.model.exact, decoder=self.model.decoder,
-            )
-        finally:
-            self._generator.cache.keys.clear()
+        return check_against_reference(
+            self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
+            exact=self.model.exact, decoder=self.model.decoder,
+        )
 
     def clear(self) -> None:
         self.messages.clear()

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import GGUFModel
-from engine.reference import compare_layers, forward, hidden_stats, layer_label
+from engine.modelmath.stats import hidden_stats
+from engine.reference import compare_layers, forward, layer_label
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import PromptTokens
 
 # (rtol, atol) relative to each layer's largest |value|
 EXACT_TOLERANCE = (2e-3, 1e-4)
@@ -101,7 +102,7 @@ def check_against_reference(
         requantize = None if decoder is None else decoder.requantization
         decoder = DecoderSession(model, exact=exact, max_cache_len=len(prompt) + 1,
                                  layer_stats=True, requantize=requantize)
-    decoder.reset()  # the caller's cache state must be dropped too (ChatSession does)
+    decoder.reset()  # with its keys: the next turn prefills its prompt anew
     embeds = None
     if prompt.image_rows is not None and len(prompt.image_rows):
         embeds = decoder.embed(prompt.ids)

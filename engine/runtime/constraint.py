@@ -20,70 +20,15 @@ exactly the tokens before it, as plain decoding would mask it.
 
 from __future__ import annotations
 
-import json
 import weakref
-from collections.abc import Mapping
 
 import numpy as np
 
+from engine.chat.answer_format import Format, json_grammar
 from engine.errors import GenerationError
 from engine.tokenizer import Tokenizer
 
-JSON = "json"
-# Ollama's "json" format is llama.cpp's json.gbnf, whose root is an object
-ANY_OBJECT: dict = {"type": "object"}
-
-Format = str | Mapping  # "json", or a JSON schema
-# whitespace between JSON's tokens as llama.cpp's json.gbnf (so Ollama) allows it: a space,
-# or a newline and up to 20 spaces or tabs; never unbounded, so a model cannot pad forever
-WHITESPACE = r"(?: |\n[ \t]{0,20})"
-
 _GRAMMAR_TOKENIZERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def parse_format(text: str) -> Format:
-    """A format as a person writes it: ``json``, or a JSON schema's text."""
-    stripped = text.strip()
-    if stripped == JSON:
-        return JSON
-    try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError as error:
-        raise GenerationError(f"the schema is not valid JSON: {error.msg} at line "
-                              f"{error.lineno}, column {error.colno}") from None
-    check_format(value)
-    return value
-
-
-def check_format(value: object) -> None:
-    """Raise GenerationError saying what is wrong when ``value`` cannot be enforced."""
-    grammar = _grammar(value)
-    import llguidance
-
-    error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
-    if error:
-        raise GenerationError(f"the schema cannot be enforced: {messages[0]}")
-
-
-def _grammar(value: object) -> str:
-    import llguidance
-
-    if value == JSON:
-        value = ANY_OBJECT
-    if not isinstance(value, Mapping):
-        raise GenerationError(f'a format is "json" or a JSON schema (an object), not {value!r}')
-    try:
-        return llguidance.LLMatcher.grammar_from_json_schema(
-            dict(value), overrides={"whitespace_pattern": WHITESPACE})
-    except ValueError as error:
-        raise GenerationError(f"the schema cannot be enforced: {error}") from None
-
-
-def format_text(value: Format | None) -> str:
-    """The inverse of ``parse_format`` (``""``: no format), for storing and showing."""
-    if value is None:
-        return ""
-    return JSON if value == JSON else json.dumps(value, ensure_ascii=False, indent=2)
 
 
 class Constraint:
@@ -96,7 +41,7 @@ class Constraint:
         self._tokenizer = tokenizer
         self._waiting = after.encode() if after else None   # the tag that starts the answer
         self._seen = b""
-        self._matcher = llguidance.LLMatcher(_grammar_tokenizer(tokenizer), _grammar(value))
+        self._matcher = llguidance.LLMatcher(_grammar_tokenizer(tokenizer), json_grammar(value))
         if self._matcher.is_error():
             raise GenerationError(f"the schema cannot be enforced: {self._matcher.get_error()}")
         self._bits = np.zeros((self.vocab_size + 31) // 32, dtype=np.int32)

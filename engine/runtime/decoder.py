@@ -2,15 +2,17 @@
 
 Each block's KV cache is one OrtValue [1, kv_heads, max_cache_len, D] bound both as the
 graph's past and present (GroupQueryAttention writes the new rows in place), so a step
-copies nothing but its own inputs and the logits. ``cache_len`` is the only cache state:
-truncating to a shared prefix just lowers it. Token embeddings are gathered on the host
-from the GGUF memory map (only the rows asked for are de-quantized), which is also how
-image embeddings replace the rows of image-pad tokens.
+copies nothing but its own inputs and the logits. ``keys`` is the only cache state: what
+each slot holds (a token id, or an image row's key), so keeping a shared prefix is
+shortening that list; the rows after it are overwritten by the next step. Token embeddings
+are gathered on the host from the GGUF memory map (only the rows asked for are
+de-quantized), which is also how image embeddings replace the rows of image-pad tokens.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,8 +24,8 @@ from engine.gguf import GGUFModel
 from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
-from engine.reference.rope import rope_angles
-from engine.reference.stats import layer_stats
+from engine.modelmath.rope import rope_angles
+from engine.modelmath.stats import layer_stats
 from engine.runtime.graph_cache import GraphCache, entry_key
 
 PROVIDERS = {
@@ -81,7 +83,7 @@ class DecoderSession:
         self.config = model.config.text
         self.provider = available_provider(provider)
         self.max_cache_len = max_cache_len
-        self.cache_len = 0
+        self.keys: list[Hashable] = []  # what each cache slot holds, slot by slot
         if isinstance(requantize, str):
             requantize = Requantization.parse(requantize)
         if requantize is not None and exact:
@@ -170,12 +172,17 @@ class DecoderSession:
         rows = dequantize(self._token_embd.raw[ids], self._token_embd.ggml_type)
         return np.asarray(rows, dtype=np.float32).reshape(len(ids), hidden)
 
+    @property
+    def cache_len(self) -> int:
+        return len(self.keys)
+
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
-                rows: int | None = None) -> DecoderStep:
+                rows: int | None = None, keys: Sequence[Hashable] | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
-        runs on those rows only)."""
+        runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
+        by default the ids fed (embeddings: keys no prompt matches)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -193,6 +200,9 @@ class DecoderSession:
             raise ValueError(f"positions of shape {positions.shape} do not match {n} tokens")
         if rows is not None and not 1 <= rows <= n:
             raise ValueError(f"rows={rows} asks for logits of more rows than the {n} fed")
+        keys = _slot_keys(input_ids, n) if keys is None else list(keys)
+        if len(keys) != n:
+            raise ValueError(f"{len(keys)} keys for {n} tokens")
         cfg = self.config
         angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
         self._cos[past:total] = np.cos(angles)  # [S, D/2]
@@ -210,7 +220,7 @@ class DecoderSession:
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
         self._session.run_with_iobinding(binding)
-        self.cache_len = total
+        self.keys.extend(keys)
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
         logits = outputs[0].numpy()  # [1, S or N, V]
@@ -221,11 +231,32 @@ class DecoderSession:
         hidden = outputs[1].numpy() if self.layer_stats else None
         return DecoderStep(logits=logits, hidden=hidden)
 
+    def keep_prefix(self, keys: Sequence[Hashable]) -> int:
+        """Keep the longest cached prefix that ``keys`` start with (a later turn of the
+        same conversation); returns its length, the slots the next forward need not run."""
+        n = 0
+        for held, wanted in zip(self.keys, keys, strict=False):
+            if held != wanted:
+                break
+            n += 1
+        self.truncate(n)
+        return n
+
     def truncate(self, n: int) -> None:
         """Keep the first ``n`` cached tokens (a shared prefix); later rows are overwritten."""
         if not 0 <= n <= self.cache_len:
             raise ValueError(f"cannot truncate a cache of {self.cache_len} tokens to {n}")
-        self.cache_len = n
+        del self.keys[n:]
 
     def reset(self) -> None:
-        self.cache_len = 0
+        self.keys.clear()
+
+
+class _Unmatched:
+    """The key of a slot fed as an embedding without keys: equal to nothing but itself."""
+
+
+def _slot_keys(input_ids, n: int) -> list[Hashable]:
+    if input_ids is None:
+        return [_Unmatched() for _ in range(n)]
+    return [int(i) for i in np.asarray(input_ids).reshape(-1)]

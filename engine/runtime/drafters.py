@@ -20,8 +20,6 @@ from typing import Protocol
 
 import numpy as np
 
-from engine.runtime.generate import CacheState
-
 # Cost of one forward of n new rows on a ~300-token cache, in single-token forwards:
 # DecoderSession.forward on the 1.5B demo model, 2 threads (DESIGN.md section 8; the 0.5B is
 # cheaper, 1.25x at 2 rows). Interpolated linearly between the measured points.
@@ -147,7 +145,6 @@ class DraftModel:
 
     def __init__(self, decoder, *, draft_cost: float, max_len: int = 8):
         self.decoder = decoder
-        self.cache = CacheState()
         self.length = DraftLength(max_len=max_len, draft_cost=draft_cost)
 
     def propose(self, context: Sequence[int], limit: int) -> list[int]:
@@ -155,12 +152,9 @@ class DraftModel:
         want = self.length.choose(limit) if limit > 0 else 0
         if want == 0 or min(context) < 0:
             return []
-        keys = [int(t) for t in context]
-        reuse = min(self.cache.common_prefix(keys), len(keys) - 1)
-        self.decoder.truncate(reuse)
-        del self.cache.keys[reuse:]
-        logits = self.decoder.forward(input_ids=np.asarray(keys[reuse:], np.int64)).logits
-        self.cache.keys.extend(keys[reuse:])
+        ids = [int(t) for t in context]
+        reuse = self.decoder.keep_prefix(ids[:-1])  # the last token runs, for its logits
+        logits = self.decoder.forward(input_ids=np.asarray(ids[reuse:], np.int64)).logits
         draft: list[int] = []
         while True:
             token = int(np.argmax(logits))
@@ -168,7 +162,6 @@ class DraftModel:
             if len(draft) == want:
                 return draft
             logits = self.decoder.forward(input_ids=np.array([token], np.int64)).logits
-            self.cache.keys.append(token)
 
     def accepted(self, proposed: int, kept: int) -> None:
         self.length.update(proposed, kept)

@@ -13,13 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.chat.backend import Capability
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
-from engine.gguf.requantize import SPECS
+from engine.gguf.requantize import SPECS, Requantization
 from engine.prompt import render_prompt
-from engine.runtime.backend import Capability
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.generate import CacheState, PromptTokens
 from engine.runtime.vision import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
@@ -46,7 +46,6 @@ class LoadedModel:
     preset_messages: list[dict] = field(default_factory=list)
     load_duration: int = 0                 # ns
     exact: bool = False                    # fp32 activations (reference-exact mode)
-    cache: CacheState = field(default_factory=CacheState)  # what the decoder's KV cache holds
     _vision: VisionEncoder | None = field(default=None, repr=False)
     _vision_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -78,11 +77,29 @@ class LoadedModel:
         """Everything: the weights are here (images only for a vision model)."""
         return frozenset(Capability) - (set() if self.has_vision else {Capability.IMAGES})
 
-    def open_session(self, options, system: str | None = None, num_top: int = 5):
-        """A conversation with this model (engine.runtime.chat.ChatSession)."""
-        from engine.runtime.chat import ChatSession  # chat builds on this module
+    @property
+    def provider(self) -> str:
+        """The ONNX Runtime provider that runs it ("cpu", "cuda", "coreml")."""
+        return self.decoder.provider
 
-        return ChatSession(self, options, system, num_top=num_top)
+    @property
+    def weights(self) -> str:
+        """What weights run, said so that a re-quantization is never mistaken for exact."""
+        return self.decoder.weights
+
+    @property
+    def requantization(self) -> Requantization | None:
+        return self.decoder.requantization
+
+    @property
+    def num_ctx(self) -> int:
+        """The tokens its KV cache holds."""
+        return self.decoder.max_cache_len
+
+    @property
+    def rows_alike(self) -> bool:
+        """A verify step's rows equal one-token steps' (speculation keeps the answer)."""
+        return self.decoder.rows_alike
 
     def vision_encoder(self) -> VisionEncoder:
         """The vision tower's session, built on first use (one per model, reused)."""

@@ -13,110 +13,20 @@ the top-k cut, greedy) touch all V logits; everything after works on the few sur
 """
 
 import math
-import numbers
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from engine.chat.options import Options
 from engine.errors import GenerationError
 
 if TYPE_CHECKING:
     from engine.runtime.constraint import Constraint
 
-# Ollama options that steer its own runner or hardware, and ones it has retired: a
-# Modelfile may carry them, they mean nothing to this engine, so they are accepted and
-# dropped rather than refused.
-IGNORED_OPTIONS = frozenset(
-    {
-        "num_keep", "num_batch", "num_gpu", "main_gpu", "use_mmap", "num_thread",
-        "draft_num_predict", "mirostat", "mirostat_tau", "mirostat_eta", "penalize_newline",
-        "tfs_z", "num_gqa", "low_vram", "f16_kv", "logits_all", "vocab_only", "use_mlock",
-        "numa", "rope_frequency_base", "rope_frequency_scale", "embedding_only",
-    }
-)  # fmt: skip
-
 # Candidate counts the adaptive top-p tries before sorting the whole vocabulary.
 _TOP_P_TRIES = (256, 4096)
-
-
-@dataclass(frozen=True)
-class Options:
-    """Generation options under Ollama's names, with Ollama's defaults."""
-
-    temperature: float = 0.8
-    top_k: int = 40  # <= 0: off
-    top_p: float = 0.9  # 1: off
-    min_p: float = 0.0  # 0: off
-    typical_p: float = 1.0  # 1: off
-    repeat_penalty: float = 1.0  # 1: off
-    repeat_last_n: int = 64  # 0: off, -1: whole history
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    seed: int = -1  # -1: a fresh random seed
-    num_predict: int = -1  # -1: until a stop token, -2: until the context is full
-    num_ctx: int = 4096
-    stop: tuple[str, ...] = ()
-
-    @classmethod
-    def resolve(
-        cls,
-        params_layer: Mapping[str, object] | None = None,
-        overrides: Mapping[str, object] | None = None,
-    ) -> "Options":
-        """Defaults, then the model's params layer, then the user's settings (each
-        replaces whole values, `stop` included). None values leave the option as is."""
-        options = cls()
-        for source, values in (("the model's params", params_layer), ("settings", overrides)):
-            changes = {}
-            for name, value in (values or {}).items():
-                if name in IGNORED_OPTIONS or value is None:
-                    continue
-                if name not in _KINDS:
-                    raise GenerationError(
-                        f"unknown option {name!r} in {source}; valid options: " + ", ".join(_KINDS)
-                    )
-                changes[name] = _checked(name, value, source)
-            options = replace(options, **changes)
-        return options
-
-
-_KINDS = {f.name: f.type for f in fields(Options)}
-# Allowed values, checked so a typo fails loudly instead of sampling oddly.
-_RULES = {
-    "temperature": (lambda v: v >= 0, "at least 0"),
-    "top_p": (lambda v: 0 <= v <= 1, "between 0 and 1"),
-    "min_p": (lambda v: 0 <= v <= 1, "between 0 and 1"),
-    "typical_p": (lambda v: 0 <= v <= 1, "between 0 and 1"),
-    "repeat_penalty": (lambda v: v > 0, "greater than 0"),
-    "repeat_last_n": (lambda v: v >= -1, "at least -1"),
-    "num_predict": (lambda v: v >= -2, "at least -2"),
-    "num_ctx": (lambda v: v >= 1, "at least 1"),
-}
-
-
-def _checked(name: str, value: object, source: str) -> object:
-    kind = _KINDS[name]
-    where = f"option {name!r} in {source}"
-    if kind is float or kind is int:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise GenerationError(f"{where} must be a number, got {value!r}")
-        if not math.isfinite(value):
-            raise GenerationError(f"{where} must be finite, got {value!r}")
-        if kind is int:
-            if value != int(value):
-                raise GenerationError(f"{where} must be a whole number, got {value!r}")
-            value = int(value)
-        else:
-            value = float(value)
-        rule = _RULES.get(name)
-        if rule and not rule[0](value):
-            raise GenerationError(f"{where} must be {rule[1]}, got {value!r}")
-        return value
-    if not isinstance(value, list | tuple) or not all(isinstance(s, str) for s in value):
-        raise GenerationError(f"{where} must be a list of strings, got {value!r}")
-    return tuple(value)
 
 
 @dataclass(frozen=True)
@@ -189,7 +99,7 @@ def top_k(c: Candidates, k: int) -> Candidates:
     """The k highest logits, sorted. k <= 0 keeps everything."""
     if k <= 0 or k >= len(c.ids):
         return c
-    return c.take(_largest(c.logits, k), True)
+    return c.take(largest(c.logits, k), True)
 
 
 def typical_p(c: Candidates, p: float) -> Candidates:
@@ -219,7 +129,7 @@ def top_p(c: Candidates, p: float) -> Candidates:
         for n in _TOP_P_TRIES:
             if 4 * n > len(c.ids):
                 break
-            head = c.take(_largest(c.logits, n), True)
+            head = c.take(largest(c.logits, n), True)
             mass = np.cumsum(np.exp(head.logits.astype(np.float64) - log_norm))  # [n]
             if mass[-1] >= p:
                 return head.take(slice(0, _first_reaching(mass, p)), True)
@@ -402,12 +312,12 @@ def logprobs(logits: np.ndarray, k: int) -> LogProbs:
         weighted = float(np.dot(weights, np.where(weights > 0, shifted, np.float32(0))))
     entropy = math.log(total) - weighted / total
     log_norm = float(peak) + math.log(total)
-    best = _largest(logits, k) if k > 0 else np.empty(0, np.int64)
+    best = largest(logits, k) if k > 0 else np.empty(0, np.int64)
     top = tuple((int(i), float(logits[i]) - log_norm) for i in best)
     return LogProbs(logits=logits, log_norm=log_norm, entropy=max(entropy, 0.0), top=top)
 
 
-def _largest(values: np.ndarray, k: int) -> np.ndarray:
+def largest(values: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest values, largest first (ties: lower index first).
 
     Faster than argpartition over a 152k vocabulary: the k-th largest of 128-wide block

@@ -23,20 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from engine.errors import GenerationError, LanternError
+from engine.errors import GenerationError, LanternError, Remedy
 from engine.gguf.reader import read_gguf
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
-
-if TYPE_CHECKING:
-    from engine.runtime.loader import LoadedModel
-    from engine.store import Store
+from engine.runtime.loader import LoadedModel, load_model
+from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
 UNLIKE_ROWS_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
-                    "from one-token steps, so a near-tie token may differ from --speculate "
-                    "off; the CPU provider keeps the answer identical")
+                    "from one-token steps, so a near-tie token may differ from an answer "
+                    "without speculation; the CPU provider keeps the answer identical")
 AUTO_OFF_NOTE = ("speculation off: auto drafts only where it cannot change the answer, and on "
                  "this provider a verify step rounds differently (the CPU provider drafts)")
 TYPICAL_ACCEPTANCE = 0.7
@@ -81,13 +78,14 @@ def make_drafter(choice: str, target_path: Path, *, rows_alike: bool = True,
             return PromptLookup()
         choice = best
     if load_draft is None:
-        raise GenerationError(f"--speculate {choice}: draft models need a model store")
+        raise GenerationError(f"speculate={choice}: draft models need a model store",
+                              remedy=Remedy.SPECULATE)
     decoder, path = load_draft(choice)
     if vocabulary_signature(path) != vocabulary_signature(target_path):
         raise GenerationError(
             f"{choice} cannot draft for this model: their vocabularies differ (token list or "
-            "special ids); pick a model of the same family, or --speculate ngram"
-        )
+            "special ids); pick a model of the same family, or prompt lookup (ngram)",
+            remedy=Remedy.SPECULATE)
     return DraftModel(decoder, draft_cost=draft_cost(path, target_path))
 
 
@@ -95,13 +93,13 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
                 requantize: str | None = None) -> Drafter | None:
     """``choice`` for a loaded target model; draft models come from ``store`` (None: a bare
     GGUF target, which can use off, ngram and auto only)."""
-    from engine.runtime.loader import load_model
 
     def load_draft(name: str):
         if store is None:
             raise GenerationError(f"speculate={name}: a draft model needs a model from the "
-                                  "store as target, not a bare .gguf file")
-        draft = load_model(store.get(name), num_ctx=model.decoder.max_cache_len,
+                                  "store as target, not a bare .gguf file",
+                                  remedy=Remedy.SPECULATE)
+        draft = load_model(store.get(name), num_ctx=model.num_ctx,
                            requantize=requantize)
         return draft.decoder, draft.gguf.path
 
@@ -112,7 +110,7 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
             return []
         return [(m.name.display, m.model_path) for m in models]
 
-    return make_drafter(choice, model.gguf.path, rows_alike=model.decoder.rows_alike,
+    return make_drafter(choice, model.gguf.path, rows_alike=model.rows_alike,
                         load_draft=load_draft, candidates=candidates)
 
 

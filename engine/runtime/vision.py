@@ -14,12 +14,8 @@ from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
 from engine.graph import vision as graph
 from engine.graph.builder import create_session
-from engine.reference.vision import (
-    check_grid,
-    patch_positions,
-    vision_rope_angles,
-    window_layout,
-)
+from engine.modelmath.rope import vision_rope_angles
+from engine.modelmath.vision_grid import check_grid, patch_positions, window_layout
 from engine.vision.preprocess import ImageInput
 
 

@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.errors import Cancelled, DigestMismatch, DiskFull, InvalidName, RegistryError
+from engine.errors import Cancelled, DigestMismatch, DiskFull, InvalidName, RegistryError, Remedy
 from engine.store import manifest as mf
 from engine.store.blobs import find_blob
 from engine.store.copy_remove import mentioned_digests, unused_blobs
@@ -88,8 +88,8 @@ def parse_pull_name(text: str, insecure: bool) -> ModelName:
     """The name to pull; ``http://`` is refused unless the user allowed plain http."""
     scheme = text.partition("://")[0].lower() if "://" in text else ""
     if scheme == "http" and not insecure:
-        raise InvalidName(f"{text!r} names a plain-http registry; pass --insecure to "
-                          "pull over http")
+        raise InvalidName(f"{text!r} names a plain-http registry; allow plain http to "
+                          "pull over http", remedy=Remedy.PLAIN_HTTP)
     if scheme not in ("", "http", "https"):
         raise InvalidName(f"{text!r}: only http:// and https:// registries can be pulled from")
     return ModelName.parse(text)

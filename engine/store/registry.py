@@ -19,7 +19,7 @@ import threading
 from urllib.parse import urlencode, urljoin, urlsplit
 
 from engine import __version__
-from engine.errors import ModelNotFound, RegistryError, Unauthorized
+from engine.errors import ModelNotFound, RegistryError, Remedy, Unauthorized
 from engine.store.manifest import MANIFEST_MEDIA_TYPE
 from engine.store.names import ModelName
 
@@ -120,7 +120,8 @@ class RegistryClient:
             url = urljoin(url, location)
             if urlsplit(url).scheme == "http" and not self.insecure:
                 raise RegistryError(f"registry {self.name.host} redirected to plain http "
-                                    f"({url}); pass --insecure to allow that")
+                                    f"({url}); allow plain http for it to follow that",
+                                    remedy=Remedy.PLAIN_HTTP)
         raise RegistryError(f"registry {self.name.host} redirected more than "
                             f"{MAX_REDIRECTS} times for {url}")
 
@@ -132,8 +133,9 @@ class RegistryClient:
         elif scheme == "http" and self.insecure:
             connection = http.client.HTTPConnection(netloc, timeout=TIMEOUT_S)
         else:
-            raise RegistryError(f"cannot fetch {scheme}://{netloc}: only https is allowed "
-                                "(pass --insecure for a plain-http registry)")
+            raise RegistryError(f"cannot fetch {scheme}://{netloc}: only https is allowed; "
+                                "allow plain http for a plain-http registry",
+                                remedy=Remedy.PLAIN_HTTP)
         try:
             connection.request("GET", target, headers=headers)
             return connection.getresponse()
@@ -144,7 +146,8 @@ class RegistryClient:
         except ssl.SSLError as error:         # typically: the server speaks plain http
             connection.close()
             raise RegistryError(f"no secure connection to {netloc} ({error.reason or error}); "
-                                "if it is a plain-http registry, pass --insecure") from None
+                                "if it is a plain-http registry, allow plain http for it",
+                                remedy=Remedy.PLAIN_HTTP) from None
         except (OSError, http.client.HTTPException) as error:
             connection.close()
             raise Unreachable(f"cannot reach registry {netloc} ({_reason(error)}); check "

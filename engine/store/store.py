@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.errors import CorruptModel, InvalidName, LanternError, ModelNotFound
+from engine.errors import CorruptModel, InvalidName, LanternError, ModelNotFound, Remedy
 from engine.store import manifest as mf
 from engine.store.blobs import require_blob, verify_blob
 from engine.store.names import ModelName
@@ -92,8 +92,8 @@ class Store:
     def _require_root(self) -> None:
         if not self.root.is_dir():
             raise ModelNotFound(
-                f"no Ollama model store at {self.root}; set OLLAMA_MODELS or pass "
-                "--models-dir to point at one (Ollama's default is ~/.ollama/models)"
+                f"no Ollama model store at {self.root}; set OLLAMA_MODELS or choose the "
+                "folder of one (Ollama's default is ~/.ollama/models)", remedy=Remedy.MODELS_DIR
             )
 
     def manifest_path(self, name: ModelName) -> Path:

@@ -14,9 +14,9 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError
 from engine.gguf.config import ModelConfig
-from engine.runtime.generate import PromptTokens
 from engine.vision.mrope import mrope_positions
 from engine.vision.preprocess import ImageInput
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.runtime.reasons import SamplerReasons
+from engine.chat.reasons import SamplerReasons
 
 
 @dataclass(frozen=True)

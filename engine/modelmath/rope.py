@@ -59,3 +59,13 @@ def apply_rope(x: np.ndarray, angles: np.ndarray, interleaved: bool) -> np.ndarr
     if interleaved:
         return np.stack([r1, r2], axis=-1).reshape(x.shape)  # back to pairs (2i, 2i+1)
     return np.concatenate([r1, r2], axis=-1)
+
+
+def vision_rope_angles(positions: np.ndarray, head_dim: int, theta: float) -> np.ndarray:
+    """2-D rotary angles [S, D/2] float64: the first D/4 frequencies turn with the patch
+    row, the next D/4 with the column (the same D/4 frequencies for both)."""
+    quarter = head_dim // 2
+    inv_freq = theta ** (-np.arange(0, quarter, 2, dtype=np.float64) / quarter)  # [D/4]
+    rows = positions[:, :1].astype(np.float64) * inv_freq  # [S, D/4]
+    cols = positions[:, 1:].astype(np.float64) * inv_freq
+    return np.concatenate([rows, cols], axis=-1)

@@ -117,7 +117,7 @@ def template_overhead(model, system: str | None, think: bool | str | None) -> in
     server's model: a typical 64."""
     if getattr(model, "tokenizer", None) is None:
         return 64
-    from engine.runtime.chat import Message
+    from engine.chat.messages import Message
 
     return len(model.tokenize_chat([Message("user", "")], system=system, think=think))
 

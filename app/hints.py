@@ -1,0 +1,18 @@
+"""An error's remedy in the app's terms: the control that makes the choice."""
+
+from __future__ import annotations
+
+from engine.errors import LanternError, Remedy
+
+CONTROLS = {
+    Remedy.SAME_WEIGHTS: "tick “The server runs the same weights” in the cross-check",
+    Remedy.API_KEY: "File → Connections…",
+    Remedy.MODELS_DIR: "File → Choose model folder…",
+    Remedy.SPECULATE: "Settings → Engine → speculative decoding",
+}
+
+
+def explain(error: LanternError) -> str:
+    """The error's line with the control that fixes it, where the app has one."""
+    hint = CONTROLS.get(error.remedy)
+    return f"{error} ({hint})" if hint else str(error)

@@ -1,0 +1,35 @@
+"""A tokenized prompt as the decoder takes it (the runtime, vision and inspection share it)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class PromptTokens:
+    """A tokenized prompt, ready for the decoder.
+
+    `keys` identify what sits in each cache slot (token id, or (id, image digest, row) for
+    image rows) so a later turn can reuse the longest common prefix. `positions` is [S]
+    or [3, S] (M-RoPE); `next_position` is where the first generated token goes (for
+    M-RoPE it is max position + 1, not S).
+    """
+
+    ids: np.ndarray                         # int64 [S]
+    positions: np.ndarray                   # int64 [S] or [3, S]
+    keys: tuple[Hashable, ...]
+    next_position: int
+    image_rows: np.ndarray | None = None    # int64 [R]: rows whose embedding is replaced
+    image_embeds: np.ndarray | None = None  # float32 [R, H]
+
+    @classmethod
+    def text(cls, ids: Sequence[int]) -> PromptTokens:
+        array = np.asarray(ids, dtype=np.int64)
+        return cls(array, np.arange(len(array), dtype=np.int64), tuple(int(i) for i in array),
+                   len(array))
+
+    def __len__(self) -> int:
+        return len(self.ids)

@@ -1,0 +1,21 @@
+"""An error's remedy in the CLI's terms: the flag (or variable) that makes the choice."""
+
+from __future__ import annotations
+
+from engine.errors import LanternError, Remedy
+from engine.remote.connection import API_KEY_ENV
+
+FLAGS = {
+    Remedy.PLAIN_HTTP: "pass --insecure",
+    Remedy.SAME_WEIGHTS: "pass --same-weights",
+    Remedy.API_KEY: f"pass --api-key or set ${API_KEY_ENV}",
+    Remedy.MODELS_DIR: "pass --models-dir",
+    Remedy.SPECULATE: "choose with --speculate",
+    Remedy.TEMPLATE: "drop --raw",
+}
+
+
+def explain(error: LanternError) -> str:
+    """The error's line with the flag that fixes it, where one does."""
+    hint = FLAGS.get(error.remedy)
+    return f"{error} ({hint})" if hint else str(error)

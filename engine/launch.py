@@ -1,0 +1,72 @@
+"""One way to open a chat, from a model on this computer or on a server, with the user's
+settings: the CLI (`lantern run`) and the app both come through here, so a chat is
+assembled once (load, options, drafter, what the user should be told about speculation).
+
+Order: ``load_local`` (a server's model needs no loading: engine.remote.session), then
+``open_chat`` with ``options_for``'s options, then ``speculate`` for a local model.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.chat.backend import Capability, ChatBackend
+from engine.chat.options import Options
+from engine.remote.session import RemoteChatSession, RemoteModel
+from engine.runtime.chat import ChatSession
+from engine.runtime.loader import LoadedModel, Progress, load_model
+from engine.runtime.speculation import drafter_for, speculation_note
+from engine.store import LocalModel, Store
+
+Model = LoadedModel | RemoteModel
+
+
+@dataclass(frozen=True)
+class EngineChoices:
+    """How the user wants a model run on this computer (CLI flags, Settings → Engine)."""
+
+    exact: bool = False              # fp32 activations
+    provider: str = "cpu"
+    requantize: str | None = None    # opt-in 4-bit weights, NOT the GGUF's exact ones
+    layer_stats: bool = False        # per-layer statistics of every token
+
+
+def load_local(source: LocalModel | Path, choices: EngineChoices, num_ctx: int, *,
+               progress: Progress | None = None,
+               cancel: threading.Event | None = None) -> LoadedModel:
+    """``source`` loaded as ``choices`` say, its KV cache holding ``num_ctx`` tokens."""
+    return load_model(source, exact=choices.exact, provider=choices.provider,
+                      num_ctx=num_ctx, layer_stats=choices.layer_stats,
+                      requantize=choices.requantize, progress=progress, cancel=cancel)
+
+
+def options_for(source: Model | LocalModel | Path,
+                overrides: Mapping[str, object]) -> Options:
+    """The sampling options: Ollama's defaults, the model's params layer (none for a bare
+    GGUF; a server applies its own), then the user's ``overrides``."""
+    return Options.resolve(getattr(source, "params", None) or {}, overrides)
+
+
+def open_chat(model: Model, options: Options, *, system: str | None = None,
+              num_top: int = 5, think: bool | str | None = None) -> ChatBackend:
+    """A conversation with ``model``, wherever it runs (no drafter yet: ``speculate``)."""
+    if isinstance(model, RemoteModel):
+        chat: ChatBackend = RemoteChatSession(model, options, system, num_top=num_top)
+    else:
+        chat = ChatSession(model, options, system, num_top=num_top)
+    chat.think = think
+    return chat
+
+
+def speculate(chat: ChatBackend, choice: str, store: Store | None,
+              requantize: str | None = None) -> str | None:
+    """Give a local ``chat`` the drafter ``choice`` names (draft models come from
+    ``store``; None: a bare GGUF); returns what the user should know about it, if anything.
+    A chat that cannot speculate (a server's) is left as it is."""
+    if Capability.SPECULATION not in chat.capabilities:
+        return None
+    chat.drafter = drafter_for(choice, chat.model, store, requantize=requantize)
+    return speculation_note(choice, chat.model.rows_alike)
