@@ -4,8 +4,8 @@ Each variant builds the fast graph with float activations (accuracy level 0) for
 linear layers whose graph name matches a regex (suffix ``:4``: only 4-bit weights) and
 int8 for all others, then teacher-forces along exact mode's greedy path of the prompts of
 benchmarks/agreement.py, reporting top-1 agreement, RMS logit error against exact mode,
-and a rough decode speed. ``none`` is all-int8; ``ffn.down:4`` is what fast mode builds
-(engine.graph.decoder.down_accuracy). Names: blk.N.attn.qkv, blk.N.attn.output,
+and a rough decode speed. ``none`` is all-int8, what fast mode builds (engine.graph.kernels);
+``ffn.down:4`` is what it built until 2026-11-24. Names: blk.N.attn.qkv, blk.N.attn.output,
 blk.N.ffn.gate_up, blk.N.ffn.down, lm_head.
 
     .venv/bin/python -m benchmarks.activation_error 0.5b none 'attn.qkv' 'ffn.down' 'ffn.down:4'

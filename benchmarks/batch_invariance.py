@@ -3,7 +3,7 @@
 Three probes. One MatMulNBits node with random weights: the largest difference between
 each row of an M-row call and the same row alone, per bit width and accuracy level
 (4: int8 activations, 0: float). Then the demo models in fast mode (with and without the
-row-invariant graph, engine.graph.decoder.DecoderOptions.rows_alike) and exact mode: a
+row-invariant graph, engine.graph.kernels, 3.) and exact mode: a
 cached prompt, k new tokens fed as one verify forward against k one-token forwards; the
 largest logit difference per k and whether the argmax of every row agrees. Then what the
 row-invariant graph costs: one-token steps and 4-row verify steps on a 300-token cache,

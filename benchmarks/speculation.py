@@ -83,7 +83,8 @@ def lantern_engine(path, speculate: str, exact: bool):
     model = load_model(path, num_ctx=2048, exact=exact)  # ORT: a thread per physical core
 
     def run(prompt: str, tokens: int):
-        drafter = make_drafter(speculate, model.gguf.path, rows_alike=model.decoder.rows_alike)
+        drafter = make_drafter(speculate, model.gguf.path,
+                               row_invariant=model.decoder.row_invariant)
         chat = ChatSession(model, Options(temperature=0, num_predict=tokens), drafter=drafter)
         stamps, ids, done = [], [], None
         for event in chat.send(prompt):

@@ -69,4 +69,4 @@ def speculate(chat: ChatBackend, choice: str, store: Store | None,
     if Capability.SPECULATION not in chat.capabilities:
         return None
     chat.drafter = drafter_for(choice, chat.model, store, requantize=requantize)
-    return speculation_note(choice, chat.model.rows_alike)
+    return speculation_note(choice, chat.model.row_invariant)

@@ -15,6 +15,7 @@ from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
 from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.cli import main
+from engine.cpu import cpu_info
 from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
@@ -146,12 +147,14 @@ def test_jsonl_stream_schema(tiny, capsys):
 
 def test_run_speculates_by_default_in_both_modes(tiny, capsys):
     """auto is prompt lookup on the CPU, fast and exact mode alike: no note about answers
-    that may differ (the CUDA note is engine.runtime.speculation's, tested there)."""
+    that may differ (the CUDA note is engine.runtime.speculation's, tested there).
+    --verbose names the CPU and, in fast mode, the kernel choices made for it."""
     args = ["run", str(tiny), "Hello", "--num-predict", "4", "--temperature", "0"]
-    for mode in ([], ["--exact"]):
+    for mode, kernels in (([], "kernels: int8 activations"), (["--exact"], "exact mode")):
         assert main([*args, *mode, "--verbose"]) == 0
         err = capsys.readouterr().err
         assert "speculative decoding: ngram" in err and "may differ" not in err
+        assert f"note: CPU {cpu_info().model}" in err and kernels in err
         assert main([*args, *mode, "--speculate", "off", "--verbose"]) == 0
         assert "speculative decoding: off" in capsys.readouterr().err
 

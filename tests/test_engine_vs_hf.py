@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 MODELS = {"demo_05b": "0.5B", "demo_15b": "1.5B"}
 EXACT_ATOL = 2e-3      # logits are ~10-30 in size; measured max |delta| <= 1e-4
-FAST_AGREEMENT = 0.98  # the target; measured 0.5B 159/160 (99.4%), 1.5B 160/160
+FAST_AGREEMENT = 0.985  # the floor (engine.graph.kernels); measured 0.5B 160/160, 1.5B 159/160
 
 
 @pytest.fixture(scope="module", params=sorted(MODELS))

@@ -13,6 +13,7 @@ from engine.gguf import open_model
 from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
+from engine.graph.kernels import Kernels
 from engine.reference import forward
 from engine.runtime.decoder import DecoderSession, available_provider
 from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
@@ -45,32 +46,55 @@ def test_projections_fuse_only_when_layouts_match(tmp_path):
 
 
 def accuracy_levels(built: graph.DecoderGraph) -> dict[str, int]:
-    """MatMulNBits name -> accuracy level, also inside Scan bodies (a row-by-row matmul)."""
-    def nodes(g):
-        for node in g.node:
-            yield node
-            for attr in node.attribute:
-                if attr.type == attr.GRAPH:
-                    yield from nodes(attr.g)
-    return {node.name.removesuffix("/MatMulNBits").removesuffix("/row_matmul"): attr.i
-            for node in nodes(built.model.graph) if node.op_type == "MatMulNBits"
+    """MatMulNBits name -> accuracy level."""
+    return {node.name.removesuffix("/MatMulNBits"): attr.i
+            for node in built.model.graph.node if node.op_type == "MatMulNBits"
             for attr in node.attribute if attr.name == "accuracy_level"}
 
 
-def test_fast_mode_feeds_float_activations_only_to_4bit_ffn_down(tmp_path):
-    """The GGUF's 4-bit ffn_down takes float activations (its int8 blocks were fast mode's
-    largest error); 8-bit ones and every other matmul keep int8, and so does a
-    re-quantized model, whose every weight is 4-bit."""
-    fast = graph.DecoderOptions(max_cache_len=16)
-    for down_type, down_level in ((T.Q4_K, graph.EXACT_ACCURACY), (T.Q6_K, graph.FAST_ACCURACY)):
+def test_fast_mode_feeds_int8_activations_to_every_matmul(tmp_path):
+    """engine.graph.kernels, 1.: int8 activations into every MatMulNBits, 4-bit ffn_down
+    included, so no matmul needs a row-by-row pass (no Scan); exact mode is float."""
+    for down_type in (T.Q4_K, T.Q6_K):
         model = open_model(write_model(tmp_path / f"{down_type.name}.gguf", "qwen2", SPEC,
                                        default_type=T.Q5_0, types={"ffn_down": down_type}))
-        levels = accuracy_levels(graph.build_decoder(model, fast))
-        assert [levels.pop(f"blk.{i}.ffn.down") for i in range(2)] == [down_level] * 2
-        assert set(levels.values()) == {graph.FAST_ACCURACY} and "lm_head" in levels
+        built = graph.build_decoder(model, graph.DecoderOptions(max_cache_len=16))
+        levels = accuracy_levels(built)
+        assert len(levels) == 9 and set(levels.values()) == {graph.FAST_ACCURACY}
+        assert "Scan" not in op_counts(built)
     requantized = graph.DecoderOptions(max_cache_len=16, requantize=Requantization.parse("q4"))
-    levels = accuracy_levels(graph.build_decoder(model, requantized))
-    assert len(levels) == 9 and set(levels.values()) == {graph.FAST_ACCURACY}
+    assert set(accuracy_levels(graph.build_decoder(model, requantized)).values()) == {
+        graph.FAST_ACCURACY}
+    q4 = open_model(write_model(tmp_path / "q4.gguf", "qwen2", SPEC, default_type=T.Q4_0))
+    exact = graph.build_decoder(q4, graph.DecoderOptions(exact=True, max_cache_len=16))
+    assert set(accuracy_levels(exact).values()) == {graph.EXACT_ACCURACY}
+
+
+@pytest.mark.parametrize("qtype", [T.Q4_K, T.Q4_1], ids=lambda t: t.name)
+def test_zero_points_fold_into_the_offsets_in_fast_mode_only(tmp_path, qtype):
+    """engine.graph.kernels, 2.: zero point 0 leaves the graph (8 * scale moves into the
+    offsets) in fast mode; exact mode keeps it. Not the same bits with int8 activations:
+    the 8 * scale share is now multiplied by the float activations' block sums, not the
+    int8 ones, so the folded graph is the closer to exact mode."""
+    model = open_model(write_model(tmp_path / "m.gguf", "qwen2", SPEC, default_type=qtype))
+
+    def zero_point_inputs(options: graph.DecoderOptions) -> int:
+        built = graph.build_decoder(model, options)
+        return sum(1 for name in built.external if name.endswith(".zero_points"))
+
+    explicit = Kernels(fold_zero_points=False)
+    assert zero_point_inputs(graph.DecoderOptions(max_cache_len=16)) == 0
+    kept = graph.DecoderOptions(max_cache_len=16, kernels=explicit)
+    assert zero_point_inputs(kept) == zero_point_inputs(
+        graph.DecoderOptions(exact=True, max_cache_len=16)) == 2 * 4 + 1
+
+    def logits(**options) -> np.ndarray:
+        decoder = DecoderSession(model, max_cache_len=16, cache=False, **options)
+        return decoder.forward(input_ids=PROMPT).logits
+
+    exact = logits(exact=True)
+    errors = [np.sqrt(np.mean((logits(kernels=k) - exact) ** 2)) for k in (Kernels(), explicit)]
+    assert errors[0] <= errors[1] < 0.05 * np.abs(exact).max()
 
 
 def test_float16_variant_runs_on_cpu_kernels(tmp_path):

@@ -14,8 +14,9 @@ import pytest
 from gguf import GGMLQuantizationType as T
 from gguf.quants import quantize
 
-from engine.gguf.repack import pack
+from engine.gguf.repack import pack, unpack
 from engine.graph.builder import INLINE_BYTES, GraphBuilder, create_session, save_model
+from engine.graph.kernels import fold_zero_points
 from engine.graph.linear import linear, matmul_nbits
 from tests.test_repack import DEQUANTIZED, EXACT, FLOATS, FakeTensor, random_tensor, reference
 
@@ -87,6 +88,24 @@ def test_8bit_weights_run_dense_with_float_activations():
     ops = {level: [n.op_type for n in run_linear(p, x, accuracy_level=level)[1].graph.node]
            for level in (0, 4)}
     assert ops == {0: ["MatMul"], 4: ["MatMulNBits"]}
+
+
+@pytest.mark.parametrize("qtype", list(EXACT), ids=lambda t: t.name)
+def test_folded_zero_points_are_the_same_weights(qtype):
+    """engine.graph.kernels, 2.: Q4_K and Q4_1 lose their zero-point input (8 * scale moves
+    into the offsets) with the same weights up to float32 rounding; other formats stay."""
+    t, x = weight_and_input(qtype)
+    packed = pack(t)
+    folded = fold_zero_points(packed)
+    if qtype not in (T.Q4_K, T.Q4_1):
+        assert folded is packed
+        return
+    assert folded.zero_points is None and packed.zero_points is not None
+    w = unpack(packed)
+    np.testing.assert_allclose(unpack(folded), w, rtol=0, atol=1e-6 * np.abs(w).max())
+    got, _ = run_linear(folded, x, accuracy_level=0)
+    want, bound = expected(x, w)
+    assert np.all(np.abs(got - want) <= 1e-5 * bound + 1e-6)
 
 
 def test_offset_term_handles_rank_2_input():

@@ -13,7 +13,7 @@ def test_a_local_chat_opens_with_the_users_settings(tmp_path):
     path = write_model(tmp_path / "tiny.gguf", "qwen2", TextSpec(vocab=400), seed=5)
     assert options_for(path, {"top_k": 3}) == Options(top_k=3)  # a bare GGUF has no params
     model = load_local(path, EngineChoices(exact=True), 128)
-    assert model.num_ctx == 128 and model.provider == "cpu" and model.rows_alike
+    assert model.num_ctx == 128 and model.provider == "cpu" and model.row_invariant
     assert model.weights == "exact GGUF weights" and model.requantization is None
     chat = open_chat(model, options_for(model, {"temperature": 0}), system="Be brief.",
                      num_top=3, think=False)

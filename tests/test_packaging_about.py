@@ -12,6 +12,7 @@ from app.desktop.logging_setup import log_file
 from app.settings.store import Settings
 from app.window import MainWindow
 from engine import __version__
+from engine.cpu import cpu_info
 from engine.paths import cache_dir
 
 
@@ -20,7 +21,8 @@ def test_about_box_shows_versions_and_places(qtbot, tmp_path):
     dialog = AboutDialog(about_facts(store, history))
     qtbot.addWidget(dialog)
     text = dialog.label.text()
-    for expected in (__version__, onnxruntime.__version__, "cpu", qVersion(),
+    for expected in (__version__, onnxruntime.__version__, "cpu", cpu_info().model, "kernels: int8",
+                     qVersion(),
                      PySide6.__version__, platform.python_version(), str(store),
                      str(cache_dir()), str(Settings.path()), str(history), str(log_file())):
         assert expected in text, expected

@@ -19,6 +19,9 @@ from PIL import Image
 from engine.chat.events import DoneEvent, TokenEvent
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
+from engine.gguf import open_model
+from engine.graph.kernels import Kernels
+from engine.runtime.decoder import DecoderSession
 from engine.runtime.drafters import DraftLength, PromptLookup, verify_cost
 from engine.runtime.generate import Generator
 from engine.runtime.loader import load_model
@@ -160,15 +163,15 @@ def test_auto_drafts_only_where_the_answer_cannot_change(tmp_path):
     mode, measured below); elsewhere (CUDA) it stays off, an explicit choice runs, and the
     user is told."""
     path = write_model(tmp_path / "a.gguf", "qwen2", TextSpec(vocab=400), seed=1)
-    assert make_drafter("auto", path, rows_alike=False) is None
-    assert make_drafter("auto", path, rows_alike=True).name == "ngram"
-    assert make_drafter("ngram", path, rows_alike=False).name == "ngram"
+    assert make_drafter("auto", path, row_invariant=False) is None
+    assert make_drafter("auto", path, row_invariant=True).name == "ngram"
+    assert make_drafter("ngram", path, row_invariant=False).name == "ngram"
     assert speculation_note("auto", True) is None and speculation_note("ngram", True) is None
     assert "CPU provider" in speculation_note("auto", False)
     assert "may differ" in speculation_note("ngram", False)
     for exact in (False, True):
         model = load_model(path, num_ctx=64, exact=exact)
-        assert model.decoder.rows_alike
+        assert model.decoder.row_invariant
         assert drafter_for("auto", model, None).name == "ngram"
 
 
@@ -191,23 +194,25 @@ def test_a_verify_step_matches_one_token_steps_in_exact_mode(tmp_path):
     assert np.abs(batch - single).max() < 1e-4
 
 
-MIXED = {"ffn_down": T.Q4_K, "attn_q": T.Q4_0, "ffn_gate": T.Q5_K}
+MIXED = {"ffn_down": T.Q4_K, "attn_q": T.Q4_0, "ffn_gate": T.Q5_K, "ffn_up": T.Q4_1}
 
 
+@pytest.mark.parametrize("fold", [True, False], ids=["folded", "explicit"])
 @pytest.mark.parametrize("arch, default, types", [("qwen2", T.Q8_0, MIXED),
                                                   ("qwen3", T.Q8_0, MIXED),
                                                   ("qwen2", T.F16, {})], ids=["q2", "q3", "f16"])
 def test_a_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, arch, default,
-                                                                      types):
+                                                                      types, fold):
     """Fast mode's int8 activations amplify any rounding difference, so there the rows
-    must be identical: a 4-bit ffn_down (float activations, run row by row), K-quant
-    offsets, 8-bit int8 matmuls, dense matmuls and the attention's spare row, for 1 to 9
-    new tokens."""
+    must be identical, with either zero-point form (engine.graph.kernels): 4-bit ffn_down,
+    K-quant and Q4_1 offsets, 8-bit matmuls (all int8 activations), dense matmuls and the
+    attention's spare row, for 1 to 9 new tokens."""
     spec = TextSpec(vocab=400, hidden=128, ffn=256, layers=3)
     path = write_model(tmp_path / "q.gguf", arch, spec, default_type=default, types=types,
                        seed=4)
-    decoder = load_model(path, num_ctx=64).decoder
-    assert decoder.rows_alike
+    decoder = DecoderSession(open_model(path), max_cache_len=64, cache=False,
+                             kernels=Kernels(fold_zero_points=fold))
+    assert decoder.row_invariant
     for k in (1, 2, 5, 9):
         decoder.reset()
         batch, single = verify_and_steps(decoder, [99, 3, 250, 7, 11, 40, 41, 300, 12][:k])

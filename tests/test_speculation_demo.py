@@ -1,7 +1,7 @@
 """Speculation never changes a greedy answer of the real demo models, in either mode.
 
 Fast mode (the default) builds its graph so that a verify forward of k rows gives each row
-the bits of a one-token forward (engine.graph.decoder.DecoderOptions.rows_alike): tokens
+the bits of a one-token forward (engine.graph.kernels, 3.): tokens
 and logits must be identical. Exact mode (fp32 activations) gives them within ~4e-5
 (measured on the 0.5B), so the greedy tokens must be identical. Prompts where drafts are
 kept (edit, quote, repeat: the reply copies the prompt) and where they are rejected (free

@@ -1,5 +1,6 @@
 """Help > About Lantern: the versions a bug report needs (Lantern, ONNX Runtime and the
-providers this build can run, Qt/PySide6, Python) and where Lantern keeps its files."""
+providers this build can run, the CPU's features and fast mode's kernel choices for it,
+Qt/PySide6, Python) and where Lantern keeps its files."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from app.desktop.logging_setup import log_file
 from app.settings.store import Settings
 from engine import __version__
 from engine.paths import cache_dir
-from engine.runtime.providers import available_providers, runtime_version
+from engine.runtime.providers import available_providers, cpu_kernels, runtime_version
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ def about_facts(store_root: Path, history: Path) -> AboutFacts:
     versions = (
         ("Lantern", f"{__version__} ({build})"),
         ("ONNX Runtime", f"{runtime_version()}, providers: {', '.join(available_providers())}"),
+        ("CPU", cpu_kernels()),
         ("Qt", f"{qVersion()} (PySide6 {PySide6.__version__})"),
         ("Python", f"{platform.python_version()} on {platform.platform()}"),
     )

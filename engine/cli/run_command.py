@@ -136,6 +136,7 @@ def _remote_model(args: argparse.Namespace):
 
 def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
     """MODEL loaded as the flags say, its context from the options it will run with."""
+    from engine.graph.kernels import describe as describe_kernels
     from engine.launch import EngineChoices, load_local, options_for
 
     source = resolve_source(args.model, args.models_dir)
@@ -143,6 +144,8 @@ def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
     model = load_local(source, choices, options_for(source, overrides).num_ctx)
     if args.requantize or args.verbose:
         print(f"note: weights: {model.weights}", file=sys.stderr)
+    if args.verbose:
+        print(f"note: {describe_kernels(model.kernels)}", file=sys.stderr)
     return model
 
 

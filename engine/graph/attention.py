@@ -9,9 +9,9 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
 - cos/sin [T, D/2] hold one row per cache slot (do_rotary=1 reads the rows of the new
   tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D); causal.
-With a spare row (fast CPU mode, engine.graph.decoder.DecoderOptions.rows_alike) GQA gets
-S + 1 rows and lengths one longer; the spare row lands in slot past+S, which the next step
-overwrites, and its output is dropped.
+Row-invariant (fast CPU mode, engine.graph.kernels, 3.): GQA gets a spare row, S + 1 rows
+and lengths one longer, so probabilities x V never has a single row; the spare row lands
+in slot past+S, which the next step overwrites, and its output is dropped.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class CacheStep:
     total_len: str   # int32 scalar
     cos: str         # [T, D/2] rows per cache slot
     sin: str         # [T, D/2]
-    spare_row: bool = False  # one more row after the new tokens, counted in the lengths
+    row_invariant: bool = False  # a spare row after the new tokens, counted in the lengths
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
     if cfg.qk_norm:
         q = head_rms_norm(g, q, w.q_norm, cfg.n_heads, cfg.rms_eps, f"{name}.q_norm", dtype)
         k = head_rms_norm(g, k, w.k_norm, cfg.n_kv_heads, cfg.rms_eps, f"{name}.k_norm", dtype)
-    if step.spare_row:
+    if step.row_invariant:
         q, k, v = (with_spare_row(g, t, f"{name}/{part}") if t else t
                    for part, t in zip("qkv", (q, k, v), strict=True))
     out, _, _ = g.add_node(
@@ -84,7 +84,7 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
         domain="com.microsoft", num_heads=cfg.n_heads, kv_num_heads=cfg.n_kv_heads,
         do_rotary=1, rotary_interleaved=int(cfg.rope_interleaved),
     )  # [1, S, n_heads * D] (S + 1 with the spare row)
-    if step.spare_row:
+    if step.row_invariant:
         out = drop_last_row(g, out, f"{name}/real_rows")
     if rows is not None:
         out = last_rows(g, out, rows, f"{name}/last")  # [1, N, n_heads * D]
@@ -122,7 +122,7 @@ def last_rows(g: GraphBuilder, x: str, count: str, name: str) -> str:
 
 
 def with_spare_row(g: GraphBuilder, x: str, name: str) -> str:
-    """x [1, S, C] -> [1, S + 1, C], the last row repeated (DecoderOptions.rows_alike)."""
+    """x [1, S, C] -> [1, S + 1, C], the last row repeated (engine.graph.kernels, 3.)."""
     last = last_position(g, x, f"{name}/last")
     [y] = g.add_node("Concat", [x, last], [f"{name}/spare"], axis=1)
     return y

@@ -41,6 +41,7 @@ from engine.graph.attention import (
 )
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import stack_rows
+from engine.graph.kernels import Kernels, fold_zero_points
 from engine.graph.linear import linear
 from engine.graph.norms import add_rms_norm, rms_norm
 
@@ -65,26 +66,21 @@ class DecoderOptions:
     all_logits: bool = False
     requantize: Requantization | None = None  # opt-in 4-bit weights, NOT the GGUF's exact ones
     row_invariant: bool = True   # fast CPU mode: row i's logits do not depend on S (below)
+    kernels: Kernels = Kernels()  # fast mode's kernel choices (engine.graph.kernels)
 
     @property
     def dtype(self) -> type:
         return np.float16 if self.float16 else np.float32
 
     @property
-    def rows_alike(self) -> bool:
-        """Does every row of an S-token step come out as it would in a one-token step?
+    def row_invariant_graph(self) -> bool:
+        """Is every row of an S-token step built to come out as in a one-token step?
 
         Speculative decoding's contract: a verify step of k drafted tokens must give each
-        of them the logits a plain step would, or a near tie can change the answer. In fast
-        mode ONNX Runtime makes two float computations with one kernel for a single row and
-        another for several (sums rounded differently; measured up to 0.2 apart in the
-        logits once int8 activations amplify them): a float-activation MatMulNBits (the
-        4-bit ffn_down) and GroupQueryAttention's probabilities x V. So the ffn_down runs
-        row by row, and attention always gets one spare row (a copy of the last, written to
-        the cache slot after the new tokens and never read). Every int8 MatMulNBits already
-        agrees to the bit. Exact mode is float throughout; making it agree would cost a
-        weight read per row, so it agrees to ~1e-4 instead. The runtime asks for it on the
-        CPU provider only: CUDA's kernels are others (and fp16), CoreML's unmeasured.
+        of them the logits a plain step would, or a near tie can change the answer. Fast
+        mode gets it from its kernel choices (engine.graph.kernels, 3.): int8 activations
+        into every matmul and a spare row in every attention. Exact mode is float
+        throughout and agrees to ~1e-5 without them; float16 is the CUDA graph.
         """
         return self.row_invariant and not self.exact and not self.float16
 
@@ -108,9 +104,11 @@ class MLPWeights:
 class DecoderWeights:
     """Packs the GGUF's text tensors on demand; the only place this graph spells GGUF names."""
 
-    def __init__(self, model: GGUFModel, requantization: Requantization | None = None):
+    def __init__(self, model: GGUFModel, requantization: Requantization | None = None,
+                 fold_zero_points: bool = False):
         self.model = model
         self.requantization = requantization
+        self.fold_zero_points = fold_zero_points  # engine.graph.kernels, 2.
 
     def matrix(self, name: str) -> PackedWeight:
         """A linear weight as MatMulNBits inputs (or dense). Exact mode needs no other form:
@@ -118,9 +116,9 @@ class DecoderWeights:
         (measured on the 0.5B demo model: faster than widening 8-bit weights to fp32 MatMul).
         With a requantization every matrix is rounded again to 4-bit instead."""
         tensor = self.model.tensors[name]
-        if self.requantization is None:
-            return pack(tensor)
-        return requantize(tensor, self.requantization)
+        if self.requantization is not None:
+            return requantize(tensor, self.requantization)
+        return fold_zero_points(pack(tensor)) if self.fold_zero_points else pack(tensor)
 
     def vector(self, name: str) -> np.ndarray:
         return self.model.tensors[name].dequantize()
@@ -163,10 +161,11 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     cfg = model.config.text
     dtype = options.dtype
     g = GraphBuilder("decoder")
-    w = DecoderWeights(model, options.requantize)
+    w = DecoderWeights(model, options.requantize,
+                       fold_zero_points=options.kernels.fold_zero_points and not options.exact)
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
-    step = cache_step(g, options.rows_alike)
+    step = cache_step(g, options.row_invariant_graph)
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
@@ -181,9 +180,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         if last_only:  # the last block's tail only matters at the rows that get logits
             residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
-        ffn = w.mlp(i)
-        m = mlp(g, h, ffn, project, f"blk.{i}.ffn", down_accuracy(ffn.down, options),
-                row_by_row=options.rows_alike)
+        m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn")
         if i + 1 < cfg.n_layers:
             next_norm, next_name = w.attn_norm(i + 1), f"blk.{i + 1}.attn_norm"
         else:
@@ -223,21 +220,20 @@ def layer_caches(cfg: TextConfig) -> tuple[LayerCache, ...]:
     )
 
 
-def cache_step(g: GraphBuilder, spare_row: bool) -> CacheStep:
-    """The attention inputs; with a spare row, lengths one longer and one more rotary row
-    (a copy of the last: the spare row's keys are never read)."""
-    if not spare_row:
+def cache_step(g: GraphBuilder, row_invariant: bool) -> CacheStep:
+    """The attention inputs; row-invariant: lengths one longer for the spare row and one
+    more rotary row (a copy of the last: the spare row's keys are never read)."""
+    if not row_invariant:
         return CacheStep(seqlens_k=SEQLENS_K, total_len=TOTAL_LEN, cos=COS, sin=SIN)
     one = g.add_initializer("spare.one", np.array(1, np.int32))
     [seqlens] = g.add_node("Add", [SEQLENS_K, one], ["spare/seqlens_k"])
     [total] = g.add_node("Add", [TOTAL_LEN, one], ["spare/total_len"])
     cos, sin = (g.add_node("Concat", [t, last_position(g, t, f"spare/{t}_last", axis=0)],
                            [f"spare/{t}"], axis=0)[0] for t in (COS, SIN))
-    return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, spare_row=True)
+    return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, row_invariant=True)
 
 
-def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str, down_accuracy: int,
-        row_by_row: bool = False) -> str:
+def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str) -> str:
     """SwiGLU: down(silu(gate(x)) * up(x)); gate and up in one matmul when they fuse."""
     fused = stack_rows([w.gate, w.up])
     if fused is None:
@@ -249,26 +245,7 @@ def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str, down_accurac
     [sig] = g.add_node("Sigmoid", [gate], [f"{name}/sigmoid"])
     [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
     [act] = g.add_node("Mul", [act, up], [f"{name}/silu_up"])  # [1, S, I]
-    return project(act, w.down, f"{name}.down", accuracy_level=down_accuracy,
-                   row_by_row=row_by_row)
-
-
-def down_accuracy(down: PackedWeight, options: DecoderOptions) -> int:
-    """Float activations for the GGUF's own 4-bit ffn_down even in fast mode.
-
-    silu(gate) * up has a few channels far larger than the rest, and int8 blocks of it
-    (one scale per 32 values) lose the others: measured on the demo models, teacher-forced
-    over 800 positions against exact mode, this one matmul is most of fast mode's logit
-    error (RMS 0.066 -> 0.044 on the 0.5B model, 0.071 -> 0.059 on the 1.5B; top-1
-    98.6% -> 99.1% and 99.1% -> 99.5%). 4-bit MatMulNBits has a float kernel that costs
-    3-7% of decode there; 8-bit weights have none (they would become dense fp32), so they
-    keep int8 activations. Re-quantized weights keep them too: there every down is 4-bit,
-    float activations cost 17% (0.5B) and 31% (1.5B) of q4/128's decode, and the rounding
-    of the weights is the larger error by far.
-    """
-    if options.exact or (options.requantize is None and down.dense is None and down.bits == 4):
-        return EXACT_ACCURACY
-    return FAST_ACCURACY
+    return project(act, w.down, f"{name}.down")
 
 
 def last_token_states(g: GraphBuilder, hidden_states: list[str], dtype: type) -> str:

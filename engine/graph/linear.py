@@ -9,8 +9,6 @@ matrix. Dense weights (F16/BF16/F32 and de-quantized formats) use a plain MatMul
 from __future__ import annotations
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper
 
 from engine.gguf.repack import PackedWeight, unpack
 from engine.graph.builder import GraphBuilder
@@ -19,8 +17,7 @@ INT8_ACTIVATIONS = 4  # MatMulNBits accuracy_level that quantizes x to int8 per 
 
 
 def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy_level: int,
-           bias: np.ndarray | None = None, float_dtype: type = np.float32,
-           row_by_row: bool = False) -> str:
+           bias: np.ndarray | None = None, float_dtype: type = np.float32) -> str:
     """Add ``x [..., k] -> [..., n]`` to ``g`` the fastest exact way; return the output name.
 
     accuracy_level 4 runs every quantized weight through MatMulNBits with int8 activations.
@@ -31,8 +28,7 @@ def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy
     """
     if weight.dense is None and (weight.bits == 4 or accuracy_level == INT8_ACTIVATIONS):
         return matmul_nbits(g, x, weight, name, accuracy_level=accuracy_level, bias=bias,
-                            float_dtype=float_dtype,
-                            row_by_row=row_by_row and accuracy_level != INT8_ACTIVATIONS)
+                            float_dtype=float_dtype)
     dense = weight.dense if weight.dense is not None else unpack(weight)
     return dense_matmul(g, x, dense, name, bias=bias, float_dtype=float_dtype)
 
@@ -51,15 +47,9 @@ def dense_matmul(g: GraphBuilder, x: str, weight: np.ndarray, name: str, *,
 
 def matmul_nbits(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *,
                  accuracy_level: int, bias: np.ndarray | None = None,
-                 float_dtype: type = np.float32, row_by_row: bool = False) -> str:
+                 float_dtype: type = np.float32) -> str:
     """MatMulNBits (+ the offset term). With float16 the scales and offsets are rounded to
-    float16: exact for Q4_0/Q5_0/Q8_0 (fp16 scales), not for the K-quant products.
-
-    row_by_row runs the MatMulNBits on one row at a time (a Scan over S): with float
-    activations ONNX Runtime multiplies one row with a kernel of its own, and several rows
-    with another whose sums round differently, so only this way does row i come out the
-    same whether it came alone or with others (a verify step of speculative decoding).
-    """
+    float16: exact for Q4_0/Q5_0/Q8_0 (fp16 scales), not for the K-quant products."""
     inputs = [
         x,
         g.add_initializer(f"{name}.qweight", weight.data),
@@ -71,25 +61,11 @@ def matmul_nbits(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *,
         inputs += ["", g.add_initializer(f"{name}.bias", bias.astype(float_dtype))]  # g_idx unused
     attrs = dict(K=weight.k, N=weight.n, bits=weight.bits, block_size=weight.block_size,
                  accuracy_level=accuracy_level)
-    if row_by_row:
-        [y] = g.add_node("Scan", [x], [f"{name}/rows"], body=_one_row_body(inputs, attrs, name),
-                         num_scan_inputs=1, scan_input_axes=[1], scan_output_axes=[1])
-    else:
-        [y] = g.add_node("MatMulNBits", inputs, [f"{name}/MatMulNBits"],
-                         domain="com.microsoft", **attrs)
+    [y] = g.add_node("MatMulNBits", inputs, [f"{name}/MatMulNBits"], domain="com.microsoft",
+                     **attrs)
     if weight.offsets is None:
         return y
     return _add_offsets(g, x, y, weight, name, float_dtype)
-
-
-def _one_row_body(inputs: list[str], attrs: dict, name: str) -> onnx.GraphProto:
-    """A Scan body: row [B, K] -> MatMulNBits(row, the outer graph's weights) [B, N]."""
-    row, out = f"{name}/row", f"{name}/row_out"
-    node = helper.make_node("MatMulNBits", [row, *inputs[1:]], [out], domain="com.microsoft",
-                            name=f"{name}/row_matmul", **attrs)
-    return helper.make_graph([node], f"{name}/one_row", [helper.make_tensor_value_info(
-        row, TensorProto.FLOAT, None)], [helper.make_tensor_value_info(
-            out, TensorProto.FLOAT, None)])
 
 
 def _add_offsets(g: GraphBuilder, x: str, y: str, weight: PackedWeight, name: str,

@@ -24,6 +24,7 @@ from engine.gguf import GGUFModel
 from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
+from engine.graph.kernels import Kernels, kernels_for
 from engine.modelmath.rope import rope_angles
 from engine.modelmath.stats import layer_stats
 from engine.runtime.graph_cache import GraphCache, entry_key
@@ -60,14 +61,14 @@ class DecoderSession:
     """Runs the decoder graph of ``model`` step by step (batch 1).
 
     exact: fp32 activations and float-exact weights (logits within ~1e-3 of the numpy
-    reference); otherwise int8 activations on CPU (MatMulNBits accuracy level 4; float
-    activations into a 4-bit ffn_down, engine.graph.decoder.down_accuracy).
+    reference); otherwise int8 activations on CPU (the kernel choices of this CPU class,
+    engine.graph.kernels; ``kernels`` says which, None in exact mode and off the CPU).
     provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
     an unavailable one falls back to CPU and ``provider`` says which ran.
     requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
     names what runs, so every status line can say when it is NOT the GGUF's exact weights.
     row_invariant: False leaves out what makes fast mode's verify rows equal one-token
-    steps (DecoderOptions.rows_alike), to measure its cost (benchmarks/batch_invariance.py).
+    steps (engine.graph.kernels, 3.), to measure its cost (benchmarks/batch_invariance.py).
     Not for a run without drafts: that graph rounds differently, so `--speculate off` would
     answer some prompts otherwise than the default (measured, BENCHMARKS.md).
     cache: reuse the built graph from disk (engine.runtime.graph_cache; not in exact mode,
@@ -78,7 +79,7 @@ class DecoderSession:
                  max_cache_len: int = 4096, layer_stats: bool = False,
                  all_logits: bool = False, threads: int | None = None,
                  requantize: str | Requantization | None = None, cache: bool = True,
-                 row_invariant: bool = True):
+                 row_invariant: bool = True, kernels: Kernels | None = None):
         started = time.perf_counter()
         self.config = model.config.text
         self.provider = available_provider(provider)
@@ -91,14 +92,18 @@ class DecoderSession:
                                   "re-quantizes them; choose one of exact and requantize")
         self.requantization = requantize
         self.weights = "exact GGUF weights" if requantize is None else requantize.label
+        # fast CPU mode's kernel choices (None where they do not apply; other providers
+        # keep explicit zero points, unmeasured there)
+        self.kernels = (kernels or kernels_for()) if self.provider == "cpu" and not exact else None
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
-                                       row_invariant=row_invariant and self.provider == "cpu")
+                                       row_invariant=row_invariant and self.provider == "cpu",
+                                       kernels=self.kernels or Kernels(fold_zero_points=False))
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
-        # in exact mode (speculative decoding relies on it; see DecoderOptions.rows_alike)
-        self.rows_alike = exact or options.rows_alike
+        # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
+        self.row_invariant = exact or options.row_invariant_graph
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()
@@ -123,7 +128,7 @@ class DecoderSession:
         self._binding = self._session.io_binding()
         caches = graph.layer_caches(self.config)
         # one slot more than the context: a row-invariant step writes a spare row after
-        # the new tokens (engine.graph.decoder.DecoderOptions.rows_alike)
+        # the new tokens (engine.graph.kernels, 3.)
         cache_shape = (1, self.config.n_kv_heads, max_cache_len + 1, self.config.head_dim)
         self._kv_buffers = []
         for names in caches:

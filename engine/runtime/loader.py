@@ -18,6 +18,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.requantize import SPECS, Requantization
+from engine.graph.kernels import Kernels
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.vision import VisionEncoder
@@ -97,9 +98,14 @@ class LoadedModel:
         return self.decoder.max_cache_len
 
     @property
-    def rows_alike(self) -> bool:
+    def row_invariant(self) -> bool:
         """A verify step's rows equal one-token steps' (speculation keeps the answer)."""
-        return self.decoder.rows_alike
+        return self.decoder.row_invariant
+
+    @property
+    def kernels(self) -> Kernels | None:
+        """Fast CPU mode's kernel choices; None in exact mode and off the CPU."""
+        return self.decoder.kernels
 
     def vision_encoder(self) -> VisionEncoder:
         """The vision tower's session, built on first use (one per model, reused)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import onnxruntime as ort
 
+from engine.graph.kernels import describe, kernels_for
 from engine.runtime.decoder import PROVIDERS
 
 
@@ -20,3 +21,8 @@ def available_providers() -> list[str]:
 def runtime_version() -> str:
     """The onnxruntime version (the About box shows it; app/ does not import onnxruntime)."""
     return ort.__version__
+
+
+def cpu_kernels() -> str:
+    """This CPU's features and fast mode's kernel choices for it (engine.graph.kernels)."""
+    return describe(kernels_for())

@@ -11,12 +11,12 @@ Otherwise ``auto`` is prompt lookup, which drafts nothing (costs only its search
 the context offers nothing to copy.
 
 Every choice keeps the answer only where a verify step of k rows computes each row as a
-one-token step does (``DecoderSession.rows_alike``): to the bit in fast CPU mode (the graph
-is built for it, engine.graph.decoder.DecoderOptions.rows_alike), to ~1e-5 in exact mode.
+one-token step does (``DecoderSession.row_invariant``): to the bit in fast CPU mode (the
+graph is built for it, engine.graph.kernels, 3.), to ~1e-5 in exact mode.
 On CUDA ONNX Runtime's one-row and many-row kernels round differently, and later layers
 amplify that to ~0.2 in the logits, which flips near-tie tokens (CoreML is unmeasured);
 ``auto`` stays off there, and an explicit ``ngram`` or draft model runs with
-UNLIKE_ROWS_NOTE said to the user.
+ROW_VARIANT_NOTE said to the user.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from engine.runtime.loader import LoadedModel, load_model
 from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store
-UNLIKE_ROWS_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
+ROW_VARIANT_NOTE = ("speculative decoding on this provider: a verify step rounds differently "
                     "from one-token steps, so a near-tie token may differ from an answer "
                     "without speculation; the CPU provider keeps the answer identical")
 AUTO_OFF_NOTE = ("speculation off: auto drafts only where it cannot change the answer, and on "
@@ -61,14 +61,14 @@ def _plain(value: object) -> object:
     return tuple(_plain(v) for v in value)  # type: ignore[union-attr]
 
 
-def make_drafter(choice: str, target_path: Path, *, rows_alike: bool = True,
+def make_drafter(choice: str, target_path: Path, *, row_invariant: bool = True,
                  load_draft: Callable[[str], tuple[object, Path]] | None = None,
                  candidates: Callable[[], list[tuple[str, Path]]] | None = None) -> Drafter | None:
-    """The drafter for ``choice`` (None: plain decoding). ``rows_alike``: the target's verify
+    """The drafter for ``choice`` (None: plain decoding). ``row_invariant``: the target's verify
     rows equal its one-token steps (``auto`` drafts only then). ``load_draft(name)`` loads
     a store model and returns its decoder and GGUF path; ``candidates()`` lists (name, GGUF
     path) of store models that ``auto`` may consider."""
-    if choice == "off" or (choice == "auto" and not rows_alike):
+    if choice == "off" or (choice == "auto" and not row_invariant):
         return None
     if choice == "ngram":
         return PromptLookup()
@@ -110,15 +110,15 @@ def drafter_for(choice: str, model: LoadedModel, store: Store | None, *,
             return []
         return [(m.name.display, m.model_path) for m in models]
 
-    return make_drafter(choice, model.gguf.path, rows_alike=model.rows_alike,
+    return make_drafter(choice, model.gguf.path, row_invariant=model.row_invariant,
                         load_draft=load_draft, candidates=candidates)
 
 
-def speculation_note(choice: str, rows_alike: bool) -> str | None:
+def speculation_note(choice: str, row_invariant: bool) -> str | None:
     """What the user should know about ``choice`` for a model, if anything."""
-    if rows_alike or choice == "off":
+    if row_invariant or choice == "off":
         return None
-    return AUTO_OFF_NOTE if choice == "auto" else UNLIKE_ROWS_NOTE
+    return AUTO_OFF_NOTE if choice == "auto" else ROW_VARIANT_NOTE
 
 
 def draft_cost(draft: Path, target: Path) -> float:
