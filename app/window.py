@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 
 from app.chat.banner import Banner
 from app.chat.conversation import MODEL_SWITCH_NOTE, ConversationController
+from app.chat.document_tray import local_files_of
 from app.chat.empty_state import EmptyState, suggested_name
-from app.chat.input_box import image_paths_of
 from app.chat.page import ChatPage, no_vision_text
 from app.conversations.actions import ConversationActions
 from app.conversations.history import History
@@ -213,6 +213,8 @@ class MainWindow(QMainWindow):
         self.chat.input.imagesCleared.connect(self._images_cleared)
         self.chat.input.imageRejected.connect(lambda text: self.banner.show_message("error",
                                                                                     text))
+        self.chat.input.documentRejected.connect(
+            lambda text: self.banner.show_message("error", text))
         self.panel.colorTokensToggled.connect(self._color_tokens)
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
@@ -585,16 +587,16 @@ class MainWindow(QMainWindow):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
         mime = event.mimeData()
-        if image_paths_of(mime) or _gguf_paths(mime) or mime.hasImage():
+        if local_files_of(mime) or mime.hasImage():
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
         mime = event.mimeData()
         for path in _gguf_paths(mime):
             self.import_gguf(path)
-        images = image_paths_of(mime)
-        if images:
-            self.chat.input.attach(images)
+        files = [p for p in local_files_of(mime) if p not in _gguf_paths(mime)]
+        if files:                                   # images and documents
+            self.chat.input.attach(files)
         elif mime.hasImage():
             self.chat.input.editor.insertFromMimeData(mime)
         event.acceptProposedAction()

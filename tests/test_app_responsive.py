@@ -28,7 +28,7 @@ ENDS_WITHIN_S = 1.0        # the cancelled prefill, measured from the switch
 def slow_store(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("slow") / "models"
     root.mkdir()
-    spec = TextSpec(hidden=256, heads=4, kv_heads=2, layers=8, ffn=1024, context=NUM_CTX)
+    spec = TextSpec(hidden=256, heads=4, kv_heads=2, layers=16, ffn=1024, context=NUM_CTX)
     gguf = write_model(root.parent / "slow.gguf", "qwen2", spec)
     import_gguf(Store.open(root), gguf, "slow")
     import_gguf(Store.open(root), gguf, "slow2")

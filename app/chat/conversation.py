@@ -19,7 +19,9 @@ from PySide6.QtCore import QObject, Signal
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, Job, JobRunner
+from engine.chat.answer_format import parse_format
 from engine.chat.backend import Capability, ChatBackend, unavailable_reason
+from engine.chat.documents import message_room, template_overhead, token_counter
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message
 from engine.errors import GenerationError, ImageError
@@ -84,6 +86,7 @@ class ConversationController(QObject):
         self.thinking_ns = 0         # engine time of this answer's thinking tokens
         self._logprobs: list[dict] = []
         self.draft_system, self.draft_options = "", {}   # a new chat's own settings
+        self.draft_format = ""
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
         self._saved_at = 0.0
         self._first_token = False
@@ -127,6 +130,33 @@ class ConversationController(QObject):
         conversation = self.history.conversation(self.conversation_id)
         return (conversation.system, dict(conversation.options)) if conversation else ("", {})
 
+    def conversation_format(self) -> str:
+        """This conversation's structured output: "", "json" or a JSON schema's text."""
+        if self.conversation_id is None:
+            return self.draft_format
+        conversation = self.history.conversation(self.conversation_id)
+        return conversation.format if conversation else ""
+
+    def set_conversation_format(self, text: str) -> None:
+        """Applies from the next answer on (set_conversation_settings tells the view)."""
+        if self.conversation_id is None:
+            self.draft_format = text
+        else:
+            self.history.set_format(self.conversation_id, text)
+
+    def count_tokens(self, text: str) -> tuple[int, bool]:
+        """Tokens of ``text`` with the current model (False: estimated, a server's model)."""
+        count, exact = token_counter(self.model)
+        return count(text), exact
+
+    def message_room(self) -> int:
+        """Tokens a new message may take in this conversation's context."""
+        system, own = self.conversation_settings()
+        options = options_for(self.model, {**self.settings.options, **own,
+                                           "num_ctx": self.settings.num_ctx})
+        return message_room(options.num_ctx, options.num_predict, template_overhead(
+            self.model, system or self.settings.system or None, self.settings.think))
+
     def set_conversation_settings(self, system: str, options: dict) -> None:
         """Applies from the next answer on."""
         if self.conversation_id is None:
@@ -152,6 +182,7 @@ class ConversationController(QObject):
         self.give_up_check()
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
+        self.draft_format = ""
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
@@ -181,7 +212,8 @@ class ConversationController(QObject):
         self._require_idle()
         if self.conversation_id is None:
             conversation = self.history.create(title_of(text, images), self.model_name,
-                                               self.draft_system, self.draft_options)
+                                               self.draft_system, self.draft_options,
+                                               self.draft_format)
             self.conversation_id = conversation.id
             self.conversationChanged.emit(conversation.id)
         user_id = self.history.add(self.conversation_id, "user", text, images)
@@ -330,6 +362,8 @@ class ConversationController(QObject):
         session.options = options
         session.system = system or self.settings.system or None
         session.think = self.settings.think      # False: Ollama's think=false
+        answer_format = self.conversation_format()
+        session.format = parse_format(answer_format) if answer_format else None
         self.session = session
         return session
 

@@ -1,6 +1,7 @@
 """Where the user writes: multi-line text (Enter sends, Shift+Enter breaks the line),
-images attached by button, paste or drag & drop, shown as removable thumbnails, and the
-Send button that becomes Stop while an answer streams.
+images and documents attached by button, paste or drag & drop, shown as removable
+thumbnails and chips (app.chat.document_tray), and the Send button that becomes Stop
+while an answer streams.
 
 Every image is checked when it arrives, so an unreadable file is reported at once (the
 `imageRejected` signal carries the engine's ImageError message) rather than at send time.
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.document_tray import DOCUMENT_PATTERNS, DocumentTray, is_document, local_files_of
 from app.desktop.theme import RESOURCES
 from engine.errors import ImageError
 from engine.paths import data_dir
@@ -43,14 +45,6 @@ class Submission:
     text: str
     images: tuple[str, ...]     # image file paths
     edit: bool                  # True: replaces the last user message
-
-
-def image_paths_of(mime: QMimeData) -> list[str]:
-    """Local files in a drop / paste that look like images (by suffix)."""
-    if not mime.hasUrls():
-        return []
-    return [url.toLocalFile() for url in mime.urls()
-            if url.isLocalFile() and Path(url.toLocalFile()).suffix.lower() in IMAGE_SUFFIXES]
 
 
 def save_pasted_image(image: QImage) -> str:
@@ -73,7 +67,7 @@ class PromptEdit(QPlainTextEdit):
     handed to the input box instead of being inserted as text."""
 
     submitted = Signal()
-    imagesPasted = Signal(list)          # list[str] paths
+    imagesPasted = Signal(list)          # list[str] paths (of documents too)
     escapePressed = Signal()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
@@ -87,11 +81,11 @@ class PromptEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
-        return source.hasImage() or bool(image_paths_of(source)) or \
+        return source.hasImage() or bool(local_files_of(source)) or \
             super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
-        paths = image_paths_of(source)
+        paths = local_files_of(source)  # images and documents: the input box sorts them
         if not paths and source.hasImage():
             image = source.imageData()
             if isinstance(image, QImage) and not image.isNull():
@@ -136,6 +130,7 @@ class InputBox(QFrame):
     imagesAttached = Signal(list)        # list[str]: paths that were added
     imagesCleared = Signal()             # the last image was removed
     imageRejected = Signal(str)          # a readable reason
+    documentRejected = Signal(str)       # a readable reason
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -166,6 +161,9 @@ class InputBox(QFrame):
         self.strip.setWidget(strip_inner)
         self.strip.hide()
         layout.addWidget(self.strip)
+        self.documents = DocumentTray()
+        self.documents.rejected.connect(self.documentRejected)
+        layout.addWidget(self.documents)
 
         row = QHBoxLayout()
         row.setSpacing(8)
@@ -173,7 +171,8 @@ class InputBox(QFrame):
         self.attach_button.setObjectName("attachButton")
         self.attach_button.setIcon(QIcon(str(RESOURCES / "icons" / "attach-image.svg")))
         self.attach_button.setIconSize(QSize(22, 22))
-        self.attach_button.setToolTip("Attach images (or paste / drop them here)")
+        self.attach_button.setToolTip("Attach images or documents: text, source, PDF, DOCX "
+                                      "(or paste / drop them here)")
         self.attach_button.setCursor(Qt.PointingHandCursor)
         self.attach_button.clicked.connect(self._choose_images)
         row.addWidget(self.attach_button, 0, Qt.AlignBottom)
@@ -198,9 +197,15 @@ class InputBox(QFrame):
     # -- images ---------------------------------------------------------------------------
 
     def attach(self, paths: list[str]) -> None:
-        """Check and add images; each unreadable one is reported through imageRejected."""
+        """Check and add images and documents; each unreadable one is reported through
+        imageRejected or documentRejected."""
+        documents = [p for p in paths if is_document(p, IMAGE_SUFFIXES)]
+        if documents:
+            self.documents.add(documents)
         added = []
         for path in paths:
+            if path in documents:
+                continue
             if path in self.images:
                 continue
             try:
@@ -235,8 +240,11 @@ class InputBox(QFrame):
 
     def _choose_images(self) -> None:
         suffixes = " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES))
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "",
-                                                f"Images ({suffixes})")
+        documents = " ".join(DOCUMENT_PATTERNS)
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Attach images or documents", "",
+            f"Images and documents ({suffixes} {documents});;Images ({suffixes});;"
+            f"Documents ({documents});;All files (*)")
         self.attach(paths)
 
     # -- sending --------------------------------------------------------------------------
@@ -245,9 +253,13 @@ class InputBox(QFrame):
         if self.busy:
             return
         text = self.editor.toPlainText().strip()
-        if not text and not self.images:
+        if not text and not self.images and not self.documents.documents:
             return
         images = () if self.editing else tuple(self.images)
+        if not self.editing:
+            text = self.documents.message(text)
+            if text is None:            # too long, and the user chose not to truncate
+                return
         self.submitted.emit(Submission(text, images, self.editing))
 
     def accept_submission(self) -> None:
@@ -256,6 +268,7 @@ class InputBox(QFrame):
         if not self.editing:
             for path in list(self.images):
                 self.remove_image(path)
+            self.documents.clear()
         self.cancel_edit()
 
     def begin_edit(self, text: str) -> None:

@@ -52,6 +52,8 @@ class ChatPage(QWidget):
         self.input.submitted.connect(self._submitted)
         self.input.stopRequested.connect(controller.stop)
         self.input.set_ready(False)
+        self.input.documents.count_tokens = controller.count_tokens
+        self.input.documents.message_room = controller.message_room
         controller.token.connect(self._on_token)
         controller.answerDone.connect(self._on_done)
         controller.answerFailed.connect(self._on_failed)
@@ -94,7 +96,7 @@ class ChatPage(QWidget):
         system, options = controller.conversation_settings()
         self.header.show_conversation(stored.title if stored else "New chat",
                                       controller.model_name or (stored.model if stored else ""),
-                                      system, options)
+                                      system, options, controller.conversation_format())
         if controller.model is None:
             self.view.set_hint("Pick a model on the left (Ctrl+K) to start chatting.")
         else:

@@ -40,6 +40,7 @@ ADDED_COLUMNS = (
     ("conversations", "pinned", "INTEGER NOT NULL DEFAULT 0"),
     ("conversations", "system", "TEXT NOT NULL DEFAULT ''"),
     ("conversations", "options", "TEXT NOT NULL DEFAULT '{}'"),
+    ("conversations", "format", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "thinking", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "thinking_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("messages", "logprobs", "TEXT NOT NULL DEFAULT '[]'"),
@@ -65,7 +66,7 @@ END;
 INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 """
 
-CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created"
+CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
 MESSAGE_COLUMNS = "id, role, content, images, complete, thinking, thinking_ms, logprobs"
 
 
@@ -80,6 +81,7 @@ class Conversation:
     options: dict = field(default_factory=dict, compare=False)  # Ollama option overrides
     created: float = 0.0
     snippet: str = ""               # search results: the text around the match
+    format: str = ""                # structured output: "", "json" or a JSON schema's text
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,12 @@ class History:
     # -- conversations ------------------------------------------------------------------
 
     def create(self, title: str, model: str, system: str = "",
-               options: dict | None = None) -> Conversation:
+               options: dict | None = None, answer_format: str = "") -> Conversation:
         now = time.time()
         cursor = self._db.execute(
-            "INSERT INTO conversations (title, model, created, updated, system, options) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (title, model, now, now, system, json.dumps(options or {})),
+            "INSERT INTO conversations (title, model, created, updated, system, options, format) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (title, model, now, now, system, json.dumps(options or {}), answer_format),
         )
         return self.conversation(int(cursor.lastrowid))
 
@@ -169,6 +171,11 @@ class History:
         self._db.execute("UPDATE conversations SET system = ?, options = ? WHERE id = ?",
                          (system, json.dumps(options), conversation))
 
+    def set_format(self, conversation: int, answer_format: str) -> None:
+        """The conversation's structured output ("", "json" or a schema's text)."""
+        self._db.execute("UPDATE conversations SET format = ? WHERE id = ?",
+                         (answer_format, conversation))
+
     def delete(self, conversation: int) -> Snapshot | None:
         """Delete a conversation; returns it whole for `restore` (Undo)."""
         found = self.conversation(conversation)
@@ -185,9 +192,9 @@ class History:
         try:
             self._db.execute(
                 "INSERT INTO conversations (id, title, model, created, updated, pinned, "
-                "system, options) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "system, options, format) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (c.id, c.title, c.model, c.created, c.updated, int(c.pinned), c.system,
-                 json.dumps(c.options)))
+                 json.dumps(c.options), c.format))
             for m in snapshot.messages:
                 self._insert_message(c.id, m, message_id=m.id)
         except BaseException:
@@ -292,14 +299,14 @@ class History:
 
 
 def _conversation(row: tuple) -> Conversation:
-    cid, title, model, updated, pinned, system, options, created = row
+    cid, title, model, updated, pinned, system, options, created, answer_format = row
     return Conversation(cid, title, model, updated, bool(pinned), system, json.loads(options),
-                        created)
+                        created, format=answer_format)
 
 
 def _with_snippet(c: Conversation, snippet: str) -> Conversation:
     return Conversation(c.id, c.title, c.model, c.updated, c.pinned, c.system, c.options,
-                        c.created, " ".join(snippet.split()))
+                        c.created, " ".join(snippet.split()), c.format)
 
 
 def _like(word: str) -> str:

@@ -64,6 +64,7 @@ def to_json(conversation: Conversation, messages: list[StoredMessage],
         "created": conversation.created, "updated": conversation.updated,
         "pinned": conversation.pinned, "system": conversation.system,
         "options": conversation.options,
+        **({"answer_format": conversation.format} if conversation.format else {}),
         "messages": [_message_json(m, logprobs) for m in messages],
     }
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
@@ -108,9 +109,13 @@ def import_json(history: History, path: Path) -> Conversation:
     options = data.get("options") or {}
     if not isinstance(options, dict):
         raise NotAConversation(f"{path.name}: \"options\" must be an object of Ollama options")
+    answer_format = data.get("answer_format") or ""
+    if not isinstance(answer_format, str):
+        raise NotAConversation(f"{path.name}: \"answer_format\" must be \"json\" or a JSON "
+                               "schema's text")
     conversation = history.create(str(data.get("title") or "Imported chat"),
                                   str(data.get("model") or ""), str(data.get("system") or ""),
-                                  options)
+                                  options, answer_format)
     for message in messages:
         history.add_message(conversation.id, message)
     if data.get("pinned"):

@@ -257,6 +257,8 @@ class DebugPanel(QDockWidget):
             f"<b>{where}</b> #{event.index + 1}: <code>{_escape(visible_piece(event.piece))}"
             f"</code>{where_id}" + (" · <u>drafted</u>" if event.drafted else "")
             + (" · thinking" if event.thinking else "")
+            + (" · <b>forced by the schema</b>" if event.reasons and event.reasons.schema_forced
+               else "")
         )
         self.top_model.set_records(top_rows(event))
         reasons = event.reasons

@@ -23,6 +23,7 @@ from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError
 from engine.runtime.cancel import Cancelled
+from engine.runtime.constraint import Constraint
 from engine.runtime.decoder import DecoderSession, DecoderStep
 from engine.runtime.drafters import Drafter
 from engine.runtime.reasons import explain
@@ -76,11 +77,13 @@ class Generator:
         load_duration: int = 0,
         max_cache_len: int | None = None,
         drafter: Drafter | None = None,
+        constraint: Constraint | None = None,
     ) -> Iterator[Event]:
         """Prefill, then decode. With a ``drafter`` each step is a draft-and-verify step
         (logits at the fed rows only): the tokens have the distribution of plain decoding
         (greedy: the same tokens), and each event carries the target's own logits at its
-        position."""
+        position. A ``constraint`` (structured output) masks every pick, drafted rows
+        included."""
         limit = min(options.num_ctx, max_cache_len or options.num_ctx)
         if len(prompt) >= limit:
             raise GenerationError(
@@ -89,6 +92,7 @@ class Generator:
             )
         start = time.perf_counter_ns()
         answer = _Answer(self, prompt, options, limit=limit, drafter=drafter,
+                         constraint=constraint,
                          cancel=cancel or threading.Event(),
                          num_top=min(max(num_top, 1), MAX_TOP_LOGPROBS))
         try:
@@ -137,11 +141,11 @@ class _Answer:
 
     def __init__(self, generator: Generator, prompt: PromptTokens, options: Options, *,
                  limit: int, drafter: Drafter | None, cancel: threading.Event,
-                 num_top: int) -> None:
+                 num_top: int, constraint: Constraint | None = None) -> None:
         self.decoder, self.tokenizer = generator.decoder, generator.tokenizer
         self.prompt, self.options, self.limit = prompt, options, limit
         self.drafter, self.cancel, self.num_top = drafter, cancel, num_top
-        self.sampler = Sampler(options)
+        self.sampler = Sampler(options, constraint)
         self.stream = StreamDecoder(self.tokenizer)
         self.stops = StopMatcher(options.stop)
         self.state = AnswerState(history=[int(i) for i in prompt.ids],
