@@ -12,6 +12,7 @@ margin over the runner-up is split the same way, along lm_head[token] - lm_head[
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,22 +43,24 @@ class Contributions:
     position: int
     token: int          # the token explained: the one that came next, else the top-1
     runner_up: int      # the best other token
+    pieces: tuple[str, str]  # their display text
     logit: Split
     margin: Split       # logit[token] - logit[runner_up]
 
     def to_json(self) -> dict:
-        return ({"token": self.token} | self.logit.to_json()
-                | {"runner_up": self.runner_up, "margin": self.margin.to_json()})
+        return ({"token": self.token, "piece": self.pieces[0]} | self.logit.to_json()
+                | {"runner_up": self.runner_up, "runner_up_piece": self.pieces[1],
+                   "margin": self.margin.to_json()})
 
 
 def contributions(
     probe: AttentionProbe, hidden_states: list[np.ndarray], logits: np.ndarray,
-    weights: ReferenceWeights, token: int | None = None,
+    weights: ReferenceWeights, piece: Callable[[int], str], token: int | None = None,
 ) -> Contributions:
     """Split row ``probe.rows[0]`` of a reference forward run with ``probe.parts``.
 
-    hidden_states: the forward's n_layers + 1 of [S, H]; logits [S, V]; token: the token to
-    explain (default: the row's top-1)."""
+    hidden_states: the forward's n_layers + 1 of [S, H]; logits [S, V]; piece: a token's
+    text; token: the token to explain (default: the row's top-1)."""
     row = int(probe.rows[0])
     final = hidden_states[-1][row].astype(np.float64)  # [H]
     scale = np.sqrt(np.mean(final * final) + float(weights.config.rms_eps))
@@ -79,7 +82,7 @@ def contributions(
                      total - parts[0] - float(parts[1].sum()) - float(parts[2].sum()), total)
 
     return Contributions(
-        position=row, token=token, runner_up=runner_up,
+        position=row, token=token, runner_up=runner_up, pieces=(piece(token), piece(runner_up)),
         logit=split(head[token], float(row_logits[token])),
         margin=split(head[token].astype(np.float64) - head[runner_up],
                      float(row_logits[token] - row_logits[runner_up])),

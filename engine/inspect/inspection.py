@@ -122,7 +122,7 @@ def inspect_context(
         attention=attention,
         images=tuple(g for g in image_grids(context) if g.stop <= position + 1),
         logprobs=_next_logprobs(out.logits, ids),
-        contributions=contributions(probe, out.hidden_states, out.logits, weights,
+        contributions=contributions(probe, out.hidden_states, out.logits, weights, piece,
                                     context.ids[position + 1] if position + 1 < n else None),
     )
 

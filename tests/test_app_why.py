@@ -1,0 +1,56 @@
+"""Why this token, in the window: the contributions grid of an inspected reply step (its
+head cells open that head's attention map) and occlusion attribution over the text, run
+as a job with progress and cancel."""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPoint, Qt
+
+from app.settings.store import Settings
+from engine.inspect.occlusion import occlusion
+from tests.test_app_check import TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
+from tests.test_app_inspect import inspected
+
+N = 4
+
+
+def test_contribution_grid_and_attribution(qtbot, tmp_path, tiny_store):  # noqa: F811
+    window = loaded_window(qtbot, Settings(models_dir=str(tiny_store), options={
+        "temperature": 0.0, "num_predict": N, "repeat_penalty": 1.3}), tmp_path)
+    send(qtbot, window, "Hello there")
+    panel, inspector = window.panel, window.inspector
+    inside = panel.inside
+    result = inspected(qtbot, window, lambda: inspector.select_reply(2))
+    parts = result.contributions
+    assert parts.token == inspector.events[2].id      # the token the step chose
+    assert inside.contributions.split is parts.logit
+    assert inside.split_box.currentText().startswith("logit of")
+    assert "embedding" in inside.split_summary.text()
+    inside.split_box.setCurrentIndex(1)
+    assert inside.contributions.split is parts.margin
+
+    # clicking layer 2, head 2 of the grid shows that head's attention map
+    grid = inside.contributions
+    grid.resize(400, grid.height())
+    cell = grid._cell(1, 1).center().toPoint()
+    qtbot.mouseClick(grid, Qt.LeftButton, pos=QPoint(cell.x(), cell.y()))
+    assert (inside.layer_box.currentIndex(), inside.head_box.currentIndex()) == (2, 2)
+    np.testing.assert_array_equal(inside.heat.weights, result.attention[1, 1])
+
+    # attribution: a job over the same context, then the tinted text
+    assert inside.attribute_button.isEnabled()
+    inside.attribute_button.click()
+    assert inspector.job is not None and not inside.cancel_button.isHidden()
+    qtbot.waitUntil(lambda: inspector.job is None, timeout=TIMEOUT_MS)
+    direct = occlusion(window.controller.model.gguf, inspector.context, result.position)
+    np.testing.assert_allclose(inside.attribution.weights[:-1], direct.delta, atol=1e-6)
+    assert np.abs(direct.delta).max() > 1e-4
+    assert inside.attribution.weights[-1] == 0 and "log-probability of" in \
+        inside.attribution_note.text()
+
+    # cancelled, it leaves nothing half-drawn and says so
+    inside.attribute_button.click()
+    inside.cancel_button.click()
+    assert inspector.job is None and inside.status.text() == "Cancelled."
+    assert inside.attribute_button.isEnabled()
