@@ -121,7 +121,7 @@ def inspect_context(
         lens=lens,
         attention=attention,
         images=tuple(g for g in image_grids(context) if g.stop <= position + 1),
-        logprobs=_next_logprobs(out.logits, ids),
+        logprobs=next_logprobs(out.logits, ids),
         contributions=contributions(probe, out.hidden_states, out.logits, weights, piece,
                                     context.ids[position + 1] if position + 1 < n else None),
     )
@@ -151,7 +151,7 @@ def check_position(context: PromptTokens, position: int | None) -> int:
     return position
 
 
-def _next_logprobs(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def next_logprobs(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """logits [S, V], ids [S] -> log-softmax of row r at ids[r + 1], [S - 1]."""
     rows = logits[:-1].astype(np.float64)  # [S - 1, V]
     peak = rows.max(axis=1, keepdims=True)
