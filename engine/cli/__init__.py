@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "engine.cli.prompt_commands",  # prompt
     "engine.cli.crosscheck_command",  # crosscheck
     "engine.cli.compare_command",  # compare
+    "engine.cli.trace_command",    # trace
 )
 
 
