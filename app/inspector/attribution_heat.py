@@ -1,6 +1,7 @@
 """Occlusion attribution over the text: each earlier token tinted by how much hiding it
 from attention changes the explained token's log-probability (blue: hiding it lowers it,
-the token supported the answer; red: hiding it raises it), scaled to the largest change.
+the token supported the answer; red: hiding it raises it), the tint growing with the square
+root of the share of the largest change (the token just before usually dominates).
 An image is one chip holding the sum over its patches."""
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Direct contributions as a layer x head grid: one row per layer, one cell per attention
 head and a last one for the MLP, blue where the part pushes the explained token's logit
-(or its margin over the runner-up) up and red where it pushes it down, scaled to the
-largest part. Hover for the value; clicking a head asks for its attention map.
+(or its margin over the runner-up) up and red where it pushes it down. The tint grows with
+the square root of |part| / the largest |part|, so the many small heads stay visible next
+to the few large MLPs. Hover for the value; clicking a head asks for its attention map.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ UP, DOWN = QColor(60, 120, 235), QColor(225, 70, 55)
 
 def signed_tint(value: float, scale: float) -> QColor:
     colour = QColor(UP if value >= 0 else DOWN)
-    colour.setAlpha(int(235 * min(1.0, abs(value) / scale)) if scale > 0 else 0)
+    colour.setAlpha(int(235 * min(1.0, abs(value) / scale) ** 0.5) if scale > 0 else 0)
     return colour
 
 
@@ -61,9 +62,11 @@ class ContributionGrid(QWidget):
         text = self.palette().windowText().color()
         painter.setPen(text)
         heads = self.split.attention.shape[1]
-        for column in (0, heads - 1, heads):
+        for column, align in ((0, Qt.AlignLeft), (heads - 1, Qt.AlignRight),
+                              (heads, Qt.AlignRight)):
             rect = self._cell(0, column).translated(0, -HEADER)
-            painter.drawText(rect.adjusted(-8, 0, 8, HEADER - ROW_HEIGHT), Qt.AlignCenter,
+            painter.drawText(rect.adjusted(-20, 0, 0, HEADER - ROW_HEIGHT),
+                             align | Qt.AlignVCenter,
                              "MLP" if column == heads else f"h{column + 1}")
         scale = self._scale()
         for layer, (row, mlp) in enumerate(zip(self.split.attention, self.split.mlp,

@@ -88,8 +88,9 @@ class InsidePage(QWidget):
         layout.addWidget(hint("The explained token's logit split into the embedding, every "
                               "attention head (columns) of every layer (rows) and every MLP "
                               "(last column): the final norm frozen at this position's scale, "
-                              "so the parts add up. Blue pushes it up, red down; click a head "
-                              "for its attention map."))
+                              "so the parts add up. Blue pushes it up, red down (tint: square "
+                              "root of the share of the largest); click a head for its "
+                              "attention map."))
         self.split_box = QComboBox()
         self.split_box.currentIndexChanged.connect(self._redraw_contributions)
         layout.addWidget(self.split_box)
@@ -103,7 +104,8 @@ class InsidePage(QWidget):
         layout.addWidget(hint("Each earlier token hidden from attention in turn (its "
                               "position kept): how the explained token's log-probability "
                               "changes. Blue: hiding it lowers it (the token supported the "
-                              "answer); red: raises it. One reference run per token."))
+                              "answer); red: raises it (tint: square root of the share of the "
+                              "largest change). One reference run per token."))
         attribute_row, self.attribute_button = action_row(
             "Hide each earlier token", "attributeButton", self.attributionRequested.emit)
         layout.addLayout(attribute_row)
