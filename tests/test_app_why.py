@@ -1,6 +1,7 @@
 """Why this token, in the window: the contributions grid of an inspected reply step (its
 head cells open that head's attention map) and occlusion attribution over the text, run
-as a job with progress and cancel."""
+as a job with progress and cancel; over an image prompt the picture is tinted patch by
+patch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from PySide6.QtCore import QPoint, Qt
 from app.settings.store import Settings
 from engine.inspect.occlusion import occlusion
 from tests.test_app_check import TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
+from tests.test_app_images import open_window, photo, vision_store  # noqa: F401
+from tests.test_app_images import send as send_vl
 from tests.test_app_inspect import inspected
 
 N = 4
@@ -54,3 +57,21 @@ def test_contribution_grid_and_attribution(qtbot, tmp_path, tiny_store):  # noqa
     inside.cancel_button.click()
     assert inspector.job is None and inside.status.text() == "Cancelled."
     assert inside.attribute_button.isEnabled()
+
+
+def test_attribution_over_an_image(qtbot, tmp_path, vision_store, photo):  # noqa: F811
+    window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
+    window.chat.input.attach([str(photo)])
+    send_vl(qtbot, window, "What is in this picture?")
+    inside, inspector = window.panel.inside, window.inspector
+    result = inspected(qtbot, window, inside.inspect_button.click)
+    [grid] = result.images
+    inside.attribute_button.click()
+    qtbot.waitUntil(lambda: inspector.job is None, timeout=TIMEOUT_MS)
+    label, heat = inside.attribution_images
+    np.testing.assert_array_equal(heat.grid, grid.lay_out(inside.attribution.weights))
+    assert np.abs(heat.grid).max() > 0 and not heat.image.isNull()
+    assert "each merged patch hidden" in label.text()
+    inside.inspect_button.click()                 # a new inspection drops the old pictures
+    qtbot.waitUntil(lambda: inspector.job is None, timeout=TIMEOUT_MS)
+    assert inside.attribution_images == [] and not len(inside.attribution.weights)

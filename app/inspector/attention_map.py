@@ -180,10 +180,10 @@ class ImageHeat(QWidget):
             painter.drawImage(target, self.image)
         hm, wm = self.grid.shape
         cw, ch = target.width() / wm, target.height() / hm
-        scale = float(self.grid.max())
+        scale = self.scale()
         for r in range(hm):
             for c in range(wm):
-                colour = tint(float(self.grid[r, c]), scale)
+                colour = self.colour(float(self.grid[r, c]), scale)
                 colour.setAlpha(int(colour.alpha() * 0.75))
                 painter.fillRect(QRectF(target.left() + c * cw, target.top() + r * ch, cw, ch),
                                  colour)
@@ -197,5 +197,15 @@ class ImageHeat(QWidget):
         r = int((event.position().y() - target.top()) / target.height() * hm)
         if 0 <= r < hm and 0 <= c < wm:
             QToolTip.showText(event.globalPosition().toPoint(),
-                              f"patch row {r}, column {c}\nattention {self.grid[r, c]:.4f} "
-                              f"(image total {self.share:.3f})", self)
+                              f"patch row {r}, column {c}\n{self.describe(self.grid[r, c])}",
+                              self)
+
+    # what a subclass showing other per-patch values changes
+    def scale(self) -> float:
+        return float(self.grid.max())
+
+    def colour(self, weight: float, scale: float) -> QColor:
+        return tint(weight, scale)
+
+    def describe(self, weight: float) -> str:
+        return f"attention {weight:.4f} (image total {self.share:.3f})"

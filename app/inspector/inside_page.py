@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.attention_map import ImageHeat, TokenHeat
-from app.inspector.attribution_heat import AttributionHeat
+from app.inspector.attribution_heat import AttributionHeat, AttributionImage
 from app.inspector.contribution_grid import ContributionGrid, summary
 from app.inspector.lens_grid import LensGrid
 from app.inspector.rows import visible_piece
@@ -114,6 +114,9 @@ class InsidePage(QWidget):
         self.attribution = AttributionHeat()
         self.attribution.positionClicked.connect(self.positionClicked)
         layout.addWidget(self.attribution)
+        self.attribution_area = QVBoxLayout()
+        layout.addLayout(self.attribution_area)
+        self.attribution_images: list[QWidget] = []
 
         layout.addWidget(section("Attention"))
         layout.addWidget(hint("How much this position attends to every earlier one (tint "
@@ -235,10 +238,23 @@ class InsidePage(QWidget):
         explained = html.escape(visible_piece(self.inspection.contributions.pieces[0]))
         self.attribution_note.setText(f"log-probability of <code>{explained}</code>: "
                                       f"{attribution.logprob:.3f}{most}")
+        for n, grid in enumerate(self.inspection.images):
+            laid = grid.lay_out(delta)
+            label = hint(f"Image {n + 1}: each merged patch hidden in turn (sum "
+                         f"{laid.sum():+.3f})")
+            heat = AttributionImage()
+            heat.set_data(self.pictures[n] if n < len(self.pictures) else None, laid)
+            for widget in (label, heat):
+                self.attribution_area.addWidget(widget)
+                self.attribution_images.append(widget)
 
     def _clear_attribution(self) -> None:
         self.attribution.set_data((), np.zeros(0), ())
         self.attribution_note.setText("")
+        for widget in self.attribution_images:
+            widget.setParent(None)
+            widget.deleteLater()
+        self.attribution_images = []
 
     def _redraw_contributions(self) -> None:
         if self.inspection is None or self.inspection.contributions is None:
