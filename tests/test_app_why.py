@@ -9,7 +9,7 @@ import numpy as np
 from PySide6.QtCore import QPoint, Qt
 
 from app.settings.store import Settings
-from engine.inspect.occlusion import occlusion
+from engine.inspect.occlusion import fitting_patch_group, occlusion
 from tests.test_app_check import TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
 from tests.test_app_images import open_window, photo, vision_store  # noqa: F401
 from tests.test_app_images import send as send_vl
@@ -69,9 +69,14 @@ def test_attribution_over_an_image(qtbot, tmp_path, vision_store, photo):  # noq
     inside.attribute_button.click()
     qtbot.waitUntil(lambda: inspector.job is None, timeout=TIMEOUT_MS)
     label, heat = inside.attribution_images
+    group = fitting_patch_group(inspector.context, result.position)
+    assert group == 2 and grid.height * grid.width > 64       # patches hidden 2 x 2
+    direct = occlusion(window.controller.model.gguf, inspector.context, result.position,
+                       patch_group=group)
+    np.testing.assert_allclose(inside.attribution.weights[:-1], direct.spread, atol=1e-6)
     np.testing.assert_array_equal(heat.grid, grid.lay_out(inside.attribution.weights))
     assert np.abs(heat.grid).max() > 0 and not heat.image.isNull()
-    assert "each merged patch hidden" in label.text()
+    assert "2 × 2 blocks" in label.text()
     inside.inspect_button.click()                 # a new inspection drops the old pictures
     qtbot.waitUntil(lambda: inspector.job is None, timeout=TIMEOUT_MS)
     assert inside.attribution_images == [] and not len(inside.attribution.weights)

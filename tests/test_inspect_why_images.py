@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.inspect import image_grids, inspect_context
-from engine.inspect.occlusion import occlusion
+from engine.inspect.occlusion import fitting_patch_group, hidden_units, occlusion
 from engine.reference import forward
 from engine.reference.text import AttentionProbe
 from engine.reference.weights import ReferenceWeights
@@ -66,15 +66,16 @@ def test_contributions_over_an_image_equal_hf(hf_vl, vl_model, prompt):  # noqa:
     assert abs(got.logit.bias) < 1e-4
 
 
-def test_occlusion_over_an_image_equals_full_reruns(vl_model, prompt):  # noqa: F811
+@pytest.mark.parametrize("group", [1, 2])
+def test_occlusion_over_an_image_equals_full_reruns(vl_model, prompt, group):  # noqa: F811
     row = len(prompt) - 1
-    got = occlusion(vl_model, prompt, row)
+    got = occlusion(vl_model, prompt, row, patch_group=group)
     weights = ReferenceWeights(vl_model)
     embeds = weights.embed(prompt.ids)
     embeds[prompt.image_rows] = prompt.image_embeds
 
-    def logprob(hidden: int | None) -> float:
-        probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_key=hidden)
+    def logprob(hidden: np.ndarray | None) -> float:
+        probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
         logits = forward(vl_model, None, prompt.positions, embeds, weights=weights,
                          probe=probe).logits[row].astype(np.float64)
         return float(logits[got.token] - logits.max()
@@ -82,7 +83,23 @@ def test_occlusion_over_an_image_equals_full_reruns(vl_model, prompt):  # noqa: 
 
     clean = logprob(None)
     assert got.logprob == pytest.approx(clean, abs=1e-5)
-    np.testing.assert_allclose(got.delta, [logprob(j) - clean for j in range(row)], atol=1e-5)
     [grid] = image_grids(prompt)
+    units = hidden_units(prompt, row, group)
+    expected = np.zeros(row)
+    for unit in units:
+        expected[unit] = logprob(unit) - clean
+    np.testing.assert_allclose(got.delta, expected, atol=1e-5)
     laid = grid.lay_out(np.append(got.delta, 0.0))    # the heatmap over the picture
     assert laid.shape == (grid.height, grid.width) and np.abs(laid).max() > 0
+    blocks = -(-grid.height // group) * -(-grid.width // group)
+    assert len(units) == row - grid.height * grid.width + blocks
+    np.testing.assert_allclose(got.spread[grid.start:grid.stop].sum(),
+                               sum(got.delta[u[0]] for u in units if u[0] >= grid.start
+                                   and u[0] < grid.stop))
+    if group == 2:   # a 2 x 2 block of patches shares one value
+        assert len({float(v) for v in laid[:2, :2].ravel()}) == 1
+        assert sorted(np.concatenate(units).tolist()) == list(range(row))
+        patches = grid.height * grid.width
+        assert fitting_patch_group(prompt, row, patches) == 1
+        assert fitting_patch_group(prompt, row, -(-patches // 4)) == 2
+        assert fitting_patch_group(prompt, grid.start, 1) == 1     # no image before it

@@ -229,7 +229,7 @@ class InsidePage(QWidget):
         self._idle()
         if self.inspection is None or attribution.position != self.inspection.position:
             return
-        delta = np.append(attribution.delta, 0.0)  # the inspected position itself: nothing
+        delta = np.append(attribution.spread, 0.0)  # the inspected position itself: nothing
         self.attribution.set_data(self.inspection.tokens, delta, self.inspection.images)
         j = int(np.argmin(attribution.delta)) if len(attribution.delta) else None
         most = "" if j is None else (
@@ -240,8 +240,10 @@ class InsidePage(QWidget):
                                       f"{attribution.logprob:.3f}{most}")
         for n, grid in enumerate(self.inspection.images):
             laid = grid.lay_out(delta)
-            label = hint(f"Image {n + 1}: each merged patch hidden in turn (sum "
-                         f"{laid.sum():+.3f})")
+            group = attribution.patch_group
+            each = ("each merged patch" if group == 1
+                    else f"merged patches in {group} × {group} blocks (value shared out)")
+            label = hint(f"Image {n + 1}: {each} hidden in turn (sum {laid.sum():+.3f})")
             heat = AttributionImage()
             heat.set_data(self.pictures[n] if n < len(self.pictures) else None, laid)
             for widget in (label, heat):

@@ -19,7 +19,7 @@ from app.workers import CallJob, Job, JobRunner, ProgressJob
 from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
-from engine.inspect.occlusion import occlusion
+from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
 from engine.vision.preprocess import pixels
 
@@ -152,9 +152,11 @@ class Inspector(QObject):
             return
         self.cancel()
         gguf, row = model.gguf, inspection.position
+        group = fitting_patch_group(context, row)
 
         def run(progress, cancel):
-            return occlusion(gguf, context, row, progress=progress, cancel=cancel)
+            return occlusion(gguf, context, row, patch_group=group, progress=progress,
+                             cancel=cancel)
 
         job = ProgressJob(run)
         job.progress.connect(self.panel.inside.show_progress)

@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--attribution", action="store_true",
                    help="hide each earlier token in turn: the change of the next token's "
                         "log-probability (one reference run per token)")
+    p.add_argument("--patch-group", type=int, default=1, metavar="N",
+                   help="--attribution: hide an image's merged patches in N x N blocks "
+                        "(fewer runs; the block's patches share one value)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--system", metavar="TEXT")
     add_models_dir(p)
@@ -66,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         position += len(prompt)
     inspection = inspect_context(model.gguf, prompt, piece, position, top=max(args.top, 5))
     opinion = second_opinion(model.gguf.path, inspection, piece) if args.llama else None
-    attribution = occlusion(model.gguf, prompt, position) if args.attribution else None
+    attribution = None
+    if args.attribution:
+        attribution = occlusion(model.gguf, prompt, position, patch_group=args.patch_group)
     if args.json:
         out = inspection.to_json() | {"engine_mode": "exact" if args.exact else "fast"}
         if opinion is not None:

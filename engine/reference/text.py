@@ -84,15 +84,15 @@ def softmax(x: np.ndarray) -> np.ndarray:
 class AttentionProbe:
     """Asks attention() to keep the probabilities of some query rows (inspection); with
     ``parts`` also each head's output through o_proj and the MLP's output of those rows
-    (direct contributions), and with ``hidden_key`` no other query reads that key
-    (occlusion: the token stays in place, its position unchanged)."""
+    (direct contributions), and with ``hidden_keys`` no other query reads those keys
+    (occlusion: the tokens stay in place, their positions unchanged)."""
 
     rows: np.ndarray                                        # int [R], rows of this call
     probs: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, T]
     parts: bool = False
     heads: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, H]
     mlps: list[np.ndarray] = field(default_factory=list)    # per layer [R, H]
-    hidden_key: int | None = None                           # absolute key index
+    hidden_keys: np.ndarray | None = None                   # int [K], absolute key indices
 
 
 def attention(
@@ -118,8 +118,9 @@ def attention(
     t = k.shape[1]
     scores = q @ k.transpose(0, 2, 1) / math.sqrt(d)  # [n_heads, S, T]
     future = np.arange(t)[None, :] > np.arange(t - s, t)[:, None]  # [S, T]: key after query
-    if probe is not None and probe.hidden_key is not None:
-        future |= (np.arange(t)[None, :] == probe.hidden_key) & ~np.eye(s, t, t - s, dtype=bool)
+    if probe is not None and probe.hidden_keys is not None:
+        hidden = np.isin(np.arange(t), probe.hidden_keys)[None, :]  # [1, T]
+        future |= hidden & ~np.eye(s, t, t - s, dtype=bool)
     scores = np.where(future, -np.inf, scores)
     probs = softmax(scores)  # [n_heads, S, T]
     if probe is not None:
