@@ -174,7 +174,7 @@ def forward(
     de-quantized weights across calls (its dtype wins over ``dtype``); ``cache`` keeps keys
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
     those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
-its other options (per-head outputs, a hidden key); ``on_layer(i)`` is called after
+    its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
     each block (progress; it may raise to cancel).
     """
     if weights is None:
