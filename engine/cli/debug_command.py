@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--against", metavar="DIR", type=Path,
                    help="compare another engine's dump in DIR with the reference")
     p.add_argument("--tolerance", type=float, default=1e-2, metavar="T",
-                   help="--against: relative max |Δ| per layer allowed (default 1e-2)")
+                   help="--against: max |Δ| allowed per layer, relative to each position's "
+                        "largest value (default 1e-2)")
     add_models_dir(p)
     p.set_defaults(func=run)
 

@@ -45,7 +45,7 @@ HEAD = "all hidden states agree but the logits do not: the final norm or lm_head
 class LayerDelta:
     label: str
     max_abs: float          # max |theirs - ours|
-    relative: float         # max_abs / max |ours|
+    relative: float         # the largest over positions of max |Δ| / max |ours|
     cosine: float           # mean over positions of cos(theirs, ours)
 
 
@@ -69,13 +69,19 @@ class Against:
                 f"{row.relative:.3g} > {self.tolerance:g}), cosine {row.cosine:.6f}")
 
 
+def row_relative(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """max |theirs - ours| / max |ours| of every position [S]: per row, so one position's
+    huge activations (Qwen's first token) do not hide an error at the others."""
+    scale = np.abs(ours).max(axis=-1)
+    return np.abs(theirs - ours).max(axis=-1) / np.where(scale > 0, scale, 1e-30)
+
+
 def delta(label: str, ours: np.ndarray, theirs: np.ndarray) -> LayerDelta:
     ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
-    diff = float(np.abs(theirs - ours).max())
     norms = np.linalg.norm(ours, axis=-1) * np.linalg.norm(theirs, axis=-1)
     cos = (ours * theirs).sum(-1) / np.where(norms > 0, norms, 1.0)
-    return LayerDelta(label, diff, diff / max(float(np.abs(ours).max()), 1e-30),
-                      float(cos.mean()))
+    return LayerDelta(label, float(np.abs(theirs - ours).max()),
+                      float(row_relative(ours, theirs).max()), float(cos.mean()))
 
 
 def against(ours: Dump, theirs: Dump, tolerance: float = 1e-2) -> Against:
@@ -109,13 +115,12 @@ def suspects(ours: Dump, theirs: Dump, first: int | None, tolerance: float) -> t
         return (EMBEDDINGS,)
     a = np.asarray(ours.hidden_states[first], np.float64)
     b = np.asarray(theirs.hidden_states[first], np.float64)
-    scale = float(np.abs(a).max())
-    per_position = np.abs(b - a).max(axis=-1) / scale  # [S]
+    per_position = row_relative(a, b)  # [S]
     if per_position[0] <= tolerance and len(per_position) > 1:
         return (ROPE_GQA,)
     found = []
     factor = float((a * b).sum() / (a * a).sum())
-    if np.abs(b - factor * a).max() / scale <= tolerance and abs(factor - 1) > tolerance:
+    if row_relative(factor * a, b).max() <= tolerance and abs(factor - 1) > tolerance:
         found.append(f"the state is the reference's times {factor:.4g} at every position: "
                      f"a uniform scale, a norm weight (stored as weight - 1?) or a quant scale")
     found.append(BLOCK)
