@@ -11,6 +11,7 @@ import pytest
 from engine.cli import main
 from engine.gguf import open_model
 from engine.reference import forward
+from engine.reference.against import against as compare_dumps
 from engine.reference.dump import Dump, write_dump
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 from tests.test_reference_hf import with_text
@@ -98,3 +99,20 @@ def test_real_engine_bugs_point_to_their_suspects(tiny, dump, tmp_path, capsys, 
     write_dump(tmp_path / "wrong", Dump("wrong", ids, out.hidden_states, out.logits))
     code, text = against(tiny, tmp_path / "wrong", capsys)
     assert code == 1 and "layer 1 (blk.0) is the first off" in text and names in text
+
+
+def test_real_bugs_on_the_demo_model(demo_05b):
+    """On the real 0.5B model (whose first token has huge activations): a RoPE mix-up,
+    a wrong theta and a wrong norm epsilon are each named in block 1 with their suspects,
+    and every later layer shows the error too."""
+    model = open_model(demo_05b)
+    ids = np.array([151644, 872, 198, 13048, 1052, 11, 1246, 525, 498, 30, 151645, 198])
+    out = forward(model, ids)
+    ours = Dump("ours", ids, out.hidden_states, out.logits)
+    for change, names in (({"rope_interleaved": True}, "RoPE style"),
+                          ({"rope_theta": 1e4}, "RoPE style"),
+                          ({"rms_eps": 1e-3}, "every position is off")):
+        wrong = forward(with_text(model, **change), ids)
+        result = compare_dumps(ours, Dump("wrong", ids, wrong.hidden_states, wrong.logits))
+        assert result.first_off == 1 and any(names in s for s in result.suspects), change
+        assert all(row.relative > 1e-2 for row in result.rows[1:]), change
