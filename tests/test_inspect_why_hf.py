@@ -147,3 +147,26 @@ def test_cli_json_adds_contributions_and_attribution(tiny, capsys):
     assert parts["total"] == pytest.approx(out["lens"][-1]["top"][0]["logit"], abs=1e-5)
     position = out["position"]
     assert [a["position"] for a in out["attribution"]] == list(range(position))
+
+
+def test_contributions_equal_hf_on_the_demo_model(demo_05b):
+    """The real 0.5B model (tied embeddings, q/k/v bias, 14 heads over 2 kv heads)."""
+    model = open_model(demo_05b)
+    ids = np.array([151644, 872, 198, 675, 2326, 10250, 5109, 13, 151645, 198, 151644, 77091,
+                    198])
+    row = len(ids) - 1
+    got = inspect_context(model, PromptTokens.text(ids), str, row).contributions
+    hf = AutoModelForCausalLM.from_pretrained(demo_05b.parent, gguf_file=demo_05b.name,
+                                              dtype=torch.float32).eval()
+    try:
+        heads, mlps, embedding, final, logits = hf_parts(hf, ids, row)
+        scale = np.sqrt(np.mean(final ** 2) + hf.config.rms_norm_eps)
+        d = (hf.lm_head.weight[got.token].detach().double().numpy()
+             * hf.model.norm.weight.detach().double().numpy() / scale)
+    finally:
+        del hf
+    assert got.token == int(logits.argmax())
+    np.testing.assert_allclose(got.logit.attention, heads @ d, atol=2e-3, rtol=0)
+    np.testing.assert_allclose(got.logit.mlp, mlps @ d, atol=2e-3, rtol=0)
+    assert got.logit.total == pytest.approx(logits[got.token], abs=2e-3)
+    assert abs(got.logit.bias) < 1e-3 and np.abs(got.logit.mlp).max() > 1.0
