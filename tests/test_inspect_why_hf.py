@@ -1,5 +1,6 @@
 """Direct contributions and occlusion attribution against HF transformers with hooks, on
-a tiny random-weight Qwen2 that transformers loads from the same GGUF.
+a tiny random-weight Qwen2 that transformers loads from the same GGUF, and on the real
+0.5B demo model.
 
 Contributions: HF's per-head outputs (o_proj's input, each head through its own columns of
 o_proj) and MLP outputs, captured by hooks, projected through the final norm frozen at the
@@ -149,20 +150,24 @@ def test_cli_json_adds_contributions_and_attribution(tiny, capsys):
     assert [a["position"] for a in out["attribution"]] == list(range(position))
 
 
-def test_contributions_equal_hf_on_the_demo_model(demo_05b):
+def test_contributions_and_occlusion_equal_hf_on_the_demo_model(demo_05b):
     """The real 0.5B model (tied embeddings, q/k/v bias, 14 heads over 2 kv heads)."""
     model = open_model(demo_05b)
     ids = np.array([151644, 872, 198, 675, 2326, 10250, 5109, 13, 151645, 198, 151644, 77091,
                     198])
     row = len(ids) - 1
     got = inspect_context(model, PromptTokens.text(ids), str, row).contributions
+    attribution = occlusion(model, PromptTokens.text(ids), row)
     hf = AutoModelForCausalLM.from_pretrained(demo_05b.parent, gguf_file=demo_05b.name,
-                                              dtype=torch.float32).eval()
+                                              dtype=torch.float32,
+                                              attn_implementation="eager").eval()
     try:
         heads, mlps, embedding, final, logits = hf_parts(hf, ids, row)
         scale = np.sqrt(np.mean(final ** 2) + hf.config.rms_norm_eps)
         d = (hf.lm_head.weight[got.token].detach().double().numpy()
              * hf.model.norm.weight.detach().double().numpy() / scale)
+        clean = hf_logprob(hf, ids, row, got.token, None)
+        hidden = [hf_logprob(hf, ids, row, got.token, j) - clean for j in range(row)]
     finally:
         del hf
     assert got.token == int(logits.argmax())
@@ -170,3 +175,7 @@ def test_contributions_equal_hf_on_the_demo_model(demo_05b):
     np.testing.assert_allclose(got.logit.mlp, mlps @ d, atol=2e-3, rtol=0)
     assert got.logit.total == pytest.approx(logits[got.token], abs=2e-3)
     assert abs(got.logit.bias) < 1e-3 and np.abs(got.logit.mlp).max() > 1.0
+    assert attribution.token == got.token and attribution.logprob == pytest.approx(clean,
+                                                                                   abs=2e-3)
+    np.testing.assert_allclose(attribution.delta, hidden, atol=5e-3, rtol=0)
+    assert np.abs(attribution.delta).max() > 0.5
