@@ -19,6 +19,7 @@ from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
+from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
 from engine.vision.preprocess import pixels
 
@@ -44,6 +45,7 @@ class Inspector(QObject):
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
         panel.inside.inspectRequested.connect(self.inspect_latest)
+        panel.inside.attributionRequested.connect(self.attribute)
         panel.inside.cancelRequested.connect(self.cancel)
         panel.inside.positionClicked.connect(lambda row: self.select_row(row, "clicked"))
         panel.promptRowClicked.connect(lambda row: self.select_row(row, "prompt token"))
@@ -144,6 +146,37 @@ class Inspector(QObject):
         self.job, self._shown = job, (where, note, pictures)
         self.panel.inside.show_running(f"Inspecting position {row} ({where})…")
         self.runner.start(job)
+
+    def attribute(self) -> None:
+        """Occlusion of the inspected position over the same context (a job like the
+        inspection: progress, cancel, never while an answer streams)."""
+        context, model, inspection = self.context, self.conversation.model, self.inspection
+        if context is None or model is None or inspection is None \
+                or len(context) <= inspection.position or self.conversation.busy:
+            self.panel.inside.show_failed("Inspect a position first; attribution runs over "
+                                          "its context when no answer is streaming.")
+            return
+        self.cancel()
+        gguf, row = model.gguf, inspection.position
+        group = fitting_patch_group(context, row)
+
+        def run(progress, cancel):
+            return occlusion(gguf, context, row, patch_group=group, progress=progress,
+                             cancel=cancel)
+
+        job = ProgressJob(run)
+        job.progress.connect(self.panel.inside.show_progress)
+        job.result.connect(self._attributed)
+        job.failed.connect(self._failed)
+        self.job = job
+        self.panel.inside.show_attributing()
+        self.runner.start(job)
+
+    def _attributed(self, attribution) -> None:
+        if self.sender() is not self.job:
+            return
+        self.job = None
+        self.panel.inside.show_attribution(attribution)
 
     def cancel(self) -> None:
         if self.job is not None:

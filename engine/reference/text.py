@@ -82,10 +82,17 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class AttentionProbe:
-    """Asks attention() to keep the probabilities of some query rows (inspection)."""
+    """Asks attention() to keep the probabilities of some query rows (inspection); with
+    ``parts`` also each head's output through o_proj and the MLP's output of those rows
+    (direct contributions), and with ``hidden_keys`` no other query reads those keys
+    (occlusion: the tokens stay in place, their positions unchanged)."""
 
     rows: np.ndarray                                        # int [R], rows of this call
     probs: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, T]
+    parts: bool = False
+    heads: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, H]
+    mlps: list[np.ndarray] = field(default_factory=list)    # per layer [R, H]
+    hidden_keys: np.ndarray | None = None                   # int [K], absolute key indices
 
 
 def attention(
@@ -111,11 +118,17 @@ def attention(
     t = k.shape[1]
     scores = q @ k.transpose(0, 2, 1) / math.sqrt(d)  # [n_heads, S, T]
     future = np.arange(t)[None, :] > np.arange(t - s, t)[:, None]  # [S, T]: key after query
+    if probe is not None and probe.hidden_keys is not None:
+        hidden = np.isin(np.arange(t), probe.hidden_keys)[None, :]  # [1, T]
+        future |= hidden & ~np.eye(s, t, t - s, dtype=bool)
     scores = np.where(future, -np.inf, scores)
     probs = softmax(scores)  # [n_heads, S, T]
     if probe is not None:
         probe.probs.append(probs[:, probe.rows, :])
     out = probs @ v  # [n_heads, S, D]
+    if probe is not None and probe.parts:  # head h through its columns of o_proj
+        o_proj = w.attn_output.reshape(-1, cfg.n_heads, d)  # [H, n_heads, D]
+        probe.heads.append(np.einsum("nrd,hnd->nrh", out[:, probe.rows], o_proj))
     out = out.transpose(1, 0, 2).reshape(s, cfg.n_heads * d)  # [S, n_heads * D]
     return linear(out, w.attn_output)
 
@@ -136,6 +149,8 @@ def decoder_layer(
     residual = x
     x = rms_norm(x, w.ffn_norm, cfg.rms_eps)
     x = mlp(x, w)
+    if probe is not None and probe.parts:
+        probe.mlps.append(x[probe.rows])
     return x + residual
 
 
@@ -149,6 +164,7 @@ def forward(
     weights: ReferenceWeights | None = None,
     cache: KVCache | None = None,
     attention_rows: ArrayLike | None = None,
+    probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
@@ -157,7 +173,8 @@ def forward(
     M-RoPE; default: continue after ``cache`` (arange(past, past + S)). ``weights`` reuses
     de-quantized weights across calls (its dtype wins over ``dtype``); ``cache`` keeps keys
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
-    those rows' attention probabilities (``attentions``); ``on_layer(i)`` is called after
+    those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
+    its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
     each block (progress; it may raise to cancel).
     """
     if weights is None:
@@ -175,8 +192,7 @@ def forward(
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
     angles = rope_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.mrope_sections)
 
-    probe = None
-    if attention_rows is not None:
+    if probe is None and attention_rows is not None:
         probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
     hidden_states = [x]
     for i in range(cfg.n_layers):
