@@ -26,6 +26,7 @@ from app.desktop.single_instance import (
 )
 from app.settings.store import Settings
 from app.window import MainWindow
+from app.workers import wait_for_all
 from engine import __version__
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         self_test.run(app, window, started, args.screenshot)
     status = app.exec()
     server.close()
+    wait_for_all()
     return status
 
 

@@ -22,9 +22,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.banner import Banner
-from app.chat.conversation import ConversationController
+from app.chat.conversation import MODEL_SWITCH_NOTE, ConversationController
+from app.chat.document_tray import local_files_of
 from app.chat.empty_state import EmptyState, suggested_name
-from app.chat.input_box import image_paths_of
 from app.chat.page import ChatPage, no_vision_text
 from app.conversations.actions import ConversationActions
 from app.conversations.history import History
@@ -37,6 +37,7 @@ from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
 from app.models.loader import ModelLoader
 from app.models.manager import ModelManager
+from app.models.start_choice import start_model
 from app.settings.connections import ConnectionsDialog, connection_of
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
@@ -58,17 +59,21 @@ def history_path() -> Path:
     return data_dir() / "history.sqlite3"
 
 
+PANEL_WIDTH = 470
+
 class MainWindow(QMainWindow):
     def __init__(self, settings: Settings | None = None, history: History | None = None,
                  auto_load: bool = True) -> None:
         super().__init__()
         self.setWindowTitle("Lantern")
         self.setObjectName("mainWindow")
-        self.resize(1320, 840)
+        available = self.screen().availableGeometry()     # a 1280x720 laptop included
+        self.resize(min(1320, available.width()), min(840, available.height()))
         self.setAcceptDrops(True)
         self.settings = settings or Settings.load()
         self.history = history or History(history_path())
         self.auto_load = auto_load
+        self._start_note = ""      # why the model loaded on start was chosen for the user
         self.runner = JobRunner(self)
         self.models = ModelListModel(self)
         self.conversations = ConversationListModel(self.history, self)
@@ -109,7 +114,9 @@ class MainWindow(QMainWindow):
         self.panel = DebugPanel(self)
         self.inspector = Inspector(self.panel, self.controller, self.runner, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
-        self.resizeDocks([self.panel], [400], Qt.Horizontal)
+        # wide enough for every tab's name where the screen allows (narrower: they elide)
+        self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else 380],
+                         Qt.Horizontal)
         self.panel.stats_toggle.setChecked(self.settings.layer_stats)
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)
         self.chat.set_color_tokens(self.settings.color_by_probability)
@@ -203,8 +210,11 @@ class MainWindow(QMainWindow):
         self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
         self.chat.tokenClicked.connect(self.inspector.select_token)
         self.chat.input.imagesAttached.connect(self._images_attached)
+        self.chat.input.imagesCleared.connect(self._images_cleared)
         self.chat.input.imageRejected.connect(lambda text: self.banner.show_message("error",
                                                                                     text))
+        self.chat.input.documentRejected.connect(
+            lambda text: self.banner.show_message("error", text))
         self.panel.colorTokensToggled.connect(self._color_tokens)
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
@@ -287,17 +297,15 @@ class MainWindow(QMainWindow):
         if 0 <= row < len(self.local_entries):
             self.local_entries[row] = entry
         self.models.update_entry(row, entry)
-        if (self.auto_load and entry.runnable and entry.name == self._start_model()
-                and self.entry is None and not self.loader.loading):
-            self.sidebar.select_model(entry.name)
-            self.load_model(entry)
-
-    def _start_model(self) -> str | None:
-        """The model to load on start: the last one used, else the only one there is."""
-        names = [e.name for e in self.models.entries]
-        if self.settings.last_model in names:
-            return self.settings.last_model
-        return names[0] if len(names) == 1 else None
+        if not self.auto_load or self.entry is not None or self.loader.loading:
+            return
+        name, note = start_model(self.models.entries, self.settings.last_model,
+                                 self.history.conversations())
+        chosen = next((e for e in self.local_entries if e.name == name), None)
+        if chosen is not None and chosen.checked and chosen.runnable:
+            self._start_note = note
+            self.sidebar.select_model(chosen.name)
+            self.load_model(chosen)
 
     def _scan_failed(self, message: str) -> None:
         self.local_entries = []
@@ -357,6 +365,8 @@ class MainWindow(QMainWindow):
         if self.entry is not None and entry.name == self.entry.name and \
                 not self.loader.loading:
             return
+        self.controller.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
+        self.controller.give_up_check()
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
         self.loader.load(entry, self.settings)
@@ -372,6 +382,9 @@ class MainWindow(QMainWindow):
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
+        if self._start_note:
+            self.banner.show_message("info", self._start_note)
+            self._start_note = ""
         self.chat.input.set_ready(True)
         self._conversation_changed(self.controller.conversation_id)
         if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
@@ -414,6 +427,7 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.panel.clear()
         self.inspector.clear()
+        self.status_speed.setText("")           # the speed was the other chat's
         self.focus_input()
 
     def delete_conversation(self, conversation_id: int) -> None:
@@ -431,6 +445,8 @@ class MainWindow(QMainWindow):
         self.chat.show_conversation(messages, conversation.model if conversation else "")
         self.panel.clear()
         self.inspector.clear()
+        self.status_speed.setText("")
+        self.panel.show_saved_answer(self.chat.last_answer_tokens())
 
     def _conversation_changed(self, conversation_id: int | None) -> None:
         self._refresh_conversations()
@@ -523,6 +539,11 @@ class MainWindow(QMainWindow):
             self.banner.show_message(
                 "warning", no_vision_text(self.controller.model_name, len(paths)))
 
+    def _images_cleared(self) -> None:
+        """The images the warning was about are gone, so is the warning."""
+        if self.banner.level == "warning" and "cannot see images" in self.banner.text.text():
+            self.banner.dismiss()
+
     # -- settings --------------------------------------------------------------------------
 
     def open_settings(self) -> None:
@@ -566,16 +587,16 @@ class MainWindow(QMainWindow):
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt override)
         mime = event.mimeData()
-        if image_paths_of(mime) or _gguf_paths(mime) or mime.hasImage():
+        if local_files_of(mime) or mime.hasImage():
             event.acceptProposedAction()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
         mime = event.mimeData()
         for path in _gguf_paths(mime):
             self.import_gguf(path)
-        images = image_paths_of(mime)
-        if images:
-            self.chat.input.attach(images)
+        files = [p for p in local_files_of(mime) if p not in _gguf_paths(mime)]
+        if files:                                   # images and documents
+            self.chat.input.attach(files)
         elif mime.hasImage():
             self.chat.input.editor.insertFromMimeData(mime)
         event.acceptProposedAction()

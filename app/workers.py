@@ -1,6 +1,8 @@
 """Jobs that run off the GUI thread: loading a model, generating an answer, checking the
 engine against the reference. Each is a QObject with typed signals and a cancel, moved
-to its own QThread; the GUI only ever sees the results through queued signals.
+to its own QThread; the GUI only ever sees the results through queued signals and never
+waits for a job: a cancelled job ends by itself, promptly, and whoever gave it up ignores
+its late signals (``ended`` lets the next job on the same engine wait, off the GUI thread).
 """
 
 from __future__ import annotations
@@ -9,11 +11,12 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
 
 from app.hints import explain
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.errors import LanternError
+from engine.runtime.cancel import CancelEvent
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,8 @@ class Job(QObject):
 
     def __init__(self) -> None:
         super().__init__()
-        self.cancel_event = threading.Event()
+        self.cancel_event = CancelEvent()
+        self.ended = threading.Event()   # set on the job's thread once work() returned
 
     def cancel(self) -> None:
         self.cancel_event.set()
@@ -46,6 +50,7 @@ class Job(QObject):
                 log.exception("%s failed", type(self).__name__)  # a bug: keep the details
             self.failed.emit(_message(error))
         finally:
+            self.ended.set()
             self.finished.emit()
 
     def work(self) -> None:
@@ -142,7 +147,8 @@ class JobRunner(QObject):
         thread = QThread(QCoreApplication.instance())  # owned by the app, not by us
         job.moveToThread(thread)
         thread.started.connect(job.run)
-        job.finished.connect(thread.quit)
+        # direct: the thread ends itself; queued, quit would wait for the GUI thread
+        job.finished.connect(thread.quit, Qt.ConnectionType.DirectConnection)
         thread.finished.connect(self._reap)  # queued: runs on the GUI thread
         self._running[job] = thread
         _ACTIVE[job] = thread
@@ -160,18 +166,17 @@ class JobRunner(QObject):
     def busy(self) -> bool:
         return any(not thread.isFinished() for thread in self._running.values())
 
-    def wait(self, job: Job, timeout_ms: int = 10000) -> bool:
-        """Block until `job`'s thread has ended (True) or the timeout passed (False)."""
-        thread = _ACTIVE.get(job)
-        return thread is None or thread.wait(timeout_ms)
+    def shutdown(self) -> None:
+        """Cancel everything (the window closes); the jobs end by themselves and
+        ``wait_for_all`` lets the process wait for them once the window is gone."""
+        for job in list(self._running):
+            job.cancel()
 
-    def shutdown(self, timeout_ms: int = 5000) -> None:
-        """Cancel everything and wait (used when the window closes)."""
-        for job, thread in list(self._running.items()):
-            if job in _ACTIVE:
-                job.cancel()
-                thread.quit()
-                thread.wait(timeout_ms)
-        self._reap()
+
+def wait_for_all() -> None:
+    """Before the application object goes: every job was cancelled and ends promptly, but
+    its thread must have ended first (Qt aborts on a QThread destroyed while running)."""
+    for thread in list(_ACTIVE.values()):
+        thread.wait()
 
 

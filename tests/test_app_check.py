@@ -68,6 +68,7 @@ def test_check_shows_every_layer_a_green_verdict_and_the_chat_goes_on(qtbot, tmp
     pairs = panel.pair_model.records
     assert len(pairs) == 5 and all(p.same for p in pairs)
     assert [p.engine.id for p in pairs] == [c.id for c in report.engine_top]
+    window.chat.input.editor.setPlainText("next")         # Send needs a message to send
     assert panel.check_button.isEnabled() and window.chat.input.send_button.isEnabled()
 
     second = send(qtbot, window, "And again")

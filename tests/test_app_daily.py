@@ -76,15 +76,6 @@ def test_every_run_loads_the_last_used_model(qtbot, tmp_path, two_models):
     assert window.entry.name == "other:latest"
 
 
-def test_several_models_and_none_used_yet_waits_for_a_choice(qtbot, tmp_path, two_models):
-    window = MainWindow(Settings(models_dir=str(two_models)), History(tmp_path / "h.sqlite3"))
-    qtbot.addWidget(window)
-    qtbot.waitUntil(lambda: len(window.models.entries) == 2 and
-                    all(e.checked for e in window.models.entries), timeout=TIMEOUT_MS)
-    assert window.entry is None and not window.loader.loading
-    assert "Pick a model on the left (Ctrl+K)" in window.chat.view.hint.text()
-
-
 def press(qtbot, window: MainWindow, key, modifiers=Qt.ControlModifier) -> None:
     """A key pressed where the keyboard focus is, as a user presses it."""
     qtbot.keyClick(QApplication.focusWidget() or window, key, modifiers)

@@ -127,7 +127,9 @@ def test_an_image_gone_by_send_time_is_reported_in_the_banner(qtbot, tmp_path, v
         window.chat.input.editor.setPlainText("What is this?")
         window.chat.input.submit()
     assert window.banner.level == "error" and "photo.png" in window.banner.text.text()
-    assert [w.role for w in window.chat.view.messages] == ["user"]     # no empty answer
+    # a message that got no answer returns to the input (to send again without the image)
+    assert window.chat.view.messages == []
+    assert window.chat.input.editor.toPlainText() == "What is this?"
     assert not window.controller.busy and window.chat.input.send_button.text() == "Send"
 
 

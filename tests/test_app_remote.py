@@ -68,7 +68,7 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     assert "entropy —" in window.panel.entropy_label.text()
     # no sampler reasons and no entropy from a server: said, not drawn empty
     assert window.panel.reasons_table.isHidden()
-    assert "does not say how it sampled" in window.panel.reasons_label.text()
+    assert "only log-probabilities are known" in window.panel.reasons_label.text()
     assert [s.name for s in window.panel.reply_chart.series] == ["p"]
     assert "entropy" not in window.panel.reply_chart.title
     # views that need the weights are disabled and say why

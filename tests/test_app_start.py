@@ -175,3 +175,29 @@ def test_a_wayland_session_whose_plugin_fails_falls_back_to_x(tmp_path) -> None:
         listener.close()
         x_listener.close()
     assert result.stdout.strip() == "None", result.stderr
+
+
+def test_every_missing_library_is_named_at_once() -> None:
+    error = "libxcb-icccm.so.4: cannot open shared object file: No such file or directory"
+    line = preflight.install_line(error, "xcb", ["libxcb-icccm.so.4", "libxcb-keysyms.so.1",
+                                                 "libxcb-cursor.so.0"])
+    assert "needs libxcb-icccm.so.4, libxcb-keysyms.so.1, libxcb-cursor.so.0, which are" in line
+    assert "`sudo apt install libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0`" in line
+    assert "`sudo dnf install xcb-util-wm xcb-util-keysyms xcb-util-cursor`" in line
+
+
+def test_ldd_lists_the_libraries_a_plugin_misses(tmp_path) -> None:
+    # a plugin linked against two libraries no system has: both are named
+    source = tmp_path / "p.c"
+    source.write_text("void f(void) {}\n")
+    for name in ("liblantern-gone-a.so.4", "liblantern-gone-b.so.1"):
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / name), str(source),
+                        f"-Wl,-soname,{name}"], check=True)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libqxcb.so"), str(source),
+                    "-Wl,--no-as-needed",
+                    "-L", str(tmp_path), "-l:liblantern-gone-a.so.4", "-l:liblantern-gone-b.so.1"],
+                   check=True)
+    for name in ("liblantern-gone-a.so.4", "liblantern-gone-b.so.1"):
+        (tmp_path / name).unlink()
+    assert preflight.missing_libraries([tmp_path], "libqxcb.so") == [
+        "liblantern-gone-a.so.4", "liblantern-gone-b.so.1"]

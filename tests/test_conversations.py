@@ -151,3 +151,34 @@ def test_without_fts5_history_opens_and_searches_with_like(tmp_path, monkeypatch
     history.add(chat.id, "user", "find the needle here")
     assert [c.id for c in history.search("needle")] == [chat.id]
     assert "needle" in history.search("needle")[0].snippet
+
+
+@pytest.mark.parametrize("cut", ["```python\nprint(1)\n", "~~~~\nx\n```\n", "  ```\ncode"])
+def test_markdown_export_closes_a_code_block_an_answer_left_open(history, cut):
+    from PySide6.QtGui import QTextDocument
+
+    chat = history.create("Code", "m").id
+    history.add(chat, "user", "Write code")
+    history.add(chat, "assistant", cut, complete=False)
+    history.add(chat, "user", "Go on")
+    text = to_markdown(history.conversation(chat), history.messages(chat))
+    document = QTextDocument()
+    document.setMarkdown(text)
+    shown = document.toPlainText()
+    # a heading swallowed by the code block would show its hashes
+    assert "Go on" in shown and "## You" not in shown
+
+
+def test_markdown_export_leaves_closed_code_blocks_alone(history):
+    chat = history.create("Code", "m").id
+    answer = "```\na\n```\n\n````md\n```\nb\n````"
+    history.add(chat, "assistant", answer)
+    assert answer + "\n" in to_markdown(history.conversation(chat), history.messages(chat))
+
+
+def test_a_search_snippet_starts_just_before_the_match(history):
+    chat = history.create("t", "m")
+    history.add(chat.id, "user", "one two three four five six seven eight nine ten eleven "
+                                 "twelve thirteen fourteen lanterns glow")
+    snippet = history.search("lanterns")[0].snippet
+    assert "lanterns" in snippet and snippet.index("lanterns") <= 20, snippet

@@ -4,11 +4,13 @@ progress of a long job with its Cancel button. It never blocks like a dialog wou
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 LEVELS = ("info", "warning", "error", "progress")
 
+
+INFO_SECONDS = 8              # long enough to read two lines
 
 class Banner(QFrame):
     cancelRequested = Signal()
@@ -18,6 +20,10 @@ class Banner(QFrame):
         super().__init__(parent)
         self.setObjectName("banner")
         self.level = ""
+        # an info without a button goes by itself; warnings and errors wait for the user
+        self._expiry = QTimer(self)
+        self._expiry.setSingleShot(True)
+        self._expiry.timeout.connect(self._expire)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(14, 8, 8, 8)
         layout.setSpacing(10)
@@ -62,6 +68,14 @@ class Banner(QFrame):
         self.cancel.hide()
         self.close_button.show()
         self.show()
+        if level == "info" and not action:
+            self._expiry.start(int(INFO_SECONDS * 1000))
+        else:
+            self._expiry.stop()
+
+    def _expire(self) -> None:
+        if self.level == "info":
+            self.dismiss()
 
     def show_progress(self, text: str, fraction: float | None, cancellable: bool = True) -> None:
         """fraction None: busy indicator without a known end."""
@@ -84,6 +98,7 @@ class Banner(QFrame):
         self.actionRequested.emit()
 
     def dismiss(self) -> None:
+        self._expiry.stop()
         self.level = ""
         self.hide()
 

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from PySide6.QtCore import QCoreApplication, QObject, Signal
+from PySide6.QtCore import QObject, Signal
 
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
-from app.workers import CallJob, GenerateJob, JobRunner
+from app.workers import CallJob, GenerateJob, Job, JobRunner
+from engine.chat.answer_format import parse_format
 from engine.chat.backend import Capability, ChatBackend, unavailable_reason
+from engine.chat.documents import message_room, template_overhead, token_counter
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message
 from engine.errors import GenerationError, ImageError
@@ -30,6 +32,7 @@ from engine.runtime.loader import LoadedModel
 from engine.store import Store
 
 SAVE_INTERVAL_S = 0.5
+MODEL_SWITCH_NOTE = "interrupted by the model switch"
 TITLE_LENGTH = 48
 
 
@@ -45,7 +48,9 @@ def title_of(text: str, images: tuple[str, ...]) -> str:
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if not line:
         return "Image" if images else "New chat"
-    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1].rstrip() + "…"
+    if len(line) <= TITLE_LENGTH:
+        return line
+    return line[: TITLE_LENGTH - 1].rstrip(" .,;:!?-–—") + "…"   # never ".…"
 
 
 class ConversationController(QObject):
@@ -61,6 +66,8 @@ class ConversationController(QObject):
     checkFailed = Signal(str)
     crossCheckDone = Signal(object)          # engine.remote.crosscheck.CrossCheckReport
     crossCheckFailed = Signal(str)
+    answerInterrupted = Signal(str)          # the answer was given up; why, in a word or two
+    sendRejected = Signal(str, object)       # text, images of a message taken back unanswered
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
@@ -79,11 +86,14 @@ class ConversationController(QObject):
         self.thinking_ns = 0         # engine time of this answer's thinking tokens
         self._logprobs: list[dict] = []
         self.draft_system, self.draft_options = "", {}   # a new chat's own settings
+        self.draft_format = ""
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
         self._saved_at = 0.0
         self._first_token = False
         self._decode_ns = 0          # time of this answer's steps after the first
         self._decoded = 0
+        self._draining: list[Job] = []   # given-up jobs that may still run on the engine
+        self._sent: tuple[int, str, tuple[str, ...]] | None = None  # this turn's new message
 
     @property
     def busy(self) -> bool:
@@ -120,6 +130,33 @@ class ConversationController(QObject):
         conversation = self.history.conversation(self.conversation_id)
         return (conversation.system, dict(conversation.options)) if conversation else ("", {})
 
+    def conversation_format(self) -> str:
+        """This conversation's structured output: "", "json" or a JSON schema's text."""
+        if self.conversation_id is None:
+            return self.draft_format
+        conversation = self.history.conversation(self.conversation_id)
+        return conversation.format if conversation else ""
+
+    def set_conversation_format(self, text: str) -> None:
+        """Applies from the next answer on (set_conversation_settings tells the view)."""
+        if self.conversation_id is None:
+            self.draft_format = text
+        else:
+            self.history.set_format(self.conversation_id, text)
+
+    def count_tokens(self, text: str) -> tuple[int, bool]:
+        """Tokens of ``text`` with the current model (False: estimated, a server's model)."""
+        count, exact = token_counter(self.model)
+        return count(text), exact
+
+    def message_room(self) -> int:
+        """Tokens a new message may take in this conversation's context."""
+        system, own = self.conversation_settings()
+        options = options_for(self.model, {**self.settings.options, **own,
+                                           "num_ctx": self.settings.num_ctx})
+        return message_room(options.num_ctx, options.num_predict, template_overhead(
+            self.model, system or self.settings.system or None, self.settings.think))
+
     def set_conversation_settings(self, system: str, options: dict) -> None:
         """Applies from the next answer on."""
         if self.conversation_id is None:
@@ -133,21 +170,25 @@ class ConversationController(QObject):
     def set_model(self, model: LoadedModel | RemoteModel, vision: bool,
                   where: str = "this computer") -> None:
         """Use a newly loaded model; the conversation continues in a fresh session."""
-        self.stop(wait=True)
+        self.interrupt(MODEL_SWITCH_NOTE)
+        self.give_up_check()
         self.model, self.vision, self.where = model, vision, where
         self.session = None
         if self.conversation_id is not None:
             self._pending = self.history.messages(self.conversation_id)
 
     def new_chat(self) -> None:
-        self.stop(wait=True)
+        self.interrupt("interrupted")
+        self.give_up_check()
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
+        self.draft_format = ""
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
         """Switch to a stored conversation; returns its messages for the view."""
-        self.stop(wait=True)
+        self.interrupt("interrupted")
+        self.give_up_check()
         messages = self.history.messages(conversation_id)
         self.conversation_id, self.session, self._pending = conversation_id, None, messages
         self.conversationChanged.emit(conversation_id)
@@ -171,12 +212,14 @@ class ConversationController(QObject):
         self._require_idle()
         if self.conversation_id is None:
             conversation = self.history.create(title_of(text, images), self.model_name,
-                                               self.draft_system, self.draft_options)
+                                               self.draft_system, self.draft_options,
+                                               self.draft_format)
             self.conversation_id = conversation.id
             self.conversationChanged.emit(conversation.id)
         user_id = self.history.add(self.conversation_id, "user", text, images)
         answer_id = self._start_answer(
             lambda session, inputs: session.send(text, inputs), images)
+        self._sent = (user_id, text, images)
         return Turn(user_id, answer_id)
 
     def regenerate(self) -> Turn:
@@ -193,30 +236,57 @@ class ConversationController(QObject):
         last = self._last_stored("user")
         if last is None:
             raise GenerationError("there is no message to edit: send one first")
+        self._retitle(last, text)
         self.history.truncate_from(self.conversation_id, last.id)
         user_id = self.history.add(self.conversation_id, "user", text, last.images)
         answer_id = self._start_answer(lambda session, _: session.edit_last_user(text))
         return Turn(user_id, answer_id)
 
-    def stop(self, wait: bool = False) -> None:
-        """Cancel the answer (takes effect within a token); `wait` blocks until it ended
-        and saves the answer as far as it got."""
+    def _retitle(self, edited: StoredMessage, text: str) -> None:
+        """Editing the first message renames a conversation still called after it (a title
+        the user gave it stays)."""
+        first = next((m for m in self.history.messages(self.conversation_id)
+                      if m.role == "user"), None)
+        conversation = self.history.conversation(self.conversation_id)
+        if first is not None and first.id == edited.id and conversation is not None and \
+                conversation.title == title_of(edited.content, edited.images):
+            self.history.rename(self.conversation_id, title_of(text, edited.images))
+            self.conversationChanged.emit(self.conversation_id)
+
+    def stop(self) -> None:
+        """Cancel the answer (Esc, Stop): it ends within a token and is saved as "stopped"
+        when its done signal comes."""
+        if self.job is not None:
+            self.job.cancel()
+
+    def interrupt(self, note: str) -> None:
+        """Give up the answer now (another conversation, a new chat, another model, the
+        window closing): it is cancelled, saved as far as it was shown and marked
+        interrupted (``note`` says why, beside it); the job ends by itself in the
+        background and its late signals are dropped. Never waits for the job."""
         job = self.job
         if job is None:
             return
         job.cancel()
-        if wait:
-            self.runner.wait(job)
-            QCoreApplication.sendPostedEvents(self)      # deliver the tokens already made
-            if self.job is job:                          # its done signal never came
-                self._finish(complete=False)
+        self._draining.append(job)
+        self._finish(complete=False)
+        self.answerInterrupted.emit(note)
+
+    def give_up_check(self) -> None:
+        """Cancel the reference check or cross-check (its conversation or model is left);
+        it ends by itself and its result is dropped."""
+        job = self.check_job
+        if job is None:
+            return
+        job.cancel()
+        self._draining.append(job)
+        self.check_job = None
+        self.busyChanged.emit(False)
 
     def shutdown(self) -> None:
-        """The window closes: stop, wait, save."""
-        self.stop(wait=True)
-        if self.check_job is not None:
-            self.check_job.cancel()
-            self.runner.wait(self.check_job)
+        """The window closes: give up what runs, saving the answer as far as it got."""
+        self.interrupt("interrupted")
+        self.give_up_check()
 
     def _require_idle(self) -> None:
         if self.model is None:
@@ -241,21 +311,18 @@ class ConversationController(QObject):
         self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
         self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
         self._logprobs = []
+        self._sent = None
         self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
-        system, own = self.conversation_settings()
-        options = options_for(self.model, {**self.settings.options, **own,
-                                           "num_ctx": self.settings.num_ctx})
-        session = self.session or open_chat(self.model, options)
-        session.options = options
-        session.system = system or self.settings.system or None
-        session.think = self.settings.think      # False: Ollama's think=false
-        self.session = session
+        session = self._open_session()
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
+        before = self._take_draining()
 
         def events() -> Iterator[Event]:
+            for ended in before:    # given-up jobs end promptly; the engine runs one at a time
+                ended.wait()
             if (Capability.SPECULATION in session.capabilities and session.drafter is None
                     and self.settings.speculate != "off"):
                 note = speculate(session, self.settings.speculate,
@@ -270,7 +337,10 @@ class ConversationController(QObject):
                 for note in notes:
                     yield NoticeEvent(note)
             inputs = tuple(session.prepare_image(path, max_pixels) for path in images)
-            yield from turn(session, inputs)
+            answer = turn(session, inputs)
+            if job.cancel_event.is_set():   # cancelled while getting ready
+                session.cancel()
+            yield from answer
 
         job = GenerateJob(events, session.cancel)
         job.token.connect(self._on_token)
@@ -283,9 +353,35 @@ class ConversationController(QObject):
         self.listChanged.emit()
         return self.answer_id
 
+    def _open_session(self) -> ChatBackend:
+        """This conversation's session (a fresh one after a switch), with its settings."""
+        system, own = self.conversation_settings()
+        options = options_for(self.model, {**self.settings.options, **own,
+                                           "num_ctx": self.settings.num_ctx})
+        session = self.session or open_chat(self.model, options)
+        session.options = options
+        session.system = system or self.settings.system or None
+        session.think = self.settings.think      # False: Ollama's think=false
+        answer_format = self.conversation_format()
+        session.format = parse_format(answer_format) if answer_format else None
+        self.session = session
+        return session
+
+    def _take_draining(self) -> list:
+        """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
+        self._draining = [job for job in self._draining if not job.ended.is_set()]
+        return [job.ended for job in self._draining]
+
+    def _current(self, job: Job | None) -> bool:
+        """The signal comes from the job in charge now (not one given up)."""
+        sender = self.sender()
+        return sender is not None and sender is job
+
     # -- job signals (queued onto the GUI thread) --------------------------------------------
 
     def _on_token(self, event: TokenEvent) -> None:
+        if not self._current(self.job):
+            return
         if self._first_token and self.session is not None and self.session.last_prompt:
             self._first_token = False
             self.promptReady.emit(self.session.last_prompt, self.model.tokenizer.id_to_piece)
@@ -302,17 +398,43 @@ class ConversationController(QObject):
             self._save(complete=False)
 
     def _on_done(self, event: DoneEvent) -> None:
+        if not self._current(self.job):
+            return
         self.answer_text, self.answer_thinking = event.text, event.thinking
         self._finish(complete=event.done_reason != "cancel")
         self.answerDone.emit(event)
 
     def _on_failed(self, message: str) -> None:
+        if not self._current(self.job):
+            return
         if self.answer_id is not None and not self.answer_text and \
                 self.conversation_id is not None:
             self.history.truncate_from(self.conversation_id, self.answer_id)
             self.answer_id = None
+            if self._sent is not None:
+                self._take_back(*self._sent)
+                if "num_ctx" in message:
+                    message += ("; in Lantern the context size is in Settings → Engine "
+                                "(num_ctx, for every chat)")
         self._finish(complete=False)
         self.answerFailed.emit(message)
+        if self._sent is not None:
+            self.sendRejected.emit(self._sent[1], self._sent[2])
+        self._sent = None
+
+    def _take_back(self, user_id: int, text: str, images: tuple[str, ...]) -> None:
+        """A message that got no answer at all (too long, an unreadable image) is not kept:
+        out of the history (and its conversation, when that was all it held) and out of
+        the session, which restores from the history on the next turn."""
+        self.history.truncate_from(self.conversation_id, user_id)
+        self.session = None
+        remaining = self.history.messages(self.conversation_id)
+        if remaining:
+            self._pending = remaining
+            return
+        self.history.delete(self.conversation_id)
+        self.conversation_id, self._pending = None, None
+        self.conversationChanged.emit(None)
 
     def _finish(self, complete: bool) -> None:
         self._save(complete, final=True)
@@ -335,10 +457,23 @@ class ConversationController(QObject):
         if Capability.REFERENCE not in self.capabilities:
             raise GenerationError(unavailable_reason(Capability.REFERENCE, self.model_name,
                                                      self.where))
-        session = self.session
-        if session is None or session.last_prompt is None:
+        if (self.session is None or self.session.last_prompt is None) and \
+                self._last_stored("user") is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
-        job = CallJob(session.check_against_reference)
+        session = self._open_session()
+        pending, self._pending = self._pending, None
+        before = self._take_draining()
+        max_pixels = self.settings.max_pixels
+
+        def run_check() -> object:
+            for ended in before:
+                ended.wait()
+            if pending is not None:      # a conversation reopened: restored here first
+                session.messages, _ = restore_messages(pending, max_pixels, self.vision,
+                                                       session.prepare_image)
+            return session.check_against_reference(job.cancel_event)
+
+        job = CallJob(run_check)
         job.result.connect(self._on_check_result)
         job.failed.connect(self._on_check_failed)
         self.check_job = job
@@ -362,10 +497,15 @@ class ConversationController(QObject):
             raise GenerationError("the cross-check compares text conversations: start a "
                                   "new chat without images")
         model, system = self.model, self.session.system
-        job = CallJob(lambda: cross_check(model, remote, messages, system,
-                                          num_predict=num_predict,
-                                          same_weights_asserted=same_weights,
-                                          num_ctx=model.num_ctx))
+        before = self._take_draining()
+
+        def run_cross_check() -> object:
+            for ended in before:
+                ended.wait()
+            return cross_check(model, remote, messages, system, num_predict=num_predict,
+                               same_weights_asserted=same_weights, num_ctx=model.num_ctx)
+
+        job = CallJob(run_cross_check)
         job.result.connect(self._on_cross_check_result)
         job.failed.connect(self._on_cross_check_failed)
         self.check_job = job
@@ -373,21 +513,29 @@ class ConversationController(QObject):
         self.runner.start(job)
 
     def _on_cross_check_result(self, report: object) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.crossCheckDone.emit(report)
 
     def _on_cross_check_failed(self, message: str) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.crossCheckFailed.emit(message)
 
     def _on_check_result(self, report: object) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.checkDone.emit(report)
 
     def _on_check_failed(self, message: str) -> None:
+        if not self._current(self.check_job):
+            return
         self.check_job = None
         self.busyChanged.emit(False)
         self.checkFailed.emit(message)
@@ -416,8 +564,9 @@ def restore_messages(stored: list[StoredMessage], max_pixels: int, vision: bool,
 
 
 def token_logprobs(event: TokenEvent) -> dict:
-    """What an export keeps of a token: its text, log-probability and the best few."""
-    kept = {"token": event.piece, "logprob": round(event.logprob, 5),
+    """What the history keeps of a token: its piece, its text in the answer, its
+    log-probability and the best few (the view and panel show them again on reopening)."""
+    kept = {"token": event.piece, "text": event.text, "logprob": round(event.logprob, 5),
             "top": [[t.piece, round(t.logprob, 5)] for t in event.top]}
     if event.thinking:
         kept["thinking"] = True

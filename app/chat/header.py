@@ -18,8 +18,9 @@ from PySide6.QtWidgets import (
 SYSTEM_SHOWN = 60
 
 
-def settings_summary(system: str, options: dict) -> str:
-    """"system: “Answer briefly.” · temperature 0.2 · seed 7", or the defaults' note."""
+def settings_summary(system: str, options: dict, answer_format: str = "") -> str:
+    """"system: “Answer briefly.” · temperature 0.2 · seed 7 · JSON schema", or the
+    defaults' note."""
     parts = []
     if system:
         line = " ".join(system.split())
@@ -27,6 +28,8 @@ def settings_summary(system: str, options: dict) -> str:
             line = line[: SYSTEM_SHOWN - 1].rstrip() + "…"
         parts.append(f"system: “{line}”")
     parts += [f"{name} {value}" for name, value in sorted(options.items())]
+    if answer_format:
+        parts.append("answers in JSON" if answer_format == "json" else "JSON schema")
     return " · ".join(parts) or "default system prompt and sampling"
 
 
@@ -52,12 +55,14 @@ class ConversationHeader(QFrame):
         self.edit = QPushButton("System && sampling…")
         self.edit.setObjectName("headerEdit")
         self.edit.setCursor(Qt.PointingHandCursor)
-        self.edit.setToolTip("This conversation's own system prompt and sampling options")
+        self.edit.setToolTip("This conversation's own system prompt, sampling options and "
+                             "structured output (a JSON schema)")
         self.edit.clicked.connect(self.editRequested)
         layout.addWidget(self.edit)
 
-    def show_conversation(self, title: str, model: str, system: str, options: dict) -> None:
+    def show_conversation(self, title: str, model: str, system: str, options: dict,
+                          answer_format: str = "") -> None:
         self.title.setText(title)
-        summary = settings_summary(system, options)
+        summary = settings_summary(system, options, answer_format)
         self.details.setText(f"{model} · {summary}" if model else summary)
         self.details.setToolTip(system)

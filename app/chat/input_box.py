@@ -1,6 +1,7 @@
 """Where the user writes: multi-line text (Enter sends, Shift+Enter breaks the line),
-images attached by button, paste or drag & drop, shown as removable thumbnails, and the
-Send button that becomes Stop while an answer streams.
+images and documents attached by button, paste or drag & drop, shown as removable
+thumbnails and chips (app.chat.document_tray), and the Send button that becomes Stop
+while an answer streams.
 
 Every image is checked when it arrives, so an unreadable file is reported at once (the
 `imageRejected` signal carries the engine's ImageError message) rather than at send time.
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.document_tray import DOCUMENT_PATTERNS, DocumentTray, is_document, local_files_of
 from app.desktop.theme import RESOURCES
 from engine.errors import ImageError
 from engine.paths import data_dir
@@ -43,14 +45,6 @@ class Submission:
     text: str
     images: tuple[str, ...]     # image file paths
     edit: bool                  # True: replaces the last user message
-
-
-def image_paths_of(mime: QMimeData) -> list[str]:
-    """Local files in a drop / paste that look like images (by suffix)."""
-    if not mime.hasUrls():
-        return []
-    return [url.toLocalFile() for url in mime.urls()
-            if url.isLocalFile() and Path(url.toLocalFile()).suffix.lower() in IMAGE_SUFFIXES]
 
 
 def save_pasted_image(image: QImage) -> str:
@@ -73,7 +67,7 @@ class PromptEdit(QPlainTextEdit):
     handed to the input box instead of being inserted as text."""
 
     submitted = Signal()
-    imagesPasted = Signal(list)          # list[str] paths
+    imagesPasted = Signal(list)          # list[str] paths (of documents too)
     escapePressed = Signal()
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt override)
@@ -87,11 +81,11 @@ class PromptEdit(QPlainTextEdit):
         super().keyPressEvent(event)
 
     def canInsertFromMimeData(self, source: QMimeData) -> bool:  # noqa: N802 (Qt override)
-        return source.hasImage() or bool(image_paths_of(source)) or \
+        return source.hasImage() or bool(local_files_of(source)) or \
             super().canInsertFromMimeData(source)
 
     def insertFromMimeData(self, source: QMimeData) -> None:  # noqa: N802 (Qt override)
-        paths = image_paths_of(source)
+        paths = local_files_of(source)  # images and documents: the input box sorts them
         if not paths and source.hasImage():
             image = source.imageData()
             if isinstance(image, QImage) and not image.isNull():
@@ -134,7 +128,9 @@ class InputBox(QFrame):
     submitted = Signal(object)           # Submission
     stopRequested = Signal()
     imagesAttached = Signal(list)        # list[str]: paths that were added
+    imagesCleared = Signal()             # the last image was removed
     imageRejected = Signal(str)          # a readable reason
+    documentRejected = Signal(str)       # a readable reason
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -142,6 +138,7 @@ class InputBox(QFrame):
         self.images: list[str] = []
         self.editing = False
         self.busy = False
+        self.ready = False
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 10)
         layout.setSpacing(6)
@@ -164,6 +161,9 @@ class InputBox(QFrame):
         self.strip.setWidget(strip_inner)
         self.strip.hide()
         layout.addWidget(self.strip)
+        self.documents = DocumentTray()
+        self.documents.rejected.connect(self.documentRejected)
+        layout.addWidget(self.documents)
 
         row = QHBoxLayout()
         row.setSpacing(8)
@@ -171,7 +171,8 @@ class InputBox(QFrame):
         self.attach_button.setObjectName("attachButton")
         self.attach_button.setIcon(QIcon(str(RESOURCES / "icons" / "attach-image.svg")))
         self.attach_button.setIconSize(QSize(22, 22))
-        self.attach_button.setToolTip("Attach images (or paste / drop them here)")
+        self.attach_button.setToolTip("Attach images or documents: text, source, PDF, DOCX "
+                                      "(or paste / drop them here)")
         self.attach_button.setCursor(Qt.PointingHandCursor)
         self.attach_button.clicked.connect(self._choose_images)
         row.addWidget(self.attach_button, 0, Qt.AlignBottom)
@@ -183,6 +184,7 @@ class InputBox(QFrame):
         self.editor.imagesPasted.connect(self.attach)
         self.editor.escapePressed.connect(self.cancel_edit)
         self.editor.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        self.editor.textChanged.connect(self._update_send)
         row.addWidget(self.editor, 1)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
@@ -195,9 +197,15 @@ class InputBox(QFrame):
     # -- images ---------------------------------------------------------------------------
 
     def attach(self, paths: list[str]) -> None:
-        """Check and add images; each unreadable one is reported through imageRejected."""
+        """Check and add images and documents; each unreadable one is reported through
+        imageRejected or documentRejected."""
+        documents = [p for p in paths if is_document(p, IMAGE_SUFFIXES)]
+        if documents:
+            self.documents.add(documents)
         added = []
         for path in paths:
+            if path in documents:
+                continue
             if path in self.images:
                 continue
             try:
@@ -211,6 +219,7 @@ class InputBox(QFrame):
             self.strip_layout.insertWidget(self.strip_layout.count() - 1, thumb)
             added.append(path)
         self.strip.setVisible(bool(self.images))
+        self._update_send()
         if added:
             self.imagesAttached.emit(added)
 
@@ -222,14 +231,20 @@ class InputBox(QFrame):
                 thumb.setParent(None)
                 thumb.deleteLater()
         self.strip.setVisible(bool(self.images))
+        self._update_send()
+        if not self.images:
+            self.imagesCleared.emit()
 
     def thumbnails(self) -> list[Thumbnail]:
         return [w for w in self.strip.widget().findChildren(Thumbnail) if w.path in self.images]
 
     def _choose_images(self) -> None:
         suffixes = " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES))
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", "",
-                                                f"Images ({suffixes})")
+        documents = " ".join(DOCUMENT_PATTERNS)
+        paths, _ = QFileDialog.getOpenFileNames(
+            self, "Attach images or documents", "",
+            f"Images and documents ({suffixes} {documents});;Images ({suffixes});;"
+            f"Documents ({documents});;All files (*)")
         self.attach(paths)
 
     # -- sending --------------------------------------------------------------------------
@@ -238,9 +253,13 @@ class InputBox(QFrame):
         if self.busy:
             return
         text = self.editor.toPlainText().strip()
-        if not text and not self.images:
+        if not text and not self.images and not self.documents.documents:
             return
         images = () if self.editing else tuple(self.images)
+        if not self.editing:
+            text = self.documents.message(text)
+            if text is None:            # too long, and the user chose not to truncate
+                return
         self.submitted.emit(Submission(text, images, self.editing))
 
     def accept_submission(self) -> None:
@@ -249,6 +268,7 @@ class InputBox(QFrame):
         if not self.editing:
             for path in list(self.images):
                 self.remove_image(path)
+            self.documents.clear()
         self.cancel_edit()
 
     def begin_edit(self, text: str) -> None:
@@ -272,10 +292,17 @@ class InputBox(QFrame):
         self.send_button.setProperty("stop", busy)
         self.send_button.style().unpolish(self.send_button)
         self.send_button.style().polish(self.send_button)
+        self._update_send()
 
     def set_ready(self, ready: bool) -> None:
         """Whether a model is loaded (the user may type anyway)."""
-        self.send_button.setEnabled(ready or self.busy)
+        self.ready = ready
+        self._update_send()
+
+    def _update_send(self) -> None:
+        """Stop while busy; Send once there is something to send and a model to take it."""
+        has_message = bool(self.images) or bool(self.editor.toPlainText().strip())
+        self.send_button.setEnabled(self.busy or (self.ready and has_message))
 
     def _send_or_stop(self) -> None:
         if self.busy:

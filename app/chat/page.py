@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from app.chat.conversation import ConversationController, Turn
 from app.chat.header import ConversationHeader
 from app.chat.input_box import InputBox, Submission
+from app.chat.saved_tokens import saved_tokens
 from app.chat.view import ChatView, MessageWidget
 from app.conversations.history import StoredMessage
 from engine.chat.events import DoneEvent, TokenEvent
@@ -51,9 +52,13 @@ class ChatPage(QWidget):
         self.input.submitted.connect(self._submitted)
         self.input.stopRequested.connect(controller.stop)
         self.input.set_ready(False)
+        self.input.documents.count_tokens = controller.count_tokens
+        self.input.documents.message_room = controller.message_room
         controller.token.connect(self._on_token)
         controller.answerDone.connect(self._on_done)
         controller.answerFailed.connect(self._on_failed)
+        controller.answerInterrupted.connect(self._on_interrupted)
+        controller.sendRejected.connect(self._on_rejected)
         controller.busyChanged.connect(self._on_busy)
 
     # -- showing conversations -------------------------------------------------------------
@@ -66,9 +71,17 @@ class ChatPage(QWidget):
                                model_name)
             if stored.thinking:
                 widget.thinking.finish(stored.thinking, stored.thinking_ms)
+            if stored.role == "assistant":
+                widget.tokens = saved_tokens(stored)
+                widget.set_color_tokens(self.color_tokens)
             if stored.role == "assistant" and not stored.complete:
                 widget.set_status("interrupted")
         self._update_actions()
+
+    def last_answer_tokens(self) -> list:
+        """The latest answer's tokens (saved ones for a reopened conversation)."""
+        last = next((w for w in reversed(self.view.messages) if w.role == "assistant"), None)
+        return list(last.tokens) if last is not None else []
 
     def clear(self) -> None:
         self.view.clear()
@@ -83,7 +96,7 @@ class ChatPage(QWidget):
         system, options = controller.conversation_settings()
         self.header.show_conversation(stored.title if stored else "New chat",
                                       controller.model_name or (stored.model if stored else ""),
-                                      system, options)
+                                      system, options, controller.conversation_format())
         if controller.model is None:
             self.view.set_hint("Pick a model on the left (Ctrl+K) to start chatting.")
         else:
@@ -197,6 +210,16 @@ class ChatPage(QWidget):
         self.answer = None
         self._update_actions()
 
+    def _on_interrupted(self, note: str) -> None:
+        """The answer was given up (model switch, conversation switch): it keeps what was
+        shown, with ``note`` beside it."""
+        if self.answer is None:
+            return
+        self.answer.set_text(self.controller.answer_text, immediate=True)
+        self.answer.set_status(note)
+        self.answer = None
+        self._update_actions()
+
     def _on_failed(self, message: str) -> None:
         if self.answer is not None:
             if self.answer.text:
@@ -206,6 +229,17 @@ class ChatPage(QWidget):
             self.answer = None
         self._update_actions()
         self.message.emit("error", message)
+
+    def _on_rejected(self, text: str, images: tuple[str, ...]) -> None:
+        """The message got no answer (the error says why): it goes back into the input
+        to be shortened or fixed, and its bubble goes."""
+        last_user = next((w for w in reversed(self.view.messages) if w.role == "user"), None)
+        if last_user is not None and last_user.text == text:
+            self.view.remove_from(last_user)
+        if not self.input.editor.toPlainText().strip():
+            self.input.editor.setPlainText(text)
+            self.input.attach(list(images))
+        self._update_actions()
 
     def _on_busy(self, _busy: bool) -> None:
         # an answer makes Send a Stop button; the reference check just holds sending

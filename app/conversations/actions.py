@@ -104,6 +104,7 @@ class ConversationActions(QObject):
         title = self.history.conversation(controller.conversation_id).title \
             if controller.conversation_id is not None else "New chat"
         dialog = ConversationSettingsDialog(title, system, options, defaults, default_system,
-                                            self.window)
+                                            self.window, controller.conversation_format())
         if dialog.exec():
+            controller.set_conversation_format(dialog.answer_format())
             controller.set_conversation_settings(dialog.system(), dialog.options())

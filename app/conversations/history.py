@@ -40,6 +40,7 @@ ADDED_COLUMNS = (
     ("conversations", "pinned", "INTEGER NOT NULL DEFAULT 0"),
     ("conversations", "system", "TEXT NOT NULL DEFAULT ''"),
     ("conversations", "options", "TEXT NOT NULL DEFAULT '{}'"),
+    ("conversations", "format", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "thinking", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "thinking_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("messages", "logprobs", "TEXT NOT NULL DEFAULT '[]'"),
@@ -65,7 +66,7 @@ END;
 INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 """
 
-CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created"
+CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
 MESSAGE_COLUMNS = "id, role, content, images, complete, thinking, thinking_ms, logprobs"
 
 
@@ -80,6 +81,7 @@ class Conversation:
     options: dict = field(default_factory=dict, compare=False)  # Ollama option overrides
     created: float = 0.0
     snippet: str = ""               # search results: the text around the match
+    format: str = ""                # structured output: "", "json" or a JSON schema's text
 
 
 @dataclass(frozen=True)
@@ -137,12 +139,12 @@ class History:
     # -- conversations ------------------------------------------------------------------
 
     def create(self, title: str, model: str, system: str = "",
-               options: dict | None = None) -> Conversation:
+               options: dict | None = None, answer_format: str = "") -> Conversation:
         now = time.time()
         cursor = self._db.execute(
-            "INSERT INTO conversations (title, model, created, updated, system, options) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (title, model, now, now, system, json.dumps(options or {})),
+            "INSERT INTO conversations (title, model, created, updated, system, options, format) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (title, model, now, now, system, json.dumps(options or {}), answer_format),
         )
         return self.conversation(int(cursor.lastrowid))
 
@@ -169,6 +171,11 @@ class History:
         self._db.execute("UPDATE conversations SET system = ?, options = ? WHERE id = ?",
                          (system, json.dumps(options), conversation))
 
+    def set_format(self, conversation: int, answer_format: str) -> None:
+        """The conversation's structured output ("", "json" or a schema's text)."""
+        self._db.execute("UPDATE conversations SET format = ? WHERE id = ?",
+                         (answer_format, conversation))
+
     def delete(self, conversation: int) -> Snapshot | None:
         """Delete a conversation; returns it whole for `restore` (Undo)."""
         found = self.conversation(conversation)
@@ -185,9 +192,9 @@ class History:
         try:
             self._db.execute(
                 "INSERT INTO conversations (id, title, model, created, updated, pinned, "
-                "system, options) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "system, options, format) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (c.id, c.title, c.model, c.created, c.updated, int(c.pinned), c.system,
-                 json.dumps(c.options)))
+                 json.dumps(c.options), c.format))
             for m in snapshot.messages:
                 self._insert_message(c.id, m, message_id=m.id)
         except BaseException:
@@ -205,7 +212,7 @@ class History:
         if self.full_text:
             query = " ".join('"' + w.replace('"', '""') + '"*' for w in words)
             rows = self._db.execute(
-                "SELECT m.conversation, snippet(messages_fts, -1, '', '', '…', 10) "
+                "SELECT m.conversation, snippet(messages_fts, -1, '\x02', '\x03', '…', 10) "
                 "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
                 "WHERE messages_fts MATCH ? ORDER BY rank", (query,))
         else:
@@ -216,7 +223,7 @@ class History:
                 f"SELECT conversation, content FROM messages WHERE {where} ORDER BY id DESC",
                 args))
         for conversation, snippet in rows:
-            found.setdefault(conversation, snippet)
+            found.setdefault(conversation, _lead_with_match(snippet))
         titled = self._db.execute(
             "SELECT id FROM conversations WHERE " + " AND ".join(
                 "title LIKE ? ESCAPE '\\'" for _ in words), [_like(w) for w in words])
@@ -292,14 +299,14 @@ class History:
 
 
 def _conversation(row: tuple) -> Conversation:
-    cid, title, model, updated, pinned, system, options, created = row
+    cid, title, model, updated, pinned, system, options, created, answer_format = row
     return Conversation(cid, title, model, updated, bool(pinned), system, json.loads(options),
-                        created)
+                        created, format=answer_format)
 
 
 def _with_snippet(c: Conversation, snippet: str) -> Conversation:
     return Conversation(c.id, c.title, c.model, c.updated, c.pinned, c.system, c.options,
-                        c.created, " ".join(snippet.split()))
+                        c.created, " ".join(snippet.split()), c.format)
 
 
 def _like(word: str) -> str:
@@ -307,7 +314,21 @@ def _like(word: str) -> str:
     return f"%{escaped}%"
 
 
-def _around(text: str, word: str, width: int = 40) -> str:
+SNIPPET_LEAD = 16   # characters kept before the match: the sidebar's one line shows it
+
+
+def _around(text: str, word: str, width: int = SNIPPET_LEAD) -> str:
     at = text.lower().find(word.lower())
     start = max(0, at - width)
-    return ("…" if start else "") + text[start:at + len(word) + width] + "…"
+    return ("…" if start else "") + text[start:at + len(word) + 40] + "…"
+
+
+def _lead_with_match(snippet: str) -> str:
+    """FTS's snippet (match marked by \\x02 … \\x03) cut to start just before the match,
+    so the sidebar's elided line shows the matched word, not only what precedes it."""
+    at = snippet.find("\x02")
+    plain = snippet.replace("\x02", "").replace("\x03", "")
+    if at <= SNIPPET_LEAD:
+        return plain
+    start = plain.rfind(" ", 0, at - SNIPPET_LEAD) + 1 or at - SNIPPET_LEAD
+    return "…" + plain[start:].lstrip("…")

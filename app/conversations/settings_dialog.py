@@ -1,6 +1,7 @@
-"""A conversation's own system prompt and sampling options (they win over Settings for
-this conversation only). Only the values typed are kept, checked with the engine's
-Options.resolve before the dialog closes.
+"""A conversation's own system prompt, sampling options and structured output (they win
+over Settings for this conversation only). Only the values typed are kept, checked with
+the engine's Options.resolve (and the schema with the engine's check) before the dialog
+closes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.conversations.format_editor import FormatEditor
 from app.settings.dialog import HINTS, SAMPLING, parse_option
 from engine.chat.options import Options
 from engine.errors import LanternError
@@ -25,7 +27,8 @@ from engine.errors import LanternError
 
 class ConversationSettingsDialog(QDialog):
     def __init__(self, title: str, system: str, options: Mapping[str, object],
-                 defaults: Options, default_system: str, parent: QWidget | None = None) -> None:
+                 defaults: Options, default_system: str, parent: QWidget | None = None,
+                 answer_format: str = "") -> None:
         super().__init__(parent)
         self.setWindowTitle(f"“{title}”: system prompt and sampling")
         self.setObjectName("conversationSettings")
@@ -48,6 +51,13 @@ class ConversationSettingsDialog(QDialog):
             edit.setToolTip(HINTS[name])
             self.option_edits[name] = edit
             form.addRow(name, edit)
+        context = QLabel("The context size (num_ctx) is one for every chat: Settings → Engine "
+                         "(the model reloads with room for it).")
+        context.setObjectName("contextNote")
+        context.setWordWrap(True)
+        form.addRow("num_ctx", context)
+        self.format_editor = FormatEditor(answer_format)
+        form.addRow("structured output", self.format_editor)
         layout.addLayout(form)
         self.error = QLabel("")
         self.error.setObjectName("dialogError")
@@ -58,6 +68,10 @@ class ConversationSettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         layout.addWidget(buttons)
+        self.ok_button = buttons.button(QDialogButtonBox.Ok)
+        self.format_editor.changed.connect(
+            lambda: self.ok_button.setEnabled(self.format_editor.error() is None))
+        self.ok_button.setEnabled(self.format_editor.error() is None)
 
     def system(self) -> str:
         return self.system_edit.toPlainText().strip()
@@ -67,11 +81,20 @@ class ConversationSettingsDialog(QDialog):
         return {name: parse_option(name, edit.text())
                 for name, edit in self.option_edits.items() if edit.text().strip()}
 
+    def answer_format(self) -> str:
+        """"", "json" or the schema's text (only valid ones: accept checks)."""
+        return self.format_editor.text()
+
     def accept(self) -> None:
         try:
             Options.resolve({}, self.options())
         except (ValueError, LanternError) as error:
             self.error.setText(str(error))
+            self.error.show()
+            return
+        problem = self.format_editor.error()
+        if problem:
+            self.error.setText(f"structured output: {problem}")
             self.error.show()
             return
         super().accept()

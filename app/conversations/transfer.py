@@ -33,10 +33,27 @@ def to_markdown(conversation: Conversation, messages: list[StoredMessage]) -> st
         lines += [f"## {'You' if m.role == 'user' else conversation.model or m.role}", ""]
         lines += [f"![image]({path})" for path in m.images]
         if m.thinking:
-            lines += ["<details><summary>Thinking</summary>", "", m.thinking.strip(), "",
-                      "</details>", ""]
-        lines += [m.content, ""]
+            lines += ["<details><summary>Thinking</summary>", "",
+                      closed_fences(m.thinking.strip()), "", "</details>", ""]
+        lines += [closed_fences(m.content), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def closed_fences(text: str) -> str:
+    """``text`` with a code block it leaves open closed (an answer cut off mid-code), so
+    the next heading of the export is not swallowed by it (CommonMark's fence rules)."""
+    fence = ""
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if len(line) - len(stripped) > 3:
+            continue
+        run = len(stripped) - len(stripped.lstrip(stripped[:1])) if stripped[:1] in "`~" else 0
+        if not fence and run >= 3 and not (stripped[0] == "`" and "`" in stripped[run:]):
+            fence = stripped[:run]
+        elif fence and stripped[:1] == fence[0] and run >= len(fence) \
+                and not stripped[run:].strip():
+            fence = ""
+    return f"{text}\n{fence}" if fence else text
 
 
 def to_json(conversation: Conversation, messages: list[StoredMessage],
@@ -47,6 +64,7 @@ def to_json(conversation: Conversation, messages: list[StoredMessage],
         "created": conversation.created, "updated": conversation.updated,
         "pinned": conversation.pinned, "system": conversation.system,
         "options": conversation.options,
+        **({"answer_format": conversation.format} if conversation.format else {}),
         "messages": [_message_json(m, logprobs) for m in messages],
     }
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
@@ -91,9 +109,13 @@ def import_json(history: History, path: Path) -> Conversation:
     options = data.get("options") or {}
     if not isinstance(options, dict):
         raise NotAConversation(f"{path.name}: \"options\" must be an object of Ollama options")
+    answer_format = data.get("answer_format") or ""
+    if not isinstance(answer_format, str):
+        raise NotAConversation(f"{path.name}: \"answer_format\" must be \"json\" or a JSON "
+                               "schema's text")
     conversation = history.create(str(data.get("title") or "Imported chat"),
                                   str(data.get("model") or ""), str(data.get("system") or ""),
-                                  options)
+                                  options, answer_format)
     for message in messages:
         history.add_message(conversation.id, message)
     if data.get("pinned"):

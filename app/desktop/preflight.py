@@ -10,7 +10,9 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import shutil
 import socket
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,7 +79,8 @@ def problem(env: Mapping[str, str] = os.environ, platform: str = sys.platform) -
     failed = [(name, error) for name, error in errors if error is not None]
     if len(failed) < len(errors):
         return None                    # a platform Qt can use (it tries them in turn)
-    return install_line(*reversed(failed[-1]))
+    name, error = failed[-1]
+    return install_line(error, name, missing_libraries(plugin_dirs(env), PLUGINS[name]))
 
 
 def plugin_dirs(env: Mapping[str, str]) -> list[Path]:
@@ -104,22 +107,43 @@ def load_error(platforms: list[Path], plugin: str) -> str | None:
     return errors[0] if errors else None
 
 
-def install_line(loader_error: str, platform: str = "xcb") -> str:
-    """`apt install …` / `dnf install …` for the library a loader error names."""
+def missing_libraries(platforms: list[Path], plugin: str) -> list[str]:
+    """Every library the plugin's loader would not find (the loader's own error names
+    only the first), as ``ldd`` lists them; empty where ldd is not there."""
+    path = next((d / plugin for d in platforms if (d / plugin).is_file()), None)
+    ldd = shutil.which("ldd")
+    if path is None or ldd is None:
+        return []
+    try:
+        listing = subprocess.run([ldd, str(path)], capture_output=True, text=True,
+                                 timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return re.findall(r"^\s*(\S+) => not found", listing, re.MULTILINE)
+
+
+def install_line(loader_error: str, platform: str = "xcb", missing: list[str] = ()) -> str:
+    """`apt install …` / `dnf install …` for the library a loader error names and every
+    other one ``missing``, at once (one start, not one per library)."""
     plugin = PLUGINS[platform].split(".so", 1)[0]
-    names = [n for n in re.findall(r"lib[\w.+-]+?\.so[\w.]*", loader_error)
+    found = [n.rstrip(".") for n in re.findall(r"lib[\w.+-]+?\.so[\w.]*", loader_error)
              if not n.startswith(plugin + ".")]
-    library = names[0].rstrip(".") if names else ""
-    stem = library.split(".so", 1)[0]
-    if stem in PACKAGES:
-        debian, fedora = PACKAGES[stem]
+    libraries = list(dict.fromkeys(found[:1] + list(missing)))
+    known = [lib for lib in libraries if lib.split(".so", 1)[0] in PACKAGES]
+    if known and len(known) == len(libraries):
+        debian = " ".join(dict.fromkeys(PACKAGES[lib.split(".so", 1)[0]][0] for lib in known))
+        fedora = " ".join(dict.fromkeys(PACKAGES[lib.split(".so", 1)[0]][1] for lib in known))
+        needs = ", ".join(known)
+        verb = "is" if len(known) == 1 else "are"
         return (f"Lantern cannot open its window: Qt's {platform} platform plugin needs "
-                f"{library}, which is not installed. Install it with `sudo apt install {debian}` "
+                f"{needs}, which {verb} not installed. Install "
+                f"{'it' if len(known) == 1 else 'them'} with `sudo apt install {debian}` "
                 f"(Debian/Ubuntu) or `sudo dnf install {fedora}` (Fedora), then start "
                 f"Lantern again.")
+    unknown = ", ".join(libraries) or "the library named"
     return (f"Lantern cannot open its window: Qt's {platform} platform plugin does not load "
-            f"({' '.join(loader_error.split())}). Install the package that provides "
-            f"{library or 'the library named'} (`apt-file search` / `dnf provides`).")
+            f"({' '.join(loader_error.split())}). Install the packages that provide "
+            f"{unknown} (`apt-file search` / `dnf provides`).")
 
 
 def _wayland_reachable(env: Mapping[str, str]) -> bool:

@@ -88,17 +88,27 @@ class TokenHeat(QWidget):
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
         painter = QPainter(self)
         text = self.palette().windowText().color()
-        scale = sink_scale(self.weights) if len(self.weights) else 1.0
+        scale = self.scale() if len(self.weights) else 1.0
         labels = self._labels()
         last = len(self.tokens) - 1
         for (rect, first, stop), (label, _, _) in zip(self.chips, labels, strict=True):
             weight = float(self.weights[first:stop].sum()) if len(self.weights) else 0.0
-            painter.fillRect(rect, tint(weight, scale))
+            painter.fillRect(rect, self.colour(weight, scale))
             if first <= last < stop:
                 painter.setPen(QPen(SELECTED, 2))
                 painter.drawRect(rect.adjusted(1, 1, -1, -1))
             painter.setPen(text)
             painter.drawText(rect, Qt.AlignCenter, label)
+
+    # what a subclass showing other per-token values changes
+    def scale(self) -> float:
+        return sink_scale(self.weights)
+
+    def colour(self, weight: float, scale: float) -> QColor:
+        return tint(weight, scale)
+
+    def describe(self, weight: float) -> str:
+        return f"attention {weight:.4f}"
 
     def _chip_at(self, point: QPointF) -> tuple[int, int] | None:
         return next(((first, stop) for rect, first, stop in self.chips if rect.contains(point)),
@@ -112,7 +122,7 @@ class TokenHeat(QWidget):
         weight = float(self.weights[first:stop].sum())
         what = (f"#{first}  {visible_piece(self.tokens[first])}" if stop == first + 1
                 else f"image tokens #{first}..{stop - 1}")
-        QToolTip.showText(event.globalPosition().toPoint(), f"{what}\nattention {weight:.4f}",
+        QToolTip.showText(event.globalPosition().toPoint(), f"{what}\n{self.describe(weight)}",
                           self)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt override)
@@ -170,10 +180,10 @@ class ImageHeat(QWidget):
             painter.drawImage(target, self.image)
         hm, wm = self.grid.shape
         cw, ch = target.width() / wm, target.height() / hm
-        scale = float(self.grid.max())
+        scale = self.scale()
         for r in range(hm):
             for c in range(wm):
-                colour = tint(float(self.grid[r, c]), scale)
+                colour = self.colour(float(self.grid[r, c]), scale)
                 colour.setAlpha(int(colour.alpha() * 0.75))
                 painter.fillRect(QRectF(target.left() + c * cw, target.top() + r * ch, cw, ch),
                                  colour)
@@ -187,5 +197,15 @@ class ImageHeat(QWidget):
         r = int((event.position().y() - target.top()) / target.height() * hm)
         if 0 <= r < hm and 0 <= c < wm:
             QToolTip.showText(event.globalPosition().toPoint(),
-                              f"patch row {r}, column {c}\nattention {self.grid[r, c]:.4f} "
-                              f"(image total {self.share:.3f})", self)
+                              f"patch row {r}, column {c}\n{self.describe(self.grid[r, c])}",
+                              self)
+
+    # what a subclass showing other per-patch values changes
+    def scale(self) -> float:
+        return float(self.grid.max())
+
+    def colour(self, weight: float, scale: float) -> QColor:
+        return tint(weight, scale)
+
+    def describe(self, weight: float) -> str:
+        return f"attention {weight:.4f} (image total {self.share:.3f})"

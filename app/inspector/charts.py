@@ -57,8 +57,23 @@ class LineChart(QWidget):
     # -- geometry -----------------------------------------------------------------------
 
     def _plot(self) -> QRectF:
-        return QRectF(MARGIN_LEFT, MARGIN_TOP, max(1, self.width() - MARGIN_LEFT - MARGIN_RIGHT),
+        left = self._left_margin()
+        return QRectF(left, MARGIN_TOP, max(1, self.width() - left - MARGIN_RIGHT),
                       max(1, self.height() - MARGIN_TOP - MARGIN_BOTTOM))
+
+    def _axis_labels(self) -> tuple[str, str]:
+        """The top and bottom values of the y axis as drawn."""
+        if not self.count:
+            return "", ""
+        low, high = self._range()
+        return tuple(f"{10 ** v if self.log else v:.3g}" for v in (high, low))
+
+    def _left_margin(self) -> int:
+        """Room for the widest y-axis label (``8.8e-05`` is wider than ``0.5``), so none
+        is cut."""
+        metrics = self.fontMetrics()
+        widest = max((metrics.horizontalAdvance(t) for t in self._axis_labels()), default=0)
+        return max(MARGIN_LEFT, widest + 8)
 
     def _y(self, value: float) -> float:
         """Plotted height; on a log scale 0 and below are not drawn (NaN)."""
@@ -116,10 +131,10 @@ class LineChart(QWidget):
             return QPointF(self._x(i, plot), plot.bottom() - y * plot.height())
 
         painter.setPen(text)
-        for value, align in ((high, Qt.AlignTop), (low, Qt.AlignBottom)):
-            shown = 10 ** value if self.log else value
-            painter.drawText(QRectF(0, plot.top() - 2, MARGIN_LEFT - 4, plot.height() + 4),
-                             Qt.AlignRight | align, f"{shown:.3g}")
+        for label, align in zip(self._axis_labels(), (Qt.AlignTop, Qt.AlignBottom),
+                                strict=True):
+            painter.drawText(QRectF(0, plot.top() - 2, plot.left() - 4, plot.height() + 4),
+                             Qt.AlignRight | align, label)
         painter.drawText(QRectF(plot.left(), plot.bottom() + 2, plot.width(), MARGIN_BOTTOM - 2),
                          Qt.AlignLeft | Qt.AlignTop, "0")
         painter.drawText(QRectF(plot.left(), plot.bottom() + 2, plot.width(), MARGIN_BOTTOM - 2),

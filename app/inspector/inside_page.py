@@ -24,16 +24,23 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.attention_map import ImageHeat, TokenHeat
+from app.inspector.attribution_heat import AttributionHeat, AttributionImage
+from app.inspector.contribution_grid import ContributionGrid, summary
 from app.inspector.lens_grid import LensGrid
 from app.inspector.rows import visible_piece
-from app.inspector.widgets import hint, section
+from app.inspector.widgets import action_row, hint, section
 from engine.inspect import Inspection
+from engine.inspect.occlusion import Attribution
 
 MEAN = -1
 
 
+PICK_A_POSITION = ("Click a token in the reply (with colouring on), a point on the Token tab's "
+                   "chart or a row of the Prompt tab, or inspect the latest token.")
+
 class InsidePage(QWidget):
     inspectRequested = Signal()          # the latest token
+    attributionRequested = Signal()      # occlusion of the inspected position
     cancelRequested = Signal()
     positionClicked = Signal(int)
 
@@ -52,9 +59,7 @@ class InsidePage(QWidget):
         layout = QVBoxLayout(body)
         layout.setContentsMargins(12, 12, 12, 12)
 
-        self.title = hint("Click a token in the reply (with colouring on), a point on the "
-                          "Token tab's chart or a row of the Prompt tab, or inspect the "
-                          "latest token.")
+        self.title = hint(PICK_A_POSITION)
         self.title.setObjectName("tokenTitle")
         layout.addWidget(self.title)
         row = QHBoxLayout()
@@ -79,6 +84,40 @@ class InsidePage(QWidget):
                               "the final answer is outlined; hover for the top-5."))
         self.lens = LensGrid()
         layout.addWidget(self.lens)
+
+        layout.addWidget(section("Why this token"))
+        layout.addWidget(hint("The explained token's logit split into the embedding, every "
+                              "attention head (columns) of every layer (rows) and every MLP "
+                              "(last column): the final norm frozen at this position's scale, "
+                              "so the parts add up. Blue pushes it up, red down (tint: square "
+                              "root of the share of the largest); click a head for its "
+                              "attention map."))
+        self.split_box = QComboBox()
+        self.split_box.currentIndexChanged.connect(self._redraw_contributions)
+        layout.addWidget(self.split_box)
+        self.split_summary = hint("")
+        layout.addWidget(self.split_summary)
+        self.contributions = ContributionGrid()
+        self.contributions.headClicked.connect(self.show_head)
+        layout.addWidget(self.contributions)
+
+        layout.addWidget(section("What in the input caused it"))
+        layout.addWidget(hint("Each earlier token hidden from attention in turn (its "
+                              "position kept): how the explained token's log-probability "
+                              "changes. Blue: hiding it lowers it (the token supported the "
+                              "answer); red: raises it (tint: square root of the share of the "
+                              "largest change). One reference run per token."))
+        attribute_row, self.attribute_button = action_row(
+            "Hide each earlier token", "attributeButton", self.attributionRequested.emit)
+        layout.addLayout(attribute_row)
+        self.attribution_note = hint("")
+        layout.addWidget(self.attribution_note)
+        self.attribution = AttributionHeat()
+        self.attribution.positionClicked.connect(self.positionClicked)
+        layout.addWidget(self.attribution)
+        self.attribution_area = QVBoxLayout()
+        layout.addLayout(self.attribution_area)
+        self.attribution_images: list[QWidget] = []
 
         layout.addWidget(section("Attention"))
         layout.addWidget(hint("How much this position attends to every earlier one (tint "
@@ -122,15 +161,29 @@ class InsidePage(QWidget):
         self._idle()
         self.status.setText(text)
 
+    def show_attributing(self) -> None:
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self.cancel_button.setVisible(True)
+        self.inspect_button.setEnabled(False)
+        self.attribute_button.setEnabled(False)
+
     def _idle(self) -> None:
         self.progress.setVisible(False)
         self.cancel_button.setVisible(False)
         self.inspect_button.setEnabled(True)
+        self.attribute_button.setEnabled(self.inspection is not None)
 
     def clear(self) -> None:
         self._idle()
+        self.title.setText(PICK_A_POSITION)
         self.inspection = None
+        self.attribute_button.setEnabled(False)
         self.lens.set_rows(())
+        self.split_box.clear()
+        self.split_summary.setText("")
+        self.contributions.set_split(None)
+        self._clear_attribution()
         self.heat.set_data((), np.zeros(0), ())
         self._set_images([])
         self.status.setText("")
@@ -140,11 +193,20 @@ class InsidePage(QWidget):
     def show_inspection(self, inspection: Inspection, title: str, note: str,
                         pictures: list[np.ndarray | None]) -> None:
         """pictures: the uint8 [H, W, 3] image of each of inspection.images (or None)."""
-        self._idle()
         self.inspection, self.pictures = inspection, pictures
+        self._idle()
         self.title.setText(title)
         self.status.setText(note)
         self.lens.set_rows(inspection.lens)
+        self._clear_attribution()
+        parts = inspection.contributions
+        self.split_box.blockSignals(True)
+        self.split_box.clear()
+        self.split_box.addItems([
+            f"logit of {visible_piece(parts.pieces[0])}",
+            f"margin over {visible_piece(parts.pieces[1])}"])
+        self.split_box.blockSignals(False)
+        self._redraw_contributions()
         layers, heads = inspection.attention.shape[:2]
         for box, items in ((self.layer_box, ["mean over layers"] +
                             [f"layer {i + 1}" for i in range(layers)]),
@@ -158,6 +220,53 @@ class InsidePage(QWidget):
             box.blockSignals(False)
         self._set_images(inspection.images)
         self._redraw_attention()
+
+    def show_head(self, layer: int, head: int) -> None:
+        """A head clicked in the grid: its attention map below."""
+        self.layer_box.setCurrentIndex(layer + 1)
+        self.head_box.setCurrentIndex(head + 1)
+        self.heat.setFocus()
+
+    def show_attribution(self, attribution: Attribution) -> None:
+        self._idle()
+        if self.inspection is None or attribution.position != self.inspection.position:
+            return
+        delta = np.append(attribution.spread, 0.0)  # the inspected position itself: nothing
+        self.attribution.set_data(self.inspection.tokens, delta, self.inspection.images)
+        j = int(np.argmin(attribution.delta)) if len(attribution.delta) else None
+        most = "" if j is None else (
+            f"; hiding #{j} <code>{html.escape(visible_piece(self.inspection.tokens[j]))}"
+            f"</code> lowers it most ({attribution.delta[j]:+.3f})")
+        explained = html.escape(visible_piece(self.inspection.contributions.pieces[0]))
+        self.attribution_note.setText(f"log-probability of <code>{explained}</code>: "
+                                      f"{attribution.logprob:.3f}{most}")
+        for n, grid in enumerate(self.inspection.images):
+            laid = grid.lay_out(delta)
+            group = attribution.patch_group
+            each = ("each merged patch" if group == 1
+                    else f"merged patches in {group} × {group} blocks (value shared out)")
+            label = hint(f"Image {n + 1}: {each} hidden in turn (sum {laid.sum():+.3f})")
+            heat = AttributionImage()
+            heat.set_data(self.pictures[n] if n < len(self.pictures) else None, laid)
+            for widget in (label, heat):
+                self.attribution_area.addWidget(widget)
+                self.attribution_images.append(widget)
+
+    def _clear_attribution(self) -> None:
+        self.attribution.set_data((), np.zeros(0), ())
+        self.attribution_note.setText("")
+        for widget in self.attribution_images:
+            widget.setParent(None)
+            widget.deleteLater()
+        self.attribution_images = []
+
+    def _redraw_contributions(self) -> None:
+        if self.inspection is None or self.inspection.contributions is None:
+            return
+        parts = self.inspection.contributions
+        split = parts.margin if self.split_box.currentIndex() == 1 else parts.logit
+        self.split_summary.setText(summary(split, self.split_box.currentText()))
+        self.contributions.set_split(split)
 
     def weights(self) -> np.ndarray:
         """The attention row drawn now [position + 1], for the chosen layer and head."""

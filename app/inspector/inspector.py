@@ -15,10 +15,11 @@ from PySide6.QtCore import QObject
 from app.chat.conversation import ConversationController
 from app.inspector.inside_page import position_title
 from app.inspector.panel import DebugPanel
-from app.workers import CallJob, Job, JobRunner, ProgressJob
+from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
+from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
 from engine.vision.preprocess import pixels
 
@@ -39,11 +40,12 @@ class Inspector(QObject):
         self.pending: tuple[int, str] | None = None     # (row, where) waiting for the answer
         self.inspection: Inspection | None = None
         self._shown: tuple[str, str, list] = ("", "", [])   # how to show the running job's result
-        self.opinion_context: tuple[str, ...] = ()
+        self.opinion_job: Job | None = None
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
         panel.inside.inspectRequested.connect(self.inspect_latest)
+        panel.inside.attributionRequested.connect(self.attribute)
         panel.inside.cancelRequested.connect(self.cancel)
         panel.inside.positionClicked.connect(lambda row: self.select_row(row, "clicked"))
         panel.promptRowClicked.connect(lambda row: self.select_row(row, "prompt token"))
@@ -67,13 +69,19 @@ class Inspector(QObject):
             self.cancel()            # the stream comes first
             self.prompt, self.events = None, []      # a server's answer brings no prompt
             self.panel.start_reply()
+            self.panel.clear_check()   # a verdict (or its error) was about the last answer
         elif not busy and self.pending is not None:
             row, where = self.pending
             self.pending = None
             self.select_row(row, where)
 
     def clear(self) -> None:
+        """Another conversation: what runs for the previous one is cancelled, its results
+        dropped when they come."""
         self.cancel()
+        if self.opinion_job is not None:
+            self.opinion_job.cancel()
+            self.opinion_job = None
         self.prompt, self.events, self.inspection, self.pending = None, [], None, None
 
     # -- choosing a position --------------------------------------------------------------
@@ -139,6 +147,37 @@ class Inspector(QObject):
         self.panel.inside.show_running(f"Inspecting position {row} ({where})…")
         self.runner.start(job)
 
+    def attribute(self) -> None:
+        """Occlusion of the inspected position over the same context (a job like the
+        inspection: progress, cancel, never while an answer streams)."""
+        context, model, inspection = self.context, self.conversation.model, self.inspection
+        if context is None or model is None or inspection is None \
+                or len(context) <= inspection.position or self.conversation.busy:
+            self.panel.inside.show_failed("Inspect a position first; attribution runs over "
+                                          "its context when no answer is streaming.")
+            return
+        self.cancel()
+        gguf, row = model.gguf, inspection.position
+        group = fitting_patch_group(context, row)
+
+        def run(progress, cancel):
+            return occlusion(gguf, context, row, patch_group=group, progress=progress,
+                             cancel=cancel)
+
+        job = ProgressJob(run)
+        job.progress.connect(self.panel.inside.show_progress)
+        job.result.connect(self._attributed)
+        job.failed.connect(self._failed)
+        self.job = job
+        self.panel.inside.show_attributing()
+        self.runner.start(job)
+
+    def _attributed(self, attribution) -> None:
+        if self.sender() is not self.job:
+            return
+        self.job = None
+        self.panel.inside.show_attribution(attribution)
+
     def cancel(self) -> None:
         if self.job is not None:
             self.job.cancel()
@@ -167,18 +206,33 @@ class Inspector(QObject):
     # -- llama.cpp ------------------------------------------------------------------------
 
     def ask_llama(self) -> None:
-        model, inspection = self.conversation.model, self.inspection
-        if model is None or inspection is None:
-            self.panel.opinion.show_failed("Inspect a position first (Inside tab): llama.cpp "
-                                           "is compared over that context.")
+        """llama.cpp over the inspected context, or else the latest one (inspected on the
+        way: the comparison needs the reference's log-probabilities)."""
+        model, inspection, context = self.conversation.model, self.inspection, self.context
+        if model is None or (inspection is None and context is None):
+            self.panel.opinion.show_failed("Send a message first: llama.cpp is compared over "
+                                           "the conversation's latest context.")
             return
-        piece = self.piece
-        job = CallJob(lambda: second_opinion(model.gguf.path, inspection, piece))
+        piece, gguf = self.piece, model.gguf
+
+        def run(progress, cancel) -> tuple:
+            inspected = inspection or inspect_context(gguf, context, piece, len(context) - 1,
+                                                      progress=progress, cancel=cancel)
+            return second_opinion(gguf.path, inspected, piece), inspected.tokens
+
+        job = ProgressJob(run)
         job.result.connect(self._opinion)
-        job.failed.connect(self.panel.opinion.show_failed)
+        job.failed.connect(self._opinion_failed)
+        self.opinion_job = job
         self.panel.opinion.show_running()
-        self.opinion_context = inspection.tokens
         self.runner.start(job)
 
-    def _opinion(self, opinion) -> None:
-        self.panel.opinion.show_opinion(opinion, self.opinion_context)
+    def _opinion(self, result: tuple) -> None:
+        if self.sender() is self.opinion_job:
+            self.opinion_job = None
+            self.panel.opinion.show_opinion(*result)
+
+    def _opinion_failed(self, message: str) -> None:
+        if self.sender() is self.opinion_job:
+            self.opinion_job = None
+            self.panel.opinion.show_failed(message)

@@ -19,6 +19,7 @@ from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import action_row, hint, section
 from engine.inspect.lens import LensToken
 from engine.inspect.second_opinion import SecondOpinion
+from engine.remote.crosscheck import TOLERANCE
 
 DIFFERENT = QColor(255, 200, 70, 70)
 DELTA_COLOUR = QColor(200, 80, 200)
@@ -31,6 +32,31 @@ class OpinionPair:
     theirs: LensToken
 
 
+RUNNING = "Running llama.cpp over the context…"
+IDLE = ("Compare Lantern with llama.cpp on this conversation's latest context: press the "
+        "button.")
+
+
+def opinion_verdict(opinion: SecondOpinion, tokens: tuple[str, ...]) -> str:
+    """Agree or disagree, against the tolerance the cross-check uses, and where."""
+    delta = opinion.delta
+    versus = f"llama-cpp-python {opinion.version} vs Lantern's reference"
+    if not opinion.same_top1:
+        return (f"DISAGREE: {versus} pick different next tokens at position "
+                f"{opinion.position}.")
+    if not len(delta):
+        return f"AGREE: {versus} pick the same next token at position {opinion.position}."
+    worst = int(delta.argmax())
+    token = visible_piece(tokens[worst + 1]) if worst + 1 < len(tokens) else ""
+    where = f"position {worst + 1}" + (f" ({token})" if token else "")
+    if delta.max() > TOLERANCE:
+        return (f"DISAGREE: {versus}: |Δ logprob| {delta.max():.3g} at {where} is over the "
+                f"tolerance {TOLERANCE} (mean {delta.mean():.3g}); same next token at "
+                f"position {opinion.position}.")
+    return (f"AGREE: {versus}: every |Δ logprob| within the tolerance {TOLERANCE} (largest "
+            f"{delta.max():.3g} at {where}, mean {delta.mean():.3g}); same next token.")
+
+
 class OpinionPage(QWidget):
     requested = Signal()
 
@@ -39,8 +65,8 @@ class OpinionPage(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 12, 12, 12)
         layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
-                              "(the Inside tab's position) and compares it with Lantern's "
-                              "fp32 reference."))
+                              "(the Inside tab's position, else the latest token) and "
+                              "compares it with Lantern's fp32 reference."))
         row, self.button = action_row("Compare with llama.cpp", "opinionButton", self.requested)
         layout.addLayout(row)
         self.status = hint("")
@@ -78,21 +104,24 @@ class OpinionPage(QWidget):
 
     def show_running(self) -> None:
         self.button.setEnabled(False)
-        self.status.setText("Running llama.cpp over the context…")
+        self.status.setText(RUNNING)
 
     def show_failed(self, text: str) -> None:
         self.button.setEnabled(True)
         self.status.setText(text)
 
+    def clear(self) -> None:
+        """Another conversation: the comparison shown was over the previous one's context."""
+        if self.button.isEnabled() or self.status.text() == RUNNING:
+            self.button.setEnabled(True)
+            self.status.setText(IDLE)
+        self.pairs.set_records([])
+        self.chart.set_series([])
+
     def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...]) -> None:
         self.button.setEnabled(True)
-        delta = opinion.delta
-        worst = (f"; largest |Δ logprob| {delta.max():.3g} at position {int(delta.argmax())}, "
-                 f"mean {delta.mean():.3g}") if len(delta) else ""
-        agree = "same next token" if opinion.same_top1 else "DIFFERENT next tokens"
-        self.status.setText(f"llama-cpp-python {opinion.version} vs Lantern's reference at "
-                            f"position {opinion.position}: {agree}{worst}.")
+        self.status.setText(opinion_verdict(opinion, tokens))
         self.pairs.set_records([OpinionPair(i + 1, a, b) for i, (a, b)
                                 in enumerate(zip(opinion.ours, opinion.theirs, strict=True))])
-        self.chart.set_series([Series("|Δ logprob|", delta.tolist(), DELTA_COLOUR)],
+        self.chart.set_series([Series("|Δ logprob|", opinion.delta.tolist(), DELTA_COLOUR)],
                               [visible_piece(t) for t in tokens[1:]])

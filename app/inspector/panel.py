@@ -56,6 +56,10 @@ TOLERANCE_COLOUR = QColor(130, 130, 130)
 IMAGE_COLOUR = QColor(140, 90, 220, 45)
 
 
+PROMPT_EMPTY = ("The prompt the model saw, token by token, appears here after the next "
+                "message.")
+
+
 def _number(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else str(value)
 
@@ -124,6 +128,9 @@ class DebugPanel(QDockWidget):
         self.setMinimumWidth(320)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
+        # every tab in sight at any panel width: names shorten rather than hide behind arrows
+        self.tabs.setUsesScrollButtons(False)
+        self.tabs.setElideMode(Qt.ElideRight)
         self.tabs.addTab(self._token_tab(), "Token")
         self.tabs.addTab(self._prompt_tab(), "Prompt")
         self.inside = InsidePage()
@@ -250,6 +257,8 @@ class DebugPanel(QDockWidget):
             f"<b>{where}</b> #{event.index + 1}: <code>{_escape(visible_piece(event.piece))}"
             f"</code>{where_id}" + (" · <u>drafted</u>" if event.drafted else "")
             + (" · thinking" if event.thinking else "")
+            + (" · <b>forced by the schema</b>" if event.reasons and event.reasons.schema_forced
+               else "")
         )
         self.top_model.set_records(top_rows(event))
         reasons = event.reasons
@@ -257,7 +266,8 @@ class DebugPanel(QDockWidget):
         self.reasons_table.setVisible(reasons is not None)
         self.reasons_label.setText(reasons.summary if reasons else
                                    "" if event.logit is not None else
-                                   "not available: the server does not say how it sampled")
+                                   "not available: only log-probabilities are known (a "
+                                   "server's token, or one from the history)")
         if math.isnan(event.logprob):
             self.entropy_label.setText("the server sent no log-probabilities for this token")
             return
@@ -296,6 +306,8 @@ class DebugPanel(QDockWidget):
         self.timing_label.setText("\n".join(lines))
 
     def clear(self) -> None:
+        """Another conversation (or none): nothing of the previous one stays; every tab
+        says what fills it."""
         self.token_title.setText("Send a message to see each token's candidates.")
         self.top_model.set_records([])
         self.reasons_model.set_records([])
@@ -304,6 +316,33 @@ class DebugPanel(QDockWidget):
         self.inside.clear()
         self.entropy_label.setText("")
         self.timing_label.setText("–")
+        self.prompt_label.setText(PROMPT_EMPTY)
+        self.prompt_model.set_records([])
+        self.stats_model.set_records([])
+        self.stats_chart.set_series([])
+        self.clear_check()
+        self.opinion.clear()
+
+    def show_saved_answer(self, tokens: list) -> None:
+        """A reopened conversation: its latest answer's saved tokens fill the Token tab
+        (the Prompt, Layers and Reference tabs say how they fill: a new message, a check)."""
+        if not tokens:
+            self.token_title.setText("This conversation's history holds no per-token data "
+                                     "for its latest answer: send a message to see it.")
+            return
+        for event in tokens:
+            self.add_reply_token(event)
+        self.show_token(tokens[-1], latest=True)
+        self.timing_label.setText("from the history: log-probabilities and the best "
+                                  "alternatives were kept, logits and reasons were not")
+
+    def clear_check(self) -> None:
+        """A new answer or another conversation: an earlier verdict no longer applies."""
+        self.check_button.setEnabled(True)
+        self._set_verdict("", None)
+        self.pair_model.set_records([])
+        self.check_model.set_records([])
+        self.check_chart.set_series([])
 
     # -- prompt tab -----------------------------------------------------------------------
 
@@ -311,8 +350,7 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        self.prompt_label = hint("The prompt the model saw, token by token, appears here "
-                                  "after the next message.")
+        self.prompt_label = hint(PROMPT_EMPTY)
         layout.addWidget(self.prompt_label)
         self.prompt_model = RecordTableModel(
             [
@@ -348,9 +386,12 @@ class DebugPanel(QDockWidget):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(12, 12, 12, 12)
-        self.stats_toggle = QCheckBox("Record per-layer statistics (reloads the model)")
+        self.stats_toggle = QCheckBox("Record per-layer statistics")
         self.stats_toggle.toggled.connect(self.layerStatsToggled)
         layout.addWidget(self.stats_toggle)
+        layout.addWidget(hint("Reloads the model; each token then also brings back every "
+                              "layer's hidden state, so answers stream more slowly while it "
+                              "is on."))
         layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
                                "after each layer."))
         self.stats_chart = LineChart("per layer (0 = embeddings)")

@@ -105,7 +105,9 @@ def described_entry(entry: ModelEntry) -> ModelEntry:
     return replace(
         entry,
         family=config.architecture,
-        parameter_size=config.parameter_size or entry.parameter_size,
+        # the store's own figure first: `lantern show` and Ollama print it (a GGUF that also
+        # stores a tied embedding as output.weight would count it twice)
+        parameter_size=entry.parameter_size or config.parameter_size,
         quantization=config.quantization or entry.quantization,
         vision=config.vision is not None,
         checked=True,

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Protocol, runtime_checkable
 
+from engine.chat.answer_format import Format
 from engine.chat.events import Event
 from engine.chat.options import Options
 
@@ -44,6 +45,7 @@ class ChatBackend(Protocol):
     options: Options
     system: str | None
     num_top: int
+    format: Format | None           # structured output: "json" or a JSON schema
 
     @property
     def capabilities(self) -> frozenset[Capability]: ...

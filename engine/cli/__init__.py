@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "engine.cli.inspect_command",  # inspect
     "engine.cli.prompt_commands",  # prompt
     "engine.cli.crosscheck_command",  # crosscheck
+    "engine.cli.compare_command",  # compare
+    "engine.cli.trace_command",    # trace
 )
 
 

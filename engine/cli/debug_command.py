@@ -3,11 +3,17 @@
 Prints one row per hidden state (embeddings, then each block) with the engine's
 statistics of the last token and the largest difference from the reference, then the
 top-5 next tokens of both side by side. Exits 1 when they disagree beyond tolerance.
+
+`--dump DIR` writes the reference's ids, hidden states and logits as .npy files with a
+manifest (engine/reference/dump.py, README "Your engine against Lantern"); `--against DIR`
+reads another engine's dump in that format, runs the reference over its ids and names the
+first layer off, by how much, and the usual suspects for the pattern; exits 1 when one is.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from engine.cli import add_models_dir
 
@@ -19,6 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--raw", action="store_true", help="PROMPT verbatim (control tokens parsed)")
     p.add_argument("--exact", action="store_true", help="fp32 activations, tight tolerance")
     p.add_argument("--system", metavar="TEXT")
+    p.add_argument("--dump", metavar="DIR", type=Path,
+                   help="write the reference's ids, hidden states and logits (.npy) to DIR")
+    p.add_argument("--against", metavar="DIR", type=Path,
+                   help="compare another engine's dump in DIR with the reference")
+    p.add_argument("--tolerance", type=float, default=1e-2, metavar="T",
+                   help="--against: max |Δ| allowed per layer, relative to each position's "
+                        "largest value (default 1e-2)")
     add_models_dir(p)
     p.set_defaults(func=run)
 
@@ -30,11 +43,13 @@ def run(args: argparse.Namespace) -> int:
     from engine.runtime.loader import load_model
 
     source = resolve_source(args.model, args.models_dir)
-    model = load_model(source, exact=args.exact, layer_stats=True)
+    model = load_model(source, exact=args.exact, layer_stats=not (args.dump or args.against))
     if args.raw:
         prompt = model.tokenize_raw(args.prompt)
     else:
         prompt = model.tokenize_chat([Message("user", args.prompt)], system=args.system)
+    if args.dump or args.against:
+        return _dump_or_against(args, model, prompt.ids)
     report = check_against_reference(
         model.gguf, prompt, model.tokenizer.id_to_piece, exact=args.exact, decoder=model.decoder
     )
@@ -51,3 +66,38 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(report.verdict)
     return 0 if report.ok else 1
+
+
+def _dump_or_against(args: argparse.Namespace, model, ids) -> int:
+    import numpy as np
+
+    from engine.reference import forward
+    from engine.reference.against import against
+    from engine.reference.dump import Dump, read_dump, write_dump
+
+    theirs = read_dump(args.against) if args.against else None
+    if theirs is not None and not np.array_equal(theirs.ids, ids):
+        same = min(len(ids), len(theirs.ids))
+        differ = next((i for i in range(same) if theirs.ids[i] != ids[i]), same)
+        print(f"note: the dump's ids differ from Lantern's tokenization of PROMPT from "
+              f"position {differ} (tokenizer or chat template?); comparing on the dump's ids")
+        ids = theirs.ids
+    out = forward(model.gguf, ids)
+    ours = Dump(model.name, np.asarray(ids), out.hidden_states, out.logits)
+    if args.dump:
+        write_dump(args.dump, ours)
+        print(f"wrote {len(ours.hidden_states)} hidden states of {len(ids)} tokens and the "
+              f"logits to {args.dump}")
+    if theirs is None:
+        return 0
+    result = against(ours, theirs, args.tolerance)
+    print(f"{'layer':<22}{'max |Δ|':>12}{'relative':>12}{'cosine':>12}")
+    rows = result.rows + ((result.logits,) if result.logits is not None else ())
+    for i, row in enumerate(rows):
+        mark = "   <-- first off" if i == result.first_off else ""
+        print(f"{row.label:<22}{row.max_abs:>12.4g}{row.relative:>12.3g}{row.cosine:>12.6f}{mark}")
+    print()
+    print(result.verdict())
+    for suspect in result.suspects:
+        print(f"  suspect: {suspect}")
+    return 0 if result.ok else 1

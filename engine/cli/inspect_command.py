@@ -3,7 +3,9 @@
 Computed by the numpy fp32 reference over the prompt (exact whatever the engine mode).
 Prints, per layer, the lens' top tokens and where the position looked most; `--json`
 prints one object: {"lens": [n_layers + 1 rows of {"top": [...]}], "attention":
-[n_layers][n_heads][position + 1], ...}; `--llama` adds llama.cpp's second opinion.
+[n_layers][n_heads][position + 1], ...}; `--llama` adds llama.cpp's second opinion,
+`--contributions` the next token's logit split by head and MLP, `--attribution` the change
+of its log-probability with each earlier token hidden (one reference run per token).
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=5, metavar="K", help="lens tokens per layer")
     p.add_argument("--llama", action="store_true",
                    help="add llama.cpp's second opinion (needs lantern[llama])")
+    p.add_argument("--contributions", action="store_true",
+                   help="split the next token's logit into the embedding, every head and MLP")
+    p.add_argument("--attribution", action="store_true",
+                   help="hide each earlier token in turn: the change of the next token's "
+                        "log-probability (one reference run per token)")
+    p.add_argument("--patch-group", type=int, default=1, metavar="N",
+                   help="--attribution: hide an image's merged patches in N x N blocks "
+                        "(fewer runs; the block's patches share one value)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.add_argument("--system", metavar="TEXT")
     add_models_dir(p)
@@ -39,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.chat.messages import Message
     from engine.cli.run_command import load_images, resolve_source
     from engine.inspect import inspect_context
+    from engine.inspect.occlusion import occlusion
     from engine.inspect.second_opinion import SecondOpinionUnavailable, missing, second_opinion
     from engine.runtime.loader import load_model
     from engine.vision.preprocess import preprocess
@@ -58,15 +69,52 @@ def run(args: argparse.Namespace) -> int:
         position += len(prompt)
     inspection = inspect_context(model.gguf, prompt, piece, position, top=max(args.top, 5))
     opinion = second_opinion(model.gguf.path, inspection, piece) if args.llama else None
+    attribution = None
+    if args.attribution:
+        attribution = occlusion(model.gguf, prompt, position, patch_group=args.patch_group)
     if args.json:
         out = inspection.to_json() | {"engine_mode": "exact" if args.exact else "fast"}
         if opinion is not None:
             out["second_opinion"] = opinion.to_json()
+        if args.contributions:
+            out["contributions"] = inspection.contributions.to_json()
+        if attribution is not None:
+            out["attribution"] = attribution.to_json()
         json.dump(out, sys.stdout, ensure_ascii=False)
         print()
         return 0
     _print(inspection, opinion)
+    if args.contributions:
+        _print_contributions(inspection.contributions, piece)
+    if attribution is not None:
+        _print_attribution(attribution, inspection.tokens, piece)
     return 0
+
+
+def _print_contributions(parts, piece) -> None:
+    import numpy as np
+
+    split = parts.logit
+    print()
+    print(f"logit of {piece(parts.token)!r} {split.total:.3f} "
+          f"(margin {parts.margin.total:.3f} over {piece(parts.runner_up)!r}) = embedding "
+          f"{split.embedding:.3f} + heads {split.attention.sum():.3f} + MLPs "
+          f"{split.mlp.sum():.3f} + bias {split.bias:.2g}")
+    named = [(float(v), f"layer {layer + 1} head {head + 1}")
+             for (layer, head), v in np.ndenumerate(split.attention)]
+    named += [(float(v), f"layer {layer + 1} MLP") for layer, v in enumerate(split.mlp)]
+    named.sort(key=lambda item: -abs(item[0]))
+    print("largest parts: " + ", ".join(f"{name} {v:+.3f}" for v, name in named[:8]))
+
+
+def _print_attribution(attribution, tokens, piece) -> None:
+    import numpy as np
+
+    print()
+    print(f"log-probability of {piece(attribution.token)!r}: {attribution.logprob:.3f}; "
+          f"with one earlier token hidden, largest changes:")
+    for j in np.argsort(-np.abs(attribution.delta))[:8]:
+        print(f"  #{j} {tokens[j]!r}: {attribution.delta[j]:+.3f}")
 
 
 def _print(inspection, opinion) -> None:

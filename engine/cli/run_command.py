@@ -17,6 +17,8 @@ from pathlib import Path
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.cli import add_models_dir
+from engine.cli.format_option import HELP as FORMAT_HELP
+from engine.cli.format_option import split_formats
 from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
 from engine.errors import GenerationError, ImageError, LanternError
@@ -30,11 +32,27 @@ OPTION_FLAGS = {  # CLI flag -> Ollama option name
     "presence_penalty": float, "frequency_penalty": float, "seed": int,
     "num_predict": int, "num_ctx": int,
 }  # fmt: skip
+OPTION_HELP = {  # what each of Ollama's options does (defaults: the model's params layer)
+    "temperature": "randomness of sampling: 0 always picks the most likely token",
+    "top_k": "sample among the K most likely tokens only (0: all)",
+    "top_p": "sample among the most likely tokens whose probabilities add up to P",
+    "min_p": "drop tokens less likely than P times the most likely one",
+    "typical_p": "keep the tokens closest to the expected surprise, up to mass P (1: off)",
+    "repeat_penalty": "divide the logits of tokens seen in the last repeat-last-n by this",
+    "repeat_last_n": "how many recent tokens the penalties look at (-1: the whole context)",
+    "presence_penalty": "subtract this from the logit of every token already present",
+    "frequency_penalty": "subtract this times its count from the logit of each token seen",
+    "seed": "random seed, for answers that repeat at temperature > 0",
+    "num_predict": "at most N tokens in an answer (-1: until the model stops)",
+    "num_ctx": "context size in tokens: the prompt and the answer together",
+}
 
 HELP = """Available commands:
   /set parameter NAME VALUE   set a generation option (e.g. /set parameter temperature 0)
   /set system TEXT            set the system message
   /set think | /set nothink   turn the model's thinking on or off
+  /set format json | SCHEMA.json | {...}   answers must be JSON (matching the schema)
+  /set noformat               free text again
   /show info                  show model details
   /clear                      forget the conversation
   /bye                        exit
@@ -43,25 +61,36 @@ Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="chat with a model (one prompt, or interactively)")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="a model in the store, or a .gguf file")
     p.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer once and exit")
-    p.add_argument("--image", action="append", default=[], metavar="PATH")
-    p.add_argument("--system", metavar="TEXT")
+    p.add_argument("--image", action="append", default=[], metavar="PATH",
+                   help="an image for a vision model, sent with PROMPT (repeatable)")
+    p.add_argument("--file", action="append", default=[], metavar="PATH",
+                   help="a document (text, source, .pdf, .docx) put into the prompt, "
+                        "repeatable")
+    p.add_argument("--truncate", action="store_true",
+                   help="with --file: cut the documents to fit the context instead of stopping")
+    p.add_argument("--system", metavar="TEXT",
+                   help="system message (default: the model's own system layer)")
     p.add_argument("--raw", action="store_true", help="send PROMPT verbatim, no template")
     p.add_argument("--exact", action="store_true", help="fp32 activations, reference-exact")
     for name, kind in OPTION_FLAGS.items():
-        p.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, metavar="N")
+        p.add_argument("--" + name.replace("_", "-"), type=kind, dest=name, metavar="N",
+                       help=OPTION_HELP[name])
     p.add_argument("--stop", action="append", metavar="S", help="stop string (repeatable)")
     p.add_argument("--top-logprobs", type=int, default=0, metavar="K",
                    help="with --format jsonl: the K (<= 20) most likely tokens at each step")
-    p.add_argument("--format", choices=["text", "jsonl"], default="text")
+    p.add_argument("--format", action="append", default=[], metavar="FORMAT",
+                   help=FORMAT_HELP)
     p.add_argument("--think", nargs="?", const="true", metavar="true|false|high|medium|low",
                    type=parse_think,
                    help="thinking models: think first (default: the template's own choice)")
     p.add_argument("--hidethinking", action="store_true",
                    help="do not print the model's thinking, only its answer")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
-    p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu")
+    p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu",
+                   help="where ONNX Runtime runs the model (default: cpu; falls back to cpu "
+                        "when this build lacks the one asked for)")
     p.add_argument("--requantize", choices=REQUANTIZATIONS,
                    help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
     p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
@@ -85,17 +114,26 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
+    args.format, answer_format = split_formats(args.format)
     overrides = _overrides(args)
     num_top = max(5, args.top_logprobs)
     model = _remote_model(args) if args.server else _local_model(args, overrides)
     chat = open_chat(model, options_for(model, overrides), system=args.system,
                      num_top=num_top, think=args.think)
+    chat.format = answer_format
     if not args.server:
         _speculate(args, chat)
     images = load_images(model, args.image, args.raw, chat.prepare_image)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
         prompt = sys.stdin.read()
+    if args.file:
+        if prompt is None or args.raw:
+            raise GenerationError("--file needs a PROMPT (and no --raw): the documents go "
+                                  "into that message")
+        from engine.cli.file_option import with_files
+
+        prompt = with_files(prompt, args.file, chat, args.truncate)
     if prompt is not None:
         events = chat.raw(prompt) if args.raw else chat.send(prompt, images)
         done = _print_events(events, chat.cancel, args)
@@ -367,6 +405,20 @@ def _command(chat, text: str, overrides: dict) -> None:
     elif words[:2] in (["/set", "think"], ["/set", "nothink"]):
         chat.think = words[1] == "think"
         print(f"Set '{words[1]}' mode.")
+    elif words[:2] == ["/set", "format"] and len(words) >= 3:
+        try:
+            shape = split_formats([text.split(None, 2)[2]])[1]
+        except LanternError as error:
+            print(f"Error: {error}")
+            return
+        if shape is None:
+            print("Error: /set format takes json, a schema file or schema text")
+            return
+        chat.format = shape
+        print("Set format.")
+    elif words[:2] == ["/set", "noformat"]:
+        chat.format = None
+        print("Disabled format.")
     elif words[:2] == ["/set", "system"] and len(words) >= 3:
         chat.system = text.split(None, 2)[2]
         print("Set system message.")

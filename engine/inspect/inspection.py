@@ -18,8 +18,10 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError, LanternError
 from engine.gguf import GGUFModel
 from engine.inspect.attention import ImageGrid, head_mean, image_grids
+from engine.inspect.contributions import Contributions, contributions
 from engine.inspect.lens import LensRow, lens_logits, logit_lens
 from engine.reference import ReferenceWeights, forward
+from engine.reference.text import AttentionProbe
 
 SOURCE = "numpy fp32 reference"
 
@@ -39,6 +41,7 @@ class Inspection:
     attention: np.ndarray                # float32 [n_layers, n_heads, position + 1]
     images: tuple[ImageGrid, ...]        # images inside the context, in order
     logprobs: np.ndarray                 # float64 [position]: row r's log-prob of ids[r + 1]
+    contributions: Contributions | None = None  # the next token's logit, split by head
     source: str = SOURCE
 
     @property
@@ -85,13 +88,11 @@ def inspect_context(
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> Inspection:
-    """Lens and attention of ``position`` (default: the last) over ``context``, computed
-    by the fp32 reference over the context up to that position."""
+    """Lens, attention and direct contributions of ``position`` (default: the last) over
+    ``context``, computed by the fp32 reference over the context up to that position; the
+    contributions explain the token that follows in ``context``, else the top-1."""
     n = len(context)
-    position = n - 1 if position is None else position
-    if not 0 <= position < n:
-        raise GenerationError(f"position {position} is outside the context of {n} tokens "
-                              f"(0..{n - 1})")
+    position = check_position(context, position)
     report = progress or (lambda stage, fraction: None)
     n_layers = model.config.text.n_layers
 
@@ -103,15 +104,11 @@ def inspect_context(
     ids = context.ids[: position + 1]
     positions = context.positions[..., : position + 1]
     weights = ReferenceWeights(model)
-    embeds = None
-    if context.image_rows is not None and len(context.image_rows):
-        inside = context.image_rows <= position
-        if inside.any():
-            embeds = weights.embed(ids)
-            embeds[context.image_rows[inside]] = context.image_embeds[inside]
+    embeds = image_embeds(context, position, weights)
     report("Reference forward", 0.0)
+    probe = AttentionProbe(np.array([position]), parts=True)
     out = forward(model, None if embeds is not None else ids, positions, embeds,
-                  weights=weights, attention_rows=[position], on_layer=on_layer)
+                  weights=weights, probe=probe, on_layer=on_layer)
     report("Logit lens", n_layers / (n_layers + 1))
     states = np.stack([h[position] for h in out.hidden_states])  # [L + 1, H]
     lens = logit_lens(lens_logits(states, weights), piece, top)
@@ -124,11 +121,37 @@ def inspect_context(
         lens=lens,
         attention=attention,
         images=tuple(g for g in image_grids(context) if g.stop <= position + 1),
-        logprobs=_next_logprobs(out.logits, ids),
+        logprobs=next_logprobs(out.logits, ids),
+        contributions=contributions(probe, out.hidden_states, out.logits, weights, piece,
+                                    context.ids[position + 1] if position + 1 < n else None),
     )
 
 
-def _next_logprobs(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def image_embeds(context: PromptTokens, position: int,
+                 weights: ReferenceWeights) -> np.ndarray | None:
+    """Input embeddings [position + 1, H] with the image rows filled in, or None when no
+    image lies within the context up to ``position`` (then the ids are the input)."""
+    if context.image_rows is None or not len(context.image_rows):
+        return None
+    inside = context.image_rows <= position
+    if not inside.any():
+        return None
+    embeds = weights.embed(context.ids[: position + 1])
+    embeds[context.image_rows[inside]] = context.image_embeds[inside]
+    return embeds
+
+
+def check_position(context: PromptTokens, position: int | None) -> int:
+    """The position to inspect (default: the last), or an error saying the valid range."""
+    n = len(context)
+    position = n - 1 if position is None else position
+    if not 0 <= position < n:
+        raise GenerationError(f"position {position} is outside the context of {n} tokens "
+                              f"(0..{n - 1})")
+    return position
+
+
+def next_logprobs(logits: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """logits [S, V], ids [S] -> log-softmax of row r at ids[r + 1], [S - 1]."""
     rows = logits[:-1].astype(np.float64)  # [S - 1, V]
     peak = rows.max(axis=1, keepdims=True)

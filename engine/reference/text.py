@@ -97,10 +97,17 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class AttentionProbe:
-    """Asks attention() to keep the probabilities of some query rows (inspection)."""
+    """Asks attention() to keep the probabilities of some query rows (inspection); with
+    ``parts`` also each head's output through o_proj and the MLP's output of those rows
+    (direct contributions), and with ``hidden_keys`` no other query reads those keys
+    (occlusion: the tokens stay in place, their positions unchanged)."""
 
     rows: np.ndarray                                        # int [R], rows of this call
     probs: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, T]
+    parts: bool = False
+    heads: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, H]
+    mlps: list[np.ndarray] = field(default_factory=list)    # per layer [R, H]
+    hidden_keys: np.ndarray | None = None                   # int [K], absolute key indices
 
 
 def attention(
@@ -128,14 +135,20 @@ def attention(
     scale = cfg.attention_scale or 1 / math.sqrt(d)
     scores = q @ k.transpose(0, 2, 1) * scale  # [n_heads, S, T]
     distance = np.arange(t - s, t)[:, None] - np.arange(t)[None, :]  # [S, T]: query - key
-    hidden = distance < 0  # the key comes after the query
+    masked = distance < 0  # the key comes after the query
     if cfg.slides(layer):
-        hidden |= distance >= cfg.sliding_window
-    scores = np.where(hidden, -np.inf, scores)
+        masked |= distance >= cfg.sliding_window
+    if probe is not None and probe.hidden_keys is not None:
+        hidden = np.isin(np.arange(t), probe.hidden_keys)[None, :]  # [1, T]
+        masked |= hidden & ~np.eye(s, t, t - s, dtype=bool)
+    scores = np.where(masked, -np.inf, scores)
     probs = softmax(scores)  # [n_heads, S, T]
     if probe is not None:
         probe.probs.append(probs[:, probe.rows, :])
     out = probs @ v  # [n_heads, S, D]
+    if probe is not None and probe.parts:  # head h through its columns of o_proj
+        o_proj = w.attn_output.reshape(-1, cfg.n_heads, d)  # [H, n_heads, D]
+        probe.heads.append(np.einsum("nrd,hnd->nrh", out[:, probe.rows], o_proj))
     out = out.transpose(1, 0, 2).reshape(s, cfg.n_heads * d)  # [S, n_heads * D]
     return linear(out, w.attn_output)
 
@@ -162,6 +175,8 @@ def decoder_layer(
     x = mlp(x, w, cfg.activation)
     if cfg.post_norms:
         x = rms_norm(x, w.post_ffw_norm, cfg.rms_eps)
+    if probe is not None and probe.parts:  # what the MLP adds to the residual stream
+        probe.mlps.append(x[probe.rows])
     return x + residual
 
 
@@ -175,6 +190,7 @@ def forward(
     weights: ReferenceWeights | None = None,
     cache: KVCache | None = None,
     attention_rows: ArrayLike | None = None,
+    probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
@@ -183,7 +199,8 @@ def forward(
     M-RoPE; default: continue after ``cache`` (arange(past, past + S)). ``weights`` reuses
     de-quantized weights across calls (its dtype wins over ``dtype``); ``cache`` keeps keys
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
-    those rows' attention probabilities (``attentions``); ``on_layer(i)`` is called after
+    those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
+    its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
     each block (progress; it may raise to cancel).
     """
     if weights is None:
@@ -201,11 +218,9 @@ def forward(
     positions = np.arange(past, past + len(x)) if positions is None else np.asarray(positions)
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
-    angles = text_rope_angles(positions, cfg)
-    local_angles = text_rope_angles(positions, cfg, local=True) if cfg.local_rope else angles
+    angles, local_angles = rope_tables(positions, cfg)
 
-    probe = None
-    if attention_rows is not None:
+    if probe is None and attention_rows is not None:
         probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
     hidden_states = [x]
     for i in range(cfg.n_layers):
@@ -217,6 +232,13 @@ def forward(
     logits = output_logits(x, weights)  # [S, V]
     return ReferenceOutput(hidden_states=hidden_states, logits=logits,
                            attentions=None if probe is None else probe.probs)
+
+
+def rope_tables(positions: np.ndarray, cfg: TextConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Angles [S, D/2] of the global layers and of the sliding ones (the same array unless
+    the sliding layers have a rotary base of their own, as Gemma 3's do)."""
+    angles = text_rope_angles(positions, cfg)
+    return angles, text_rope_angles(positions, cfg, local=True) if cfg.local_rope else angles
 
 
 def output_logits(x: np.ndarray, weights: ReferenceWeights) -> np.ndarray:

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from engine.chat.answer_format import JSON, Format
 from engine.chat.options import Options
 from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
@@ -57,7 +58,7 @@ def describe(connection: Connection, name: str) -> RemoteModelInfo:
 
 
 def chat_body(model: str, messages: Sequence[dict], options: Options, top_logprobs: int,
-              stream: bool = True) -> dict:
+              stream: bool = True, answer_format: Format | None = None) -> dict:
     body: dict = {
         "model": model,
         "messages": [_message(m) for m in messages],
@@ -67,6 +68,8 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
     if top_logprobs > 0:
         body["logprobs"] = True
         body["top_logprobs"] = min(top_logprobs, MAX_TOP_LOGPROBS)
+    if answer_format is not None:
+        body["format"] = answer_format if answer_format == JSON else dict(answer_format)
     return body
 
 

@@ -8,6 +8,7 @@ import base64
 import json
 from collections.abc import Iterable, Iterator, Sequence
 
+from engine.chat.answer_format import JSON, Format
 from engine.chat.options import Options
 from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
@@ -38,7 +39,7 @@ def list_models(connection: Connection) -> list[RemoteModelInfo]:
 
 
 def chat_body(model: str, messages: Sequence[dict], options: Options, top_logprobs: int,
-              stream: bool = True) -> dict:
+              stream: bool = True, answer_format: Format | None = None) -> dict:
     """The request for one answer. messages: {role, content, images: [RemoteImage]}."""
     body: dict = {"model": model, "messages": [_message(m) for m in messages],
                   "stream": stream}
@@ -54,6 +55,11 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
         body["top_logprobs"] = min(top_logprobs, MAX_TOP_LOGPROBS)
     if stream:
         body["stream_options"] = {"include_usage": True}    # the prompt's token count
+    if answer_format == JSON:
+        body["response_format"] = {"type": "json_object"}
+    elif answer_format is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "answer", "schema": dict(answer_format), "strict": True}}
     return body
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
+from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
 from engine.chat.messages import Message, drop_answers, replace_last_user
@@ -87,6 +88,7 @@ class RemoteChatSession:
     system: str | None = None
     messages: list[Message] = field(default_factory=list)
     num_top: int = 5                # alternatives asked for per token (servers allow <= 20)
+    format: Format | None = None    # structured output, passed to the server as its API spells it
 
     def __post_init__(self) -> None:
         self.last_prompt = None     # the server tokenizes: Lantern never sees the prompt ids
@@ -159,7 +161,7 @@ class RemoteChatSession:
         connection = self.model.connection
         api = APIS[connection.kind]
         body = api.chat_body(self.model.name, self.request_messages(), self.options,
-                             self.num_top)
+                             self.num_top, answer_format=self.format)
         start = time.perf_counter_ns()
         stream = open_request(connection, "POST", api.CHAT_PATH, body)
         with self._lock:

@@ -11,17 +11,20 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError
+from engine.runtime.cancel import CancelEvent
 from engine.runtime.check import CheckReport, check_against_reference
+from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import Drafter
 from engine.runtime.generate import Generator
 from engine.runtime.loader import LoadedModel
-from engine.runtime.thinking import ThinkingSplitter, prompt_opens_thinking
+from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
 from engine.vision.preprocess import ImageInput, preprocess
 
 
@@ -33,8 +36,9 @@ class ChatSession:
     messages: list[Message] = field(default_factory=list)
     num_top: int = 5                # alternatives reported per token (<= 20)
     think: bool | str | None = None # Ollama's option; None: the template's default
-    cancel_event: threading.Event = field(default_factory=threading.Event)
+    cancel_event: threading.Event = field(default_factory=CancelEvent)
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
+    format: Format | None = None    # structured output: "json" or a JSON schema
 
     def __post_init__(self) -> None:
         # the decoder keeps the record of its cache: every session on the model sees what
@@ -76,20 +80,32 @@ class ChatSession:
         return self._split_thinking(prompt, self._generator.run(
             prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
             load_duration=self._take_load_duration(),
-            max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter))
+            max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter,
+            constraint=self._constraint(prompt)))
 
-    def check_against_reference(self) -> CheckReport:
+    def check_against_reference(self, cancel: threading.Event | None = None) -> CheckReport:
         """Compare the engine with the numpy reference on the last prompt, layer by layer.
 
         The check runs on the model's decoder when it has the debug outputs, which
         overwrites its cache: the next turn then prefills the conversation again.
         """
         if self.last_prompt is None:
-            raise GenerationError("send a message first: the check runs on the last prompt")
+            self.last_prompt = self.latest_prompt()
         return check_against_reference(
             self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
-            exact=self.model.exact, decoder=self.model.decoder,
+            exact=self.model.exact, decoder=self.model.decoder, cancel=cancel,
         )
+
+    def latest_prompt(self) -> PromptTokens:
+        """The prompt the latest answer was made from (the conversation up to its last user
+        message), for a conversation restored from history that has not answered here."""
+        kept = list(self.messages)
+        try:
+            drop_answers(self.messages)
+            prompt, _ = self._fit()
+        finally:
+            self.messages[:] = kept
+        return prompt
 
     def clear(self) -> None:
         self.messages.clear()
@@ -101,7 +117,12 @@ class ChatSession:
     # -- generation -----------------------------------------------------------------------
 
     def _answer(self) -> Iterator[Event]:
+        """Clears the cancel now, not when the answer's first event is asked for: a cancel
+        that comes in between must stop it."""
         self.cancel_event.clear()
+        return self._answer_events()
+
+    def _answer_events(self) -> Iterator[Event]:
         prompt, dropped = self._fit()
         self.last_prompt = prompt
         if dropped:
@@ -119,6 +140,7 @@ class ChatSession:
                 load_duration=self._take_load_duration(),
                 max_cache_len=self.model.decoder.max_cache_len,
                 drafter=self.drafter,
+                constraint=self._constraint(prompt),
             )):
                 started = True
                 if isinstance(event, TokenEvent):
@@ -155,6 +177,14 @@ class ChatSession:
                     yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
                                       "switch for thinking (think=false is ignored)")
             yield event
+
+    def _constraint(self, prompt: PromptTokens) -> Constraint | None:
+        """The answer's format; a prompt that opens thinking gets it after ``</think>``."""
+        if self.format is None:
+            return None
+        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        after = CLOSE_TAG if prompt_opens_thinking(tail) else None
+        return Constraint(self.model.tokenizer, self.format, after=after)
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does

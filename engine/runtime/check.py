@@ -9,6 +9,7 @@ match closely; fast mode (int8 activations in MatMulNBits) is allowed ~percent d
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import GGUFModel
 from engine.modelmath.stats import hidden_stats
 from engine.reference import compare_layers, forward, layer_label
+from engine.runtime.cancel import Cancelled
 from engine.runtime.decoder import DecoderSession
 
 # (rtol, atol) relative to each layer's largest |value|
@@ -91,12 +93,14 @@ def check_against_reference(
     *,
     exact: bool,
     decoder: DecoderSession | None = None,
+    cancel: threading.Event | None = None,
 ) -> CheckReport:
     """Run `prompt` through a debug decoder and the numpy reference and compare them.
 
     `piece` turns a token id into display text. A decoder with layer statistics may be
     passed in (its cache is reset); otherwise a temporary one is built, with the passed
-    decoder's weights (re-quantized ones included).
+    decoder's weights (re-quantized ones included). ``cancel`` stops it within a layer
+    (raises engine.runtime.cancel.Cancelled).
     """
     if decoder is None or not decoder.layer_stats:  # same weights, with the debug outputs
         requantize = None if decoder is None else decoder.requantization
@@ -107,12 +111,19 @@ def check_against_reference(
     if prompt.image_rows is not None and len(prompt.image_rows):
         embeds = decoder.embed(prompt.ids)
         embeds[prompt.image_rows] = prompt.image_embeds
-        step = decoder.forward(inputs_embeds=embeds, positions=prompt.positions)
+        step = decoder.forward(inputs_embeds=embeds, positions=prompt.positions,
+                               cancel=cancel)
     else:
-        step = decoder.forward(input_ids=prompt.ids, positions=prompt.positions)
+        step = decoder.forward(input_ids=prompt.ids, positions=prompt.positions, cancel=cancel)
     decoder.reset()
+
+    def check_cancel(_: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("the reference check was cancelled")
+
     reference = forward(model, input_ids=None if embeds is not None else prompt.ids,
-                        inputs_embeds=embeds, positions=prompt.positions)
+                        inputs_embeds=embeds, positions=prompt.positions,
+                        on_layer=check_cancel)
     expected = [h[-1:] for h in reference.hidden_states]       # [1, H] per layer
     actual = [row[None, :] for row in step.hidden]             # [1, H] per layer
     rtol, atol = EXACT_TOLERANCE if exact else FAST_TOLERANCE

@@ -11,6 +11,7 @@ de-quantized), which is also how image embeddings replace the rows of image-pad 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from engine.graph.builder import create_session
 from engine.graph.kernels import Kernels, kernels_for
 from engine.modelmath.rope import text_rope_angles
 from engine.modelmath.stats import layer_stats
+from engine.runtime.cancel import Cancelled, stop_hook
 from engine.runtime.graph_cache import GraphCache, entry_key
 
 PROVIDERS = {
@@ -185,12 +187,15 @@ class DecoderSession:
         return len(self.keys)
 
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
-                rows: int | None = None, keys: Sequence[Hashable] | None = None) -> DecoderStep:
+                rows: int | None = None, keys: Sequence[Hashable] | None = None,
+                cancel: threading.Event | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
         runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
-        by default the ids fed (embeddings: keys no prompt matches)."""
+        by default the ids fed (embeddings: keys no prompt matches). Setting ``cancel``
+        (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
+        Cancelled; the cache is left as it was."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -227,7 +232,14 @@ class DecoderSession:
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
-        self._session.run_with_iobinding(binding)
+        run_options = ort.RunOptions()
+        with stop_hook(cancel, lambda: setattr(run_options, "terminate", True)):
+            try:
+                self._session.run_with_iobinding(binding, run_options)
+            except Exception as error:
+                if run_options.terminate:  # ONNX Runtime's "terminate flag" failure
+                    raise Cancelled("cancelled") from error
+                raise
         self.keys.extend(keys)
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers

@@ -22,6 +22,8 @@ from engine.chat.events import DoneEvent, Event, TokenEvent, TopToken
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import GenerationError
+from engine.runtime.cancel import Cancelled
+from engine.runtime.constraint import Constraint
 from engine.runtime.decoder import DecoderSession, DecoderStep
 from engine.runtime.drafters import Drafter
 from engine.runtime.reasons import explain
@@ -39,8 +41,10 @@ class Generator:
         self.decoder = decoder
         self.tokenizer = tokenizer
 
-    def prefill(self, prompt: PromptTokens) -> tuple[np.ndarray, int]:
-        """Feed the uncached tail of the prompt; returns the last logits and tokens fed."""
+    def prefill(self, prompt: PromptTokens, cancel: threading.Event | None = None
+                ) -> tuple[DecoderStep, int]:
+        """Feed the uncached tail of the prompt; returns the last step and tokens fed
+        (raises Cancelled when ``cancel`` is set meanwhile: a long prefill is one run)."""
         if len(prompt) == 0:
             raise GenerationError("the prompt is empty: type a message or pass a prompt")
         # at least the last token runs, to give the logits of the first answer token
@@ -56,9 +60,11 @@ class Generator:
                 embeds = self.decoder.embed(ids)
                 embeds[rows[inside]] = prompt.image_embeds[inside]
         if embeds is None:
-            step = self.decoder.forward(input_ids=ids, positions=positions, keys=keys)
+            step = self.decoder.forward(input_ids=ids, positions=positions, keys=keys,
+                                        cancel=cancel)
         else:
-            step = self.decoder.forward(inputs_embeds=embeds, positions=positions, keys=keys)
+            step = self.decoder.forward(inputs_embeds=embeds, positions=positions, keys=keys,
+                                        cancel=cancel)
         return step, len(ids)
 
     def run(
@@ -71,11 +77,13 @@ class Generator:
         load_duration: int = 0,
         max_cache_len: int | None = None,
         drafter: Drafter | None = None,
+        constraint: Constraint | None = None,
     ) -> Iterator[Event]:
         """Prefill, then decode. With a ``drafter`` each step is a draft-and-verify step
         (logits at the fed rows only): the tokens have the distribution of plain decoding
         (greedy: the same tokens), and each event carries the target's own logits at its
-        position."""
+        position. A ``constraint`` (structured output) masks every pick, drafted rows
+        included."""
         limit = min(options.num_ctx, max_cache_len or options.num_ctx)
         if len(prompt) >= limit:
             raise GenerationError(
@@ -84,11 +92,17 @@ class Generator:
             )
         start = time.perf_counter_ns()
         answer = _Answer(self, prompt, options, limit=limit, drafter=drafter,
+                         constraint=constraint,
                          cancel=cancel or threading.Event(),
                          num_top=min(max(num_top, 1), MAX_TOP_LOGPROBS))
-        step, fed = self.prefill(prompt)
+        try:
+            step, fed = self.prefill(prompt, answer.cancel)
+        except Cancelled:
+            step, fed = None, 0
+            answer.state.reason = "cancel"
         prompt_done = time.perf_counter_ns()
-        yield from answer.decode(step, prompt_done)
+        if step is not None:
+            yield from answer.decode(step, prompt_done)
         text, tail = answer.finish()
         end = time.perf_counter_ns()
         state = answer.state
@@ -127,11 +141,11 @@ class _Answer:
 
     def __init__(self, generator: Generator, prompt: PromptTokens, options: Options, *,
                  limit: int, drafter: Drafter | None, cancel: threading.Event,
-                 num_top: int) -> None:
+                 num_top: int, constraint: Constraint | None = None) -> None:
         self.decoder, self.tokenizer = generator.decoder, generator.tokenizer
         self.prompt, self.options, self.limit = prompt, options, limit
         self.drafter, self.cancel, self.num_top = drafter, cancel, num_top
-        self.sampler = Sampler(options)
+        self.sampler = Sampler(options, constraint)
         self.stream = StreamDecoder(self.tokenizer)
         self.stops = StopMatcher(options.stop)
         self.state = AnswerState(history=[int(i) for i in prompt.ids],
@@ -149,7 +163,11 @@ class _Answer:
             if self.state.reason:
                 return
             draft = self._propose()
-            step = self._feed(token, draft)
+            try:
+                step = self._feed(token, draft)
+            except Cancelled:   # stopped mid-run: the cache is as before the step
+                self.state.reason = "cancel"
+                return
             rows = step.logits
 
     def _judge(self, step: DecoderStep, rows: np.ndarray,
@@ -242,7 +260,7 @@ class _Answer:
         position = self.prompt.next_position + self.decoder.cache_len - len(self.prompt)
         return self.decoder.forward(
             input_ids=ids, positions=positions_like(self.prompt.positions, position, len(ids)),
-            rows=len(ids))
+            rows=len(ids), cancel=self.cancel)
 
     def finish(self) -> tuple[str, str]:
         """The whole shown text and the tail released only now (held bytes, a stop prefix)."""

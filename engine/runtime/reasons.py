@@ -3,7 +3,8 @@
 For the few tokens worth showing (the chosen one and the best by raw and by penalised
 logit): the raw logit, the logit after penalties, after temperature, which of top-k /
 typical-p / top-p / min-p kept it, and its final probability; plus how many candidates
-each step left and whether the pick was greedy (temperature 0) or a draw.
+each step left and whether the pick was greedy (temperature 0) or a draw, and under a
+schema how many tokens it removed and whether the raw top-1 was one of them.
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ def explain(trace: SampleTrace, options: Options, piece: Callable[[int], str],
                   tuple(bool(k) for k in kept[n]), probability[i], int(i) == chosen)
         for n, i in enumerate(watch)
     )
-    return SamplerReasons(greedy, chosen, survivors, candidates, options)
+    removed = forced = None
+    if trace.allowed is not None:
+        removed = int(len(trace.allowed) - np.count_nonzero(trace.allowed))
+        forced = not bool(trace.allowed[int(np.argmax(raw))])
+    return SamplerReasons(greedy, chosen, survivors, candidates, options, removed, bool(forced))
 
 
 def _watched(raw: np.ndarray, penalized: np.ndarray, chosen: int, shown: int,

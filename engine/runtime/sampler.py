@@ -15,11 +15,15 @@ the top-k cut, greedy) touch all V logits; everything after works on the few sur
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.chat.options import Options
 from engine.errors import GenerationError
+
+if TYPE_CHECKING:
+    from engine.runtime.constraint import Constraint
 
 # Candidate counts the adaptive top-p tries before sorting the whole vocabulary.
 _TOP_P_TRIES = (256, 4096)
@@ -156,10 +160,12 @@ def draw(c: Candidates, rng: np.random.Generator) -> int:
 
 
 class Sampler:
-    """Picks tokens for one generation; a fixed seed makes the picks reproducible."""
+    """Picks tokens for one generation; a fixed seed makes the picks reproducible. A
+    ``constraint`` (structured output) masks each step and follows every pick."""
 
-    def __init__(self, options: Options):
+    def __init__(self, options: Options, constraint: "Constraint | None" = None):
         self.options = options
+        self.constraint = constraint
         seed = None if options.seed == -1 else options.seed % 2**64
         self.rng = np.random.default_rng(seed)
 
@@ -171,6 +177,8 @@ class Sampler:
         c = self.distribution(logits, history, trace)
         token = int(c.ids[0]) if self.options.temperature <= 0.0 else draw(c, self.rng)
         _record_pick(trace, c, token, self.options.temperature <= 0.0)
+        if self.constraint is not None:
+            self.constraint.advance(token)
         return token
 
     def verify(self, logits: np.ndarray, history: Sequence[int], drafted: int,
@@ -198,6 +206,8 @@ class Sampler:
                                                   c.logits).astype(np.float32))
                 token = draw(rest, self.rng)
         _record_pick(trace, c, token, self.options.temperature <= 0.0)
+        if self.constraint is not None:
+            self.constraint.advance(token)
         return token, token == drafted
 
     def distribution(self, logits: np.ndarray, history: Sequence[int] = (),
@@ -211,6 +221,10 @@ class Sampler:
             )
         if trace is not None:
             trace.raw = logits
+        if self.constraint is not None:  # before every transform: they see only valid tokens
+            logits, allowed = self.constraint.mask(logits)
+            if trace is not None:
+                trace.allowed = allowed
         logits = penalize(
             logits,
             history,
@@ -239,8 +253,9 @@ class Sampler:
 
 
 class SampleTrace:
-    """What one Sampler.sample call saw and kept: the raw and penalised logits [V], then
-    each step's survivors in order, (step, candidates).
+    """What one Sampler.sample call saw and kept: the raw and penalised logits [V], the
+    tokens a schema allowed (bool [V], None without one), then each step's survivors in
+    order, (step, candidates).
 
     Filled by the sampler itself while it picks, so an explanation built from it
     (engine.runtime.reasons) is the pick's own account, not a re-run. Holding the
@@ -250,6 +265,7 @@ class SampleTrace:
     def __init__(self) -> None:
         self.raw: np.ndarray | None = None
         self.penalized: np.ndarray | None = None
+        self.allowed: np.ndarray | None = None
         self.steps: list[tuple[str, Candidates]] = []
 
     def record(self, step: str, candidates: Candidates) -> None:

@@ -1,0 +1,174 @@
+"""How long the Qt event loop stalls while the real window is used: a stall monitor.
+
+A 5 ms timer on the GUI thread records every gap between its ticks; the longest gap of
+each scripted action is that action's stall (what a user feels as a frozen window). The
+script drives a MainWindow through what a user does: stream an answer, switch
+conversation mid-answer, Ctrl+N mid-answer, switch model mid-answer, run the reference
+check, inspect a position, close mid-answer. Target: no stall over 50 ms, and closing
+returns within 1 s. A tiny synthetic model with a long prompt stands in by default
+(`--models-dir DIR --model NAME --model2 NAME` uses a real store's models).
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.ui_stalls
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QElapsedTimer, QObject, QTimer
+from PySide6.QtWidgets import QApplication
+
+TICK_MS = 5
+TARGET_MS = 50.0
+CLOSE_TARGET_S = 1.0
+LONG_PROMPT = " ".join(f"item{i} is {i * 7 % 13}" for i in range(700))
+
+
+class StallMonitor(QObject):
+    """The longest gap between ticks of a TICK_MS timer since ``reset``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = QElapsedTimer()
+        self.timer = QTimer(self)
+        self.timer.setInterval(TICK_MS)
+        self.timer.timeout.connect(self._tick)
+        self.last = 0
+        self.longest = 0.0
+
+    def start(self) -> None:
+        self.clock.start()
+        self.last = self.clock.elapsed()
+        self.timer.start()
+
+    def reset(self) -> None:
+        self.last, self.longest = self.clock.elapsed(), 0.0
+
+    def _tick(self) -> None:
+        now = self.clock.elapsed()
+        self.longest = max(self.longest, float(now - self.last - TICK_MS))
+        self.last = now
+
+
+def wait_until(app: QApplication, done: Callable[[], bool], timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the window did not get there in time")
+        app.processEvents()
+        time.sleep(0.001)
+
+
+def settle(app: QApplication, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.001)
+
+
+def tiny_store(folder: Path) -> tuple[Path, str, str]:
+    from engine.store import Store
+    from engine.store.importer import import_gguf
+    from tests.fixtures.synthetic_gguf import TextSpec, write_model
+
+    root = folder / "models"
+    spec = TextSpec(hidden=256, heads=4, kv_heads=2, layers=8, ffn=1024, context=8192)
+    gguf = write_model(folder / "slow.gguf", "qwen2", spec)
+    for name in ("slow", "slow2"):
+        import_gguf(Store.open(root), gguf, name)
+    return root, "slow:latest", "slow2:latest"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models-dir")
+    parser.add_argument("--model", help="the model to chat with (with --models-dir)")
+    parser.add_argument("--model2", help="the model to switch to (with --models-dir)")
+    args = parser.parse_args()
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    from app.conversations.history import History
+    from app.settings.store import Settings
+    from app.window import MainWindow
+    from app.workers import wait_for_all
+
+    scratch = Path(tempfile.mkdtemp(prefix="ui-stalls-"))
+    if args.models_dir:
+        models, first, second = Path(args.models_dir), args.model, args.model2
+    else:
+        models, first, second = tiny_store(scratch)
+    window = MainWindow(Settings(models_dir=str(models), num_ctx=8192,
+                                 options={"temperature": 0.0, "num_predict": 64}),
+                        History(scratch / "h.sqlite3"), auto_load=False)
+    window.show()
+    monitor = StallMonitor()
+    monitor.start()
+    results: list[tuple[str, float]] = []
+
+    def measure(name: str, action: Callable[[], None], until: Callable[[], bool],
+                after_s: float = 0.3) -> None:
+        monitor.reset()
+        action()
+        wait_until(app, until)
+        settle(app, after_s)
+        results.append((name, monitor.longest))
+
+    def load(name: str) -> None:
+        window.load_model(window.models.entry(window.models.row_of(name)))
+
+    def send(text: str) -> None:
+        window.chat.input.editor.setPlainText(text)
+        window.chat.input.submit()
+
+    controller = window.controller
+    wait_until(app, lambda: window.models.row_of(first) >= 0)
+    measure("load the model", lambda: load(first),
+            lambda: controller.model is not None and controller.model.name == first)
+    measure("stream the first answer", lambda: send("Hello"), lambda: not controller.busy)
+    measure("stream a follow-up answer", lambda: send("Again"), lambda: not controller.busy)
+    earlier = controller.conversation_id
+
+    def mid_answer() -> None:
+        window.new_chat()
+        send(LONG_PROMPT)
+        settle(app, 0.3)
+
+    mid_answer()
+    measure("switch conversation mid-answer", lambda: window.open_conversation(earlier),
+            lambda: True, after_s=1.0)
+    mid_answer()
+    measure("Ctrl+N mid-answer", window.new_chat, lambda: True, after_s=1.0)
+    window.open_conversation(earlier)
+    measure("reference check", window.panel.check_button.click,
+            lambda: not controller.checking)
+    send("Go on")
+    wait_until(app, lambda: not controller.busy)
+    measure("inspect the latest token", window.panel.inside.inspect_button.click,
+            lambda: window.inspector.inspection is not None, after_s=0.5)
+    send("And more")
+    settle(app, 0.1)
+    measure("switch model mid-answer", lambda: load(second),
+            lambda: controller.model is not None and controller.model.name == second)
+    mid_answer()
+    monitor.reset()
+    started = time.perf_counter()
+    window.close()
+    close_s = time.perf_counter() - started
+    settle(app, 0.3)
+    results.append(("close mid-answer", monitor.longest))
+    wait_for_all()
+
+    print(f"{'action':<34} longest stall (target <= {TARGET_MS:.0f} ms)")
+    for name, stall in results:
+        print(f"{name:<34} {stall:8.1f} ms{'' if stall <= TARGET_MS else '  OVER'}")
+    print(f"closing returned in {close_s * 1000:.0f} ms (target <= {CLOSE_TARGET_S * 1000:.0f} ms)")
+    return 0 if all(s <= TARGET_MS for _, s in results) and close_s <= CLOSE_TARGET_S else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
