@@ -244,3 +244,15 @@ def test_gemma3_with_its_vision_tower_inline_runs_as_text(tmp_path):
     assert model.config.vision is None
     np.testing.assert_allclose(forward(model, [3, 4, 5]).logits,
                                forward(open_model(plain), [3, 4, 5]).logits)
+
+
+def test_contributions_add_up_through_the_post_norms(gemma):
+    """Why this token: the heads pass Gemma's post-attention norm at their row's own scale,
+    so embedding + heads + MLPs still add up to HF's logit."""
+    got = inspect_context(gemma.model, PromptTokens.text(gemma.prompt), str).contributions
+    expected = hf_logits(gemma, gemma.prompt)[-1]
+    assert got.token == int(expected.argmax())
+    for split in (got.logit, got.margin):
+        assert abs(split.bias) < 1e-4, split.bias
+    assert got.logit.total == pytest.approx(float(expected[got.token]), abs=1e-4)
+    assert np.abs(got.logit.attention).max() > 1e-2

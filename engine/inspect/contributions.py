@@ -8,6 +8,8 @@ frozen at this position's own scale s = sqrt(mean(h_L^2) + eps) it is, so each p
 contributes (lm_head[token] * norm_weight) . p / s and the parts add up to the logit. What
 they leave ("bias") is float rounding only: Qwen2's lm_head and o_proj have no bias. The
 margin over the runner-up is split the same way, along lm_head[token] - lm_head[runner_up].
+Gemma 3 norms each layer's attention output before the add; frozen at the row's own scale
+the same way, that norm passes the heads on as a sum (the reference's probe records them so).
 """
 
 from __future__ import annotations

@@ -160,6 +160,12 @@ def mlp(x: np.ndarray, w: LayerWeights, activation: str = "silu") -> np.ndarray:
     return linear(act(linear(x, w.ffn_gate)) * linear(x, w.ffn_up), w.ffn_down)
 
 
+def post_norm_gain(x: np.ndarray, weight: np.ndarray, cfg: TextConfig) -> np.ndarray:
+    """rms_norm(x) = x * gain for rows x [R, H]: the norm frozen at each row's own scale, so
+    that the parts x is a sum of (Gemma's heads) pass through it as a sum -> [R, H]."""
+    return weight / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + float(cfg.rms_eps))
+
+
 def decoder_layer(
     x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
     cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
@@ -168,6 +174,9 @@ def decoder_layer(
     x = rms_norm(x, w.attn_norm, cfg.rms_eps)
     x = attention(x, w, cfg, angles, cache, layer, probe)
     if cfg.post_norms:
+        if probe is not None and probe.parts:  # the heads as the norm passes them on
+            probe.heads[-1] = probe.heads[-1] * post_norm_gain(x[probe.rows],
+                                                               w.post_attention_norm, cfg)
         x = rms_norm(x, w.post_attention_norm, cfg.rms_eps)
     x = x + residual
     residual = x
