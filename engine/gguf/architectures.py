@@ -3,8 +3,9 @@
 
 The supported families share one decoder shape (pre-norm RMSNorm, GQA, gated MLP); a record
 says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE key, where its
-vision tower lives, and whether it is a Gemma 3 block (scaled embeddings, post-norms,
-GELU, sliding-window layers with their own rotary base).
+vision tower lives, whether q|k|v and gate|up are stored fused (Phi-3) and where a sliding
+window holds, and whether it is a Gemma 3 block (scaled embeddings, post-norms, GELU,
+sliding-window layers with their own rotary base).
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class TextConfig:
     """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama /
-    Gemma 3)."""
+    Phi-3 / Gemma 3)."""
 
-    architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, gemma3
+    architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, ...
     n_layers: int                # {arch}.block_count
     hidden_size: int             # {arch}.embedding_length
     intermediate_size: int       # {arch}.feed_forward_length
@@ -29,7 +29,7 @@ class TextConfig:
     qk_norm: bool                # per-head RMSNorm on q and k (Qwen3: attn_q_norm / attn_k_norm)
     rope_interleaved: bool       # rotary pairs (2i, 2i+1) (llama GGUF) instead of NeoX (i, i+d/2)
     mrope_sections: tuple[int, ...] | None = None  # (t, h, w) frequency split, e.g. (16, 24, 24)
-    # Gemma 3 (defaults: the Qwen / Llama block)
+    # Gemma 3 and Phi-3 (defaults: the Qwen / Llama block)
     embedding_scale: float = 1.0       # embeddings are multiplied by sqrt(hidden_size)
     post_norms: bool = False           # RMSNorm of the attention and MLP outputs before the add
     activation: str = "silu"           # gated MLP's activation: silu or gelu_tanh

@@ -1,5 +1,5 @@
-"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama / Gemma 3) as an in-memory
-ONNX graph.
+"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama / Phi-3 / Gemma 3) as an
+in-memory ONNX graph.
 
     h = rms_norm(embeds);  residual = embeds
     for each block:
@@ -10,7 +10,8 @@ ONNX graph.
 Gemma 3 (config flags, ``gemma3_*`` below): embeds times sqrt(H) first; attention(h) and
 mlp(h) pass their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP
 gates with GELU-tanh; sliding layers read cos_local/sin_local and a window; the logits
-may be soft-capped.
+may be soft-capped. Phi-3's fused q|k|v and gate|up matrices are split into the rows the
+graph fuses again (DecoderWeights); its window holds on every layer.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),

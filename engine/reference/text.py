@@ -13,7 +13,8 @@ Gemma 3 scales the embeddings by sqrt(H), norms each sublayer's output before th
     x = x + rms_norm(mlp(rms_norm(x, ffn_norm)), post_ffw_norm)
 
 uses GELU (tanh) in the gated MLP, its own query scale, and lets five of every six layers
-see only the last sliding_window keys, rotated with their own base.
+see only the last sliding_window keys, rotated with their own base. Phi-3's fused matrices
+are split when read (ReferenceWeights); its window holds on every layer.
 """
 
 from __future__ import annotations
