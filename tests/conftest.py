@@ -34,6 +34,17 @@ def pytest_report_header(config) -> list[str]:
             f"llama.cpp: {build.features or build.problem}"]
 
 
+# What makes a test slow: a real demo model (hundreds of MB, minutes of decoding), a real
+# registry or server process. `pytest -m "not slow"` is the inner loop (README).
+SLOW_FIXTURES = {"demo_05b", "demo_15b", "registry"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_unconfigure(config) -> None:
     """The session's dirs hold gigabytes of built graphs: leave the disk as it was."""
     shutil.rmtree(_SESSION_DIRS, ignore_errors=True)
