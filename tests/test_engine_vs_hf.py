@@ -1,4 +1,4 @@
-"""The engine against HF transformers on the real Qwen2.5-Coder demo models (DESIGN §4).
+"""The engine against HF transformers on the real Qwen2.5-Coder demo models (ARCHITECTURE.md §4).
 
 Exact mode (fp32 activations, the GGUF's exact weights): on every prompt of
 tests/hf_oracle.py (English, Chinese "你好", code, Japanese, a ~500-token table) the

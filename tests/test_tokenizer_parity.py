@@ -1,7 +1,7 @@
 """The real Qwen2.5 vocabulary against HF transformers' GGUF tokenizer loader, over the
 committed corpus (tests/data/tokenizer_corpus/corpus.jsonl): same ids, same text back.
 
-HF's loader skips the NFC step of Qwen's own tokenizer.json (DESIGN §6), so ids are
+HF's loader skips the NFC step of Qwen's own tokenizer.json (ARCHITECTURE.md §7), so ids are
 compared on NFC-normalised text and NFC itself is checked on our side only.
 """
 

@@ -1,4 +1,4 @@
-"""GGUF weights -> ONNX Runtime MatMulNBits inputs, with no re-quantization (DESIGN §4).
+"""GGUF weights -> ONNX Runtime MatMulNBits inputs, with no re-quantization (ARCHITECTURE.md §3).
 
 ``pack`` turns a tensor into a PackedWeight; ``unpack`` evaluates the MatMulNBits formula
 ``(B - zero_point) * scale (+ offset)`` in numpy and must equal gguf.quants.dequantize bit

@@ -83,8 +83,8 @@ def quantize_blocks(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     zero points uint8 [..., kb] with w ~ (code - zero) * scale.
 
     Plain min/max rounding, the range widened to hold 0 so that 0 stays exact. (Searching
-    for a clipped range with less squared error lowered the weight error ~10% but not the
-    logit error: 86% vs 88% teacher-forced top-1 on the 0.5B demo model.)
+    for a clipped range with less squared error lowered the weight error but not the logit
+    error: BENCHMARKS.md, 'Re-quantization accuracy'.)
     """
     lo = np.minimum(w.min(axis=-1), 0.0)  # [..., kb]
     hi = np.maximum(w.max(axis=-1), 0.0)

@@ -4,7 +4,7 @@ one set of canonical (Ollama inline) tensor names.
 - Ollama, inline: keys ``qwen25vl.vision.*`` in the model file; tensors ``v.*``.
 - llama.cpp, projector: an mmproj file (arch ``clip``, ``clip.projector_type =
   "qwen2.5vl_merger"``, keys ``clip.vision.*``) whose tensor names are mapped here.
-Defaults are the Qwen2.5-VL values (DESIGN §3) and are recorded as assumed.
+Defaults are the Qwen2.5-VL values (ARCHITECTURE.md §6) and are recorded as assumed.
 """
 
 from __future__ import annotations

@@ -112,9 +112,10 @@ class DecoderSession:
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:  # default: ONNX Runtime uses one thread per physical core
             session_options.intra_op_num_threads = threads
-        # Measured on 2 shared cores (0.5B decode): with spinning workers, any other busy
-        # process halves the speed (20 vs 33 tok/s); without spinning and with shrinking
-        # work blocks a quiet machine loses nothing (44 vs 40 tok/s, prefill equal).
+        # Measured on 2 shared cores (0.5B decode): with spinning workers any other busy
+        # process costs a large share of the speed; without spinning and with shrinking
+        # work blocks a quiet machine loses nothing, prefill included
+        # (BENCHMARKS.md, 'What was wrong with the reported 10 tok/s').
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session_options.add_session_config_entry("session.dynamic_block_base", "4")
         providers = [PROVIDERS[self.provider]] + (["CPUExecutionProvider"]

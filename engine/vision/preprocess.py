@@ -1,7 +1,7 @@
 """Image -> Qwen2-VL pixel rows, value for value as HF's Pillow image processor.
 
 Preprocessing is part of correctness: a different resize filter alone changed the top-1
-token of an image prompt (DESIGN §5). So this module follows transformers'
+token of an image prompt (ARCHITECTURE.md §6). So this module follows transformers'
 `Qwen2VLImageProcessorPil` step by step: alpha composited over white, `smart_resize` to a
 multiple of 28, Pillow bicubic, rescale in float64 then float32, normalise in float32,
 frame duplicated for the temporal patch, patches laid out in merge-block order.
