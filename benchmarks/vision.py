@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from engine.gguf import open_model
-from engine.runtime.vision import VisionEncoder
+from engine.runtime.vision_encoder import VisionEncoder
 from engine.vision import preprocess
 from tests.fixtures.synthetic_gguf import T, TextSpec, VisionSpec, write_model, write_qwen2vl_pair
 

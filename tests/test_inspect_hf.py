@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 from engine.cli import main
 from engine.gguf import GGUFModel
 from engine.inspect import image_grids, inspect_context
-from engine.runtime.vision import VisionEncoder
+from engine.runtime.vision_encoder import VisionEncoder
 from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_vision import LAYOUTS, HFVision, open_layout, tiny_hf_model
 from tests.test_vision_prompt import FIRST, PAD, SECOND, text, turn

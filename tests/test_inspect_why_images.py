@@ -14,7 +14,7 @@ from engine.inspect.occlusion import fitting_patch_group, hidden_units, occlusio
 from engine.reference import forward
 from engine.reference.text import AttentionProbe
 from engine.reference.weights import ReferenceWeights
-from engine.runtime.vision import VisionEncoder
+from engine.runtime.vision_encoder import VisionEncoder
 from engine.vision.prompt import image_prompt
 from tests.test_inspect_hf import hf_vl, vl_model  # noqa: F401 (fixtures)
 from tests.test_vision_prompt import FIRST, PAD, text, turn

@@ -17,7 +17,7 @@ from engine.gguf import GGUFModel
 from engine.reference import forward as reference_forward
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.generate import Generator
-from engine.runtime.vision import VisionEncoder
+from engine.runtime.vision_encoder import VisionEncoder
 from engine.vision import ImageInput, preprocess
 from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_vision import LAYOUTS, HFVision, open_layout, tiny_hf_model

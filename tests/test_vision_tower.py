@@ -15,8 +15,8 @@ from transformers.vision_utils import get_vision_position_ids, get_vision_window
 from engine.errors import ImageError
 from engine.gguf import GGUFModel
 from engine.modelmath import vision_grid
-from engine.reference import vision as reference
-from engine.runtime.vision import VisionEncoder
+from engine.reference import vision_tower as reference
+from engine.runtime.vision_encoder import VisionEncoder
 from engine.vision import ImageInput, preprocess
 from tests.fixtures.hf_vision import LAYOUTS, HFVision, open_layout, tiny_hf_model
 

@@ -2,7 +2,7 @@
 
 Field names are the contract between engine/gguf and the graph builders, the numpy
 reference and the vision tower. Parsing lives in ``engine.gguf.architectures`` (text),
-``engine.gguf.vision`` (both vision layouts) and ``engine.gguf.model`` (``open_model``).
+``engine.gguf.vision_config`` (both vision layouts) and ``engine.gguf.model`` (``open_model``).
 """
 
 from dataclasses import dataclass, field

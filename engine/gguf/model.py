@@ -18,7 +18,7 @@ from engine.gguf.config import ModelConfig, SpecialTokens, TextConfig, VisionCon
 from engine.gguf.keys import Keys
 from engine.gguf.labels import human_number, parameter_count, quantization_label
 from engine.gguf.reader import Metadata, TensorInfo, read_gguf
-from engine.gguf.vision import (
+from engine.gguf.vision_config import (
     canonical_projector_tensors,
     inline_vision_config,
     projector_vision_config,

@@ -21,7 +21,7 @@ from engine.gguf.requantize import SPECS, Requantization
 from engine.graph.kernels import Kernels
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.vision import VisionEncoder
+from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
 from engine.vision.prompt import image_prompt

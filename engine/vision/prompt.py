@@ -26,7 +26,7 @@ Encode = Callable[[ImageInput], np.ndarray]  # image -> float32 [n_tokens, text 
 def image_prompt(ids: Sequence[int], images: Sequence[ImageInput], config: ModelConfig,
                  encode: Encode) -> PromptTokens:
     """Expand the image placeholders of ``ids`` and attach the images' embeddings
-    (``encode`` is usually engine.runtime.vision.VisionEncoder.encode)."""
+    (``encode`` is usually engine.runtime.vision_encoder.VisionEncoder.encode)."""
     special, vision = config.special, config.vision
     if vision is None or None in (special.image_pad, special.vision_start, special.vision_end):
         raise ImageError(f"{config.name or config.architecture} cannot read images "

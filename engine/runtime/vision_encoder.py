@@ -12,7 +12,7 @@ import onnxruntime as ort
 
 from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
-from engine.graph import vision as graph
+from engine.graph import vision_tower as graph
 from engine.graph.builder import create_session
 from engine.modelmath.rope import vision_rope_angles
 from engine.modelmath.vision_grid import check_grid, patch_positions, window_layout
