@@ -13,10 +13,9 @@ computes it): the window order, the rotary cos/sin per row, and for windowed blo
 padded window layout. Windowed attention runs as a batch of windows [W, L, D] padded to
 the largest window L (64 patches), with padded keys masked; blocks in
 fullatt_block_indexes attend over all S rows. Both use com.microsoft.MultiHeadAttention:
-measured on one full-attention layer of the 3B shape (16 heads of 80), 2 threads, it took
-0.14 s at S=1024 and 2.2 s at S=3996 where MatMul/Softmax/MatMul took 0.25 s and 4.6 s
-MatMul/Softmax also holds the [16, S, S] scores (1 GB at S=3996), while the contrib op
-streams them (peak memory +0.13 GB at S=6000, where the scores would take 2.1 GB).
+measured faster than MatMul/Softmax/MatMul on a full-attention layer of the 3B shape, and
+it streams the scores where MatMul/Softmax holds all [heads, S, S] of them, gigabytes for a
+large image (BENCHMARKS.md, 'Figures behind design choices').
 
 Weights: float tensors as fp32 MatMul (the 3420-wide FFN is F16 in real files), 4-bit
 formats as MatMulNBits with float activations, 8-bit formats widened to fp32 (no float
