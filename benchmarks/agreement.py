@@ -1,7 +1,7 @@
 """Fast mode vs llama.cpp: how closely each int8 path follows exact (fp32) logits.
 
 Teacher forcing along the exact-mode greedy path of each prompt (on the five prompts of
-tests/hf_oracle.py that path equals HF transformers'; tests/test_engine_vs_hf.py checks
+tests/hf_oracle.py that path equals HF transformers'; tests/integration/test_engine_vs_hf.py checks
 it), both engines give their logits at every position. Printed per prompt set: top-1
 agreement with the path and the RMS of the logit error against exact mode. The wider set
 adds 15 prompts (code in four languages, prose, Chinese, translation) so one near-tie

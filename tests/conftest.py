@@ -35,13 +35,16 @@ def pytest_report_header(config) -> list[str]:
 
 
 # What makes a test slow: a real demo model (hundreds of MB, minutes of decoding), a real
-# registry or server process. `pytest -m "not slow"` is the inner loop (README).
+# registry or server process; everything under tests/integration is. `pytest -m "not slow"`
+# is the inner loop (README).
 SLOW_FIXTURES = {"demo_05b", "demo_15b", "registry"}
+INTEGRATION = Path(__file__).parent / "integration"
 
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or INTEGRATION in Path(item.fspath).parents):
             item.add_marker(pytest.mark.slow)
 
 

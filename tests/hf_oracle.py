@@ -37,7 +37,7 @@ from engine.gguf import GGUFModel, open_model
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
 from engine.tokenizer import load_tokenizer
-from tests.test_reference_hf import hf_run
+from tests.unit.reference.test_reference_hf import hf_run
 
 CONTINUATION = 32  # greedy tokens per prompt; an end-of-turn token does not stop them
 FRUITS = ("apple", "banana", "cherry", "grape", "lemon", "mango", "orange", "peach",

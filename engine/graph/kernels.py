@@ -16,7 +16,7 @@ takes none of them: float activations and the GGUF's weights as they are.
    8-bit weights have no float kernel (they would become dense fp32, 4 bytes a weight).
    Dense weights (F16, F32, formats without an exact mapping) run a plain float MatMul.
    Fast mode's teacher-forced top-1 agreement with exact mode must stay >= 98.5% on the
-   demo models (benchmarks/agreement.py; tests/test_engine_vs_hf.py holds the floor).
+   demo models (benchmarks/agreement.py; tests/integration/test_engine_vs_hf.py holds the floor).
 2. Zero points of the 4-bit formats with an offset (Q4_K: d*sc*q - dmin*m, Q4_1: d*q + m,
    so zero point 0): FOLDED drops the zero-point input (MatMulNBits then subtracts its
    default 8) and adds 8 * scale to the offset of the same block, which the offset term

@@ -1,7 +1,8 @@
 """Qwen2.5-VL's vision grid and tensors, shared by the ONNX vision graph, the runtime that
 feeds it and the numpy reference: the GGUF ``v.*`` tensor names, the Conv3d kernel as a
 matrix, patch positions and the window layout. The indices are checked against HF
-transformers (tests/test_vision_tower.py), since the reference cannot check what it shares.
+transformers (tests/unit/vision/test_vision_tower.py), since the reference cannot check
+what it shares.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ checked against, read from the GGUF's canonical ``v.*`` tensors.
 
 The grid arithmetic (patch positions, rotary angles, window layout) and the tensor names
 are engine.modelmath's, shared with the graph and the runtime and checked against HF
-transformers on their own (tests/test_vision_tower.py).
+transformers on their own (tests/unit/vision/test_vision_tower.py).
 """
 
 from __future__ import annotations

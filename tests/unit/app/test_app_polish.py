@@ -1,0 +1,89 @@
+"""Small things a user notices: titles never end in ".…", Send waits for a message, an
+info banner goes by itself, a warning about images goes with the images."""
+
+from app.chat import banner as banner_module
+from app.chat.banner import Banner
+from app.chat.conversation import title_of
+from app.chat.input_box import InputBox
+
+
+def test_a_cut_title_does_not_end_in_punctuation_and_an_ellipsis():
+    title = title_of("Explain this. " * 10, ())
+    assert title.endswith("…") and not title.endswith(".…") and len(title) <= 48
+
+
+def test_send_waits_for_something_to_send(qtbot):
+    box = InputBox()
+    qtbot.addWidget(box)
+    box.set_ready(True)
+    assert not box.send_button.isEnabled()
+    box.editor.setPlainText("hi")
+    assert box.send_button.isEnabled()
+    box.editor.setPlainText("   ")
+    assert not box.send_button.isEnabled()
+    box.set_busy(True)
+    assert box.send_button.isEnabled()                  # Stop
+
+
+def test_an_info_goes_by_itself_an_error_stays(qtbot, monkeypatch):
+    monkeypatch.setattr(banner_module, "INFO_SECONDS", 0.05)
+    banner = Banner()
+    qtbot.addWidget(banner)
+    banner.show_message("info", "Imported.")
+    qtbot.waitUntil(lambda: banner.isHidden(), timeout=2000)
+    banner.show_message("error", "Broken.")
+    qtbot.wait(200)
+    assert banner.isVisible() and banner.level == "error"
+
+
+def test_editing_the_first_message_renames_an_auto_titled_chat(qtbot, tmp_path):
+    from app.conversations.history import History
+    from app.settings.store import Settings
+    from app.window import MainWindow
+    from engine.store import Store
+    from engine.store.importer import import_gguf
+    from tests.fixtures.synthetic_gguf import write_model
+    from tests.unit.app.test_app_chat import load, send
+
+    root = tmp_path / "models"
+    import_gguf(Store.open(root), write_model(tmp_path / "t.gguf", "qwen2"), "tiny")
+    window = MainWindow(Settings(models_dir=str(root), options={"num_predict": 2}),
+                        History(tmp_path / "h.sqlite3"), auto_load=False)
+    qtbot.addWidget(window)
+    load(qtbot, window, "tiny:latest")
+    controller = window.controller
+    with qtbot.waitSignal(controller.answerDone, timeout=60_000):
+        send(window, "Wrong question")
+    with qtbot.waitSignal(controller.answerDone, timeout=60_000):
+        controller.edit_last_user("Right question")
+    assert window.history.conversation(controller.conversation_id).title == "Right question"
+    window.history.rename(controller.conversation_id, "Mine")
+    with qtbot.waitSignal(controller.answerDone, timeout=60_000):
+        controller.edit_last_user("Third")
+    assert window.history.conversation(controller.conversation_id).title == "Mine"
+
+
+def test_chart_axis_labels_get_the_room_they_need(qtbot):
+    from PySide6.QtGui import QColor
+
+    from app.inspector.charts import LineChart, Series
+
+    chart = LineChart("p")
+    qtbot.addWidget(chart)
+    chart.resize(300, 150)
+    chart.set_series([Series("p", [8.8e-05, 0.00378, 0.5], QColor("red"))])
+    widest = chart.fontMetrics().horizontalAdvance("8.8e-05")      # the bottom label
+    assert chart._plot().left() >= widest + 4
+
+
+def test_every_panel_tab_stays_in_sight_when_narrow(qtbot):
+    from app.inspector.panel import DebugPanel
+
+    panel = DebugPanel()
+    qtbot.addWidget(panel)
+    panel.resize(320, 600)
+    panel.show()
+    qtbot.waitExposed(panel)
+    bar = panel.tabs.tabBar()
+    last = bar.tabRect(bar.count() - 1)
+    assert not panel.tabs.usesScrollButtons() and last.right() <= bar.width()
