@@ -54,6 +54,26 @@ def pytest_unconfigure(config) -> None:
 
 
 @pytest.fixture(scope="session")
+def synthetic_gguf(tmp_path_factory):
+    """Factory of tiny synthetic models: ``synthetic_gguf(arch, text, **write_model_args)``
+    is the path of that model, written once per session, so modules that test the same
+    tiny model share one file (tests/fixtures/synthetic_gguf.py, ``write_model``)."""
+    from tests.fixtures.synthetic_gguf import TextSpec, write_model
+
+    made: dict[str, Path] = {}
+
+    def make(arch: str = "qwen2", text: TextSpec | None = None, **kwargs) -> Path:
+        text = text or TextSpec()
+        key = repr((arch, text, sorted(kwargs.items())))
+        if key not in made:
+            made[key] = write_model(tmp_path_factory.mktemp("synthetic") / "tiny.gguf",
+                                    arch, text, **kwargs)
+        return made[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
 def demo_05b() -> Path:
     """Path of the verified real Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF."""
     from tests.fixtures.demo_models import QWEN_05B, fetch

@@ -25,7 +25,7 @@ from engine.chat.documents import (
     read_document,
     split,
 )
-from tests.fixtures.synthetic_gguf import TextSpec, write_model
+from tests.fixtures.synthetic_gguf import TextSpec
 from tests.unit.app.test_app_daily import one_model, send, start  # noqa: F401 (fixture)
 
 PDF_LINES = ["Quarterly report", "Revenue grew by 12 percent."]
@@ -178,9 +178,8 @@ def test_a_message_that_fits_is_sent_without_asking(qtbot, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    return write_model(tmp_path_factory.mktemp("docs") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), seed=3)
+def tiny(synthetic_gguf) -> Path:
+    return synthetic_gguf("qwen2", TextSpec(vocab=400), seed=3)
 
 
 def test_cli_file_counts_tokens_and_stops_or_truncates_when_too_long(tiny, tmp_path):

@@ -18,16 +18,14 @@ from engine.cli import main
 from engine.cpu import cpu_info
 from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
-from tests.fixtures.synthetic_gguf import TextSpec, write_model
+from tests.fixtures.synthetic_gguf import TextSpec
 
 GREEDY = Options(temperature=0, num_predict=8)
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = write_model(tmp_path_factory.mktemp("chat") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), seed=3)
-    return path
+def tiny(synthetic_gguf):
+    return synthetic_gguf("qwen2", TextSpec(vocab=400), seed=3)
 
 
 def answer(events) -> tuple[list[int], DoneEvent, list]:

@@ -12,13 +12,12 @@ from engine.chat.options import Options
 from engine.cli import main
 from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
-from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
+from tests.fixtures.synthetic_gguf import T, TextSpec
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return write_model(tmp_path_factory.mktemp("check") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), default_type=T.Q8_0, seed=11)
+def tiny(synthetic_gguf):
+    return synthetic_gguf("qwen2", TextSpec(vocab=400), default_type=T.Q8_0, seed=11)
 
 
 def ask(chat: ChatSession, text: str) -> DoneEvent:

@@ -15,13 +15,12 @@ from engine.runtime import loader
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import LoadCancelled, load_model
 from engine.tokenizer import load_tokenizer
-from tests.fixtures.synthetic_gguf import TextSpec, write_model
+from tests.fixtures.synthetic_gguf import TextSpec
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return write_model(tmp_path_factory.mktemp("loader") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), seed=5)
+def tiny(synthetic_gguf):
+    return synthetic_gguf("qwen2", TextSpec(vocab=400), seed=5)
 
 
 @pytest.fixture(autouse=True)

@@ -95,10 +95,9 @@ def assert_cache_holds(decoder, prompt, tokens):
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = write_model(tmp_path_factory.mktemp("spec") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), seed=5)
-    return load_model(path, num_ctx=256, exact=True)
+def tiny(synthetic_gguf):
+    return load_model(synthetic_gguf("qwen2", TextSpec(vocab=400), seed=5),
+                      num_ctx=256, exact=True)
 
 
 def repetitive(model) -> PromptTokens:

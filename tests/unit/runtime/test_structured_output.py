@@ -26,7 +26,7 @@ from engine.runtime.drafters import PromptLookup
 from engine.runtime.loader import load_model
 from engine.runtime.reasons import explain
 from engine.runtime.sampler import Sampler, SampleTrace
-from tests.fixtures.synthetic_gguf import TextSpec, write_model
+from tests.fixtures.synthetic_gguf import TextSpec
 
 ANY_OBJECT = {"type": "object"}
 # bounded, so that even a random model's answer ends well within num_predict
@@ -64,10 +64,8 @@ CITY = {"type": "object", "properties": {
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    path = write_model(tmp_path_factory.mktemp("format") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), seed=5)
-    return load_model(path, num_ctx=512)
+def tiny(synthetic_gguf):
+    return load_model(synthetic_gguf("qwen2", TextSpec(vocab=400), seed=5), num_ctx=512)
 
 
 def answer(chat: ChatSession, prompt: str) -> tuple[str, DoneEvent, list[TokenEvent]]:

@@ -99,13 +99,11 @@ def test_ollama_templates_get_think_and_is_think_set() -> None:
 
 
 @pytest.fixture(scope="module")
-def thinking_model(tmp_path_factory):
+def thinking_model(synthetic_gguf):
     from engine.runtime.loader import load_model
-    from tests.fixtures.synthetic_gguf import TextSpec, write_model
+    from tests.fixtures.synthetic_gguf import TextSpec
 
-    path = write_model(tmp_path_factory.mktemp("think") / "tiny.gguf", "qwen2",
-                       TextSpec(vocab=400), seed=5)
-    model = load_model(path, num_ctx=256)
+    model = load_model(synthetic_gguf("qwen2", TextSpec(vocab=400), seed=5), num_ctx=256)
     model.template = OLLAMA_THINK
     return model
 
