@@ -59,3 +59,15 @@ def test_a_broken_citation_is_caught():
     assert broken_citations(fake) == ["a.py: ARCHITECTURE.md §99",
                                       "a.py: BENCHMARKS.md, 'No such heading'"]
     assert OUTSIDE.search("as in DESIGN §4") and OUTSIDE.search("see DESIGN.md section 8")
+
+
+def test_every_test_file_and_test_the_documents_name_exists():
+    """After tests move, the documents' "tests/....py::test_name" still point at them."""
+    missing = []
+    for document in ("ARCHITECTURE.md", "README.md", "BENCHMARKS.md"):
+        text = (ROOT / document).read_text(encoding="utf-8")
+        for path, name in re.findall(r"(tests/[\w/]+\.py)(?:::(\w+))?", text):
+            source = ROOT / path
+            if not source.exists() or (name and f"def {name}(" not in source.read_text()):
+                missing.append(f"{document}: {path}{'::' + name if name else ''}")
+    assert missing == []
