@@ -8,15 +8,16 @@ costs its new tokens, and an edit or regenerate truncates the cache to the commo
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
-from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
+from engine.chat.tools import Tool, ToolCall, ToolFailed, parse_tool_calls
 from engine.errors import GenerationError
 from engine.runtime.cancel import CancelEvent
 from engine.runtime.check import CheckReport, check_against_reference
@@ -39,6 +40,11 @@ class ChatSession:
     cancel_event: threading.Event = field(default_factory=CancelEvent)
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
     format: Format | None = None    # structured output: "json" or a JSON schema
+    tools: list[Tool] = field(default_factory=list)  # offered to the model through its template
+    # runs one call and returns its result text; raises ToolFailed with
+    # a neutral message when the call cannot run. The front end supplies it (confirmation).
+    run_tool: Callable[[ToolCall], str] | None = None
+    max_tool_rounds: int = 8        # answers in a row that may call tools before we stop
 
     def __post_init__(self) -> None:
         # the decoder keeps the record of its cache: every session on the model sees what
@@ -123,6 +129,40 @@ class ChatSession:
         return self._answer_events()
 
     def _answer_events(self) -> Iterator[Event]:
+        """Answer; while the answer calls tools, run them, add their results and answer
+        again (at most max_tool_rounds times)."""
+        for _ in range(self.max_tool_rounds + 1):
+            done = yield from self._one_answer()
+            calls = self._take_tool_calls() if done and done.done_reason == "stop" else []
+            if not calls:
+                return
+            for call in calls:
+                yield self._run_call(call)
+        yield NoticeEvent(f"stopped after {self.max_tool_rounds} rounds of tool calls")
+
+    def _take_tool_calls(self) -> list[ToolCall]:
+        """The last answer's tool calls, recorded on its message (content before them kept)."""
+        if not self.tools or not self.messages or self.messages[-1].role != "assistant":
+            return []
+        content, calls = parse_tool_calls(self.messages[-1].content)
+        if calls:
+            self.messages[-1] = replace(self.messages[-1], content=content,
+                                        tool_calls=tuple(calls))
+        return calls
+
+    def _run_call(self, call: ToolCall) -> ToolCallEvent:
+        failed = False
+        if self.run_tool is None:
+            result, failed = f"tool {call.name} is not available here", True
+        else:
+            try:
+                result = self.run_tool(call)
+            except ToolFailed as error:
+                result, failed = f"error: {error}", True
+        self.messages.append(Message("tool", result, tool_name=call.name))
+        return ToolCallEvent(call.name, call.arguments, result, failed)
+
+    def _one_answer(self) -> Iterator[Event]:
         prompt, dropped = self._fit()
         self.last_prompt = prompt
         if dropped:
@@ -130,7 +170,7 @@ class ChatSession:
                 f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
-        reply, thinking, started = "", "", False
+        reply, thinking, started, done = "", "", False, None
         try:
             for event in self._split_thinking(prompt, self._generator.run(
                 prompt,
@@ -147,12 +187,13 @@ class ChatSession:
                     reply += event.text
                     thinking += event.thinking_text
                 elif isinstance(event, DoneEvent):
-                    reply, thinking = event.text, event.thinking
+                    reply, thinking, done = event.text, event.thinking, event
                 yield event
         finally:
             # whatever was generated stays in the conversation, even when cancelled
             if started:
                 self.messages.append(Message("assistant", reply, thinking=thinking))
+        return done
 
     def _split_thinking(self, prompt: PromptTokens, events: Iterator[Event]) -> Iterator[Event]:
         """Tag each token's text as thinking or answer (engine.runtime.thinking); the
@@ -205,7 +246,8 @@ class ChatSession:
         turns = [m for m in self.messages if m.role != "system"]
         for dropped in range(len(turns)):
             prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system,
-                                              think=self.think)
+                                              think=self.think,
+                                              tools=[t.api() for t in self.tools] or None)
             if len(prompt) + reserve <= limit or dropped == len(turns) - 1:
                 if len(prompt) >= limit:
                     raise GenerationError(
