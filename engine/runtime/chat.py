@@ -144,7 +144,8 @@ class ChatSession:
         """The last answer's tool calls, recorded on its message (content before them kept)."""
         if not self.tools or not self.messages or self.messages[-1].role != "assistant":
             return []
-        content, calls = parse_tool_calls(self.messages[-1].content)
+        content, calls = parse_tool_calls(self.messages[-1].content,
+                                          {tool.name for tool in self.tools})
         if calls:
             self.messages[-1] = replace(self.messages[-1], content=content,
                                         tool_calls=tuple(calls))

@@ -26,7 +26,7 @@ _READ_LIMIT = 100_000    # characters of a file returned to the model
 CALCULATOR = Tool("calculator", "Evaluate an arithmetic expression (+ - * / // % ** and "
                   "parentheses) and return the exact result.",
                   {"type": "object", "properties": {"expression": {
-                      "type": "string", "description": "e.g. (17 + 5) * 3.5"}},
+                      "type": "string", "description": "the expression, in Python syntax"}},
                    "required": ["expression"]})
 CURRENT_TIME = Tool("current_time", "The current local date and time (ISO 8601).",
                     {"type": "object", "properties": {}})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,26 +91,38 @@ def _block_text(block: Any) -> str:
 
 def _run(server: McpServer, work: Callable[[Any], Awaitable[_T]], timeout: float,
          doing: str) -> _T:
+    """A stdio server's stderr goes to a file of its own (the app may have no console);
+    its last line joins the message when the server fails."""
     from mcp import Client, StdioServerParameters  # the SDK loads only when tools are used
+    from mcp.client.stdio import stdio_client
 
-    target: Any = server.url or StdioServerParameters(
-        command=server.command or "", args=list(server.args), env={**os.environ, **server.env})
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        async def session() -> _T:
+            with anyio.fail_after(timeout):
+                target: Any = server.url or stdio_client(StdioServerParameters(
+                    command=server.command or "", args=list(server.args),
+                    env={**os.environ, **server.env}), errlog=errlog)
+                async with Client(target, raise_exceptions=True) as client:
+                    return await work(client)
 
-    async def session() -> _T:
-        with anyio.fail_after(timeout):
-            async with Client(target, raise_exceptions=True) as client:
-                return await work(client)
+        try:
+            return anyio.run(session)
+        except ToolFailed:
+            raise
+        except TimeoutError:
+            raise ToolFailed(f"MCP server {server.name} did not answer within {timeout:g} s "
+                             f"when asked to {doing}") from None
+        except Exception as error:  # noqa: BLE001 - a server's failure is reported, never fatal
+            said = _last_line(errlog)
+            raise ToolFailed(f"MCP server {server.name} ({server.where}) could not {doing}: "
+                             f"{_reason(error)}" + (f" (it said: {said})" if said else "")
+                             ) from None
 
-    try:
-        return anyio.run(session)
-    except ToolFailed:
-        raise
-    except TimeoutError:
-        raise ToolFailed(f"MCP server {server.name} did not answer within {timeout:g} s "
-                         f"when asked to {doing}") from None
-    except Exception as error:  # noqa: BLE001 - any failure of a server is reported, never fatal
-        raise ToolFailed(f"MCP server {server.name} ({server.where}) could not {doing}: "
-                         f"{_reason(error)}") from None
+
+def _last_line(log) -> str:
+    log.seek(0)
+    lines = [line.strip() for line in log.read().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
 
 
 def _reason(error: BaseException) -> str:
