@@ -7,17 +7,19 @@ costs its new tokens, and an edit or regenerate truncates the cache to the commo
 
 from __future__ import annotations
 
+import collections.abc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
-from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
-from engine.chat.tools import Tool, ToolCall, ToolFailed, parse_tool_calls
+from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.tools import Tool
 from engine.errors import GenerationError
 from engine.runtime.cancel import CancelEvent
 from engine.runtime.check import CheckReport, check_against_reference
@@ -43,7 +45,7 @@ class ChatSession:
     tools: list[Tool] = field(default_factory=list)  # offered to the model through its template
     # runs one call and returns its result text; raises ToolFailed with
     # a neutral message when the call cannot run. The front end supplies it (confirmation).
-    run_tool: Callable[[ToolCall], str] | None = None
+    run_tool: RunTool | None = None
     max_tool_rounds: int = 8        # answers in a row that may call tools before we stop
 
     def __post_init__(self) -> None:
@@ -129,41 +131,10 @@ class ChatSession:
         return self._answer_events()
 
     def _answer_events(self) -> Iterator[Event]:
-        """Answer; while the answer calls tools, run them, add their results and answer
-        again (at most max_tool_rounds times)."""
-        for _ in range(self.max_tool_rounds + 1):
-            done = yield from self._one_answer()
-            calls = self._take_tool_calls() if done and done.done_reason == "stop" else []
-            if not calls:
-                return
-            for call in calls:
-                yield self._run_call(call)
-        yield NoticeEvent(f"stopped after {self.max_tool_rounds} rounds of tool calls")
+        return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
+                                 self.max_tool_rounds)
 
-    def _take_tool_calls(self) -> list[ToolCall]:
-        """The last answer's tool calls, recorded on its message (content before them kept)."""
-        if not self.tools or not self.messages or self.messages[-1].role != "assistant":
-            return []
-        content, calls = parse_tool_calls(self.messages[-1].content,
-                                          {tool.name for tool in self.tools})
-        if calls:
-            self.messages[-1] = replace(self.messages[-1], content=content,
-                                        tool_calls=tuple(calls))
-        return calls
-
-    def _run_call(self, call: ToolCall) -> ToolCallEvent:
-        failed = False
-        if self.run_tool is None:
-            result, failed = f"tool {call.name} is not available here", True
-        else:
-            try:
-                result = self.run_tool(call)
-            except ToolFailed as error:
-                result, failed = f"error: {error}", True
-        self.messages.append(Message("tool", result, tool_name=call.name))
-        return ToolCallEvent(call.name, call.arguments, result, failed)
-
-    def _one_answer(self) -> Iterator[Event]:
+    def _one_answer(self) -> collections.abc.Generator[Event, None, DoneEvent | None]:
         prompt, dropped = self._fit()
         self.last_prompt = prompt
         if dropped:
