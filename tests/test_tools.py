@@ -5,6 +5,8 @@ and a garbage-writing one survived), and the 1.5B demo model calling the calcula
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -118,6 +120,35 @@ def test_a_real_mcp_server_over_stdio_is_listed_and_called():
     assert set(tools) == {"multiply", "secret_word"}
     assert tools["multiply"].parameters["required"] == ["a", "b"]
     assert call_tool(server(), "multiply", {"a": 6, "b": 7}) == "42"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_real_mcp_server_over_streamable_http_is_listed_and_called():
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(SERVER), "normal", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MCP server did not start listening"
+                time.sleep(0.2)
+        remote = McpServer("web", url=f"http://127.0.0.1:{port}/mcp")
+        assert {t.name for t in list_tools(remote)} == {"multiply", "secret_word"}
+        assert call_tool(remote, "multiply", {"a": 1.5, "b": 4}) == "6"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    with pytest.raises(ToolFailed, match="MCP server web .* could not call multiply"):
+        call_tool(remote, "multiply", {"a": 1, "b": 2}, timeout=10)
 
 
 def test_config_file_and_confirmation(tmp_path):
