@@ -223,3 +223,46 @@ def test_the_15b_model_calls_an_mcp_tool_from_the_cli(demo_15b, tmp_path, capsys
     assert code == 0
     assert "[tool] secret_word({}) -> heliotrope" in out
     assert "heliotrope" in out.split("-> heliotrope", 1)[1]
+
+
+def test_session_messages_render_as_gos_text_template_does():
+    """Messages and Tool records built by the chat core, through the loader's conversion,
+    give exactly what Go's text/template gave for the same chat (tests/go oracle)."""
+    from engine.chat.messages import Message
+    from engine.chat.tools import tool_from_api
+    from engine.runtime.loader import _as_dict
+
+    name = "ollama/qwen2.5-tools/tools"
+    cases = json.loads((TEMPLATES / "cases.json").read_text())
+    case = next(c for c in cases if c["name"] == name)
+    expected = json.loads((TEMPLATES / "expected.json").read_text())[name]["output"]
+    messages = []
+    for raw in case["data"]["messages"]:
+        calls = tuple(call_from_api(c) for c in raw.get("tool_calls") or ())
+        messages.append(Message(raw["role"], raw["content"], tool_calls=calls,
+                                tool_name=raw.get("tool_name", "")))
+    tools = [tool_from_api(t) for t in case["data"]["tools"]]
+    text = render_prompt([_as_dict(m) for m in messages], tools=[t.api() for t in tools],
+                         template_layer=(TEMPLATES / "qwen2.5-tools.gotmpl").read_text()).text
+    assert text == expected
+
+
+def test_cli_goes_on_without_a_server_that_cannot_start(tmp_path, capsys):
+    from engine.cli.tools_option import attach_tools
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {
+        "gone": {"command": "/nonexistent/lantern-mcp"},
+        "test": {"command": sys.executable, "args": [str(SERVER)]}}}))
+
+    class Chat:
+        tools: list = []
+        run_tool = None
+    chat = Chat()
+    attach_tools(chat, [str(config), "builtin"], [], yes=False)
+    assert [t.name for t in chat.tools] == ["multiply", "secret_word", "calculator",
+                                            "current_time"]
+    assert "MCP server gone" in capsys.readouterr().err
+    with pytest.raises(ToolFailed, match="did not allow"):   # no terminal, no --yes
+        chat.run_tool(ToolCall("secret_word", {}))
+    assert chat.run_tool(ToolCall("calculator", {"expression": "2**10"})) == "1024"

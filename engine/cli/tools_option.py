@@ -7,7 +7,7 @@ import json
 import sys
 
 from engine.chat.events import ToolCallEvent
-from engine.chat.tools import ToolCall
+from engine.chat.tools import ToolCall, ToolFailed
 from engine.tools.mcp_client import read_config
 from engine.tools.toolbox import Toolbox
 
@@ -22,7 +22,10 @@ def attach_tools(chat, specs: list[str], shared: list[str], yes: bool) -> Toolbo
             box.add_builtins(shared)
             continue
         for server in read_config(spec):
-            box.add_server(server)
+            try:
+                box.add_server(server)
+            except ToolFailed as error:   # the others' tools are still offered
+                print(f"note: {error}; its tools are left out", file=sys.stderr)
     chat.tools = box.tools
     if yes:
         chat.run_tool = box.runner(lambda call, where: True)
