@@ -82,4 +82,14 @@ class DoneEvent:
         }
 
 
-Event = TokenEvent | NoticeEvent | DoneEvent
+@dataclass(frozen=True)
+class ToolCallEvent:
+    """A tool the model called, with what came back (fed to the model's next answer)."""
+
+    name: str
+    arguments: dict
+    result: str
+    failed: bool = False            # the call did not run or failed: `result` says why
+
+
+Event = TokenEvent | NoticeEvent | DoneEvent | ToolCallEvent

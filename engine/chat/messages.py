@@ -9,15 +9,17 @@ from engine.errors import GenerationError
 
 @dataclass(frozen=True)
 class Message:
-    role: str                       # "system", "user", "assistant"
+    role: str                       # "system", "user", "assistant", "tool"
     content: str
     images: tuple = ()              # engine.vision ImageInput records
     thinking: str = ""              # an answer's thinking section (kept apart from content)
+    tool_calls: tuple = ()          # an answer's engine.chat.tools ToolCall records
+    tool_name: str = ""             # a tool result's tool
 
 
 def drop_answers(messages: list[Message]) -> None:
     """Remove the answers after the last user message (to answer it again)."""
-    while messages and messages[-1].role == "assistant":
+    while messages and messages[-1].role in ("assistant", "tool"):
         messages.pop()
     if not messages:
         raise GenerationError("there is no message to answer again: send one first")

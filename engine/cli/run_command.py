@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from engine.chat.backend import Capability
-from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
 from engine.cli import add_models_dir
 from engine.cli.format_option import HELP as FORMAT_HELP
 from engine.cli.format_option import split_formats
 from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
+from engine.cli.tools_option import HELP as TOOLS_HELP
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.records import chosen_options
 from engine.runtime.loader import REQUANTIZATIONS
@@ -87,6 +88,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="thinking models: think first (default: the template's own choice)")
     p.add_argument("--hidethinking", action="store_true",
                    help="do not print the model's thinking, only its answer")
+    p.add_argument("--tools", action="append", default=[], metavar="builtin|MCP.json",
+                   help=TOOLS_HELP)
+    p.add_argument("--share", action="append", default=[], metavar="PATH",
+                   help="a file the read_file tool may read (with --tools builtin)")
+    p.add_argument("--yes", action="store_true",
+                   help="allow every tool call without asking")
     p.add_argument("--verbose", action="store_true", help="print timings after each answer")
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu",
                    help="where ONNX Runtime runs the model (default: cpu; falls back to cpu "
@@ -121,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
     chat = open_chat(model, options_for(model, overrides), system=args.system,
                      num_top=num_top, think=args.think)
     chat.format = answer_format
+    if args.tools:
+        from engine.cli.tools_option import attach_tools
+
+        attach_tools(chat, args.tools, args.share, args.yes)
     if not args.server:
         _speculate(args, chat)
     images = load_images(model, args.image, args.raw, chat.prepare_image)
@@ -284,7 +295,11 @@ def _print_events(events: Iterator[Event], cancel: Callable[[], None],
 def _print_event(item: Event, args: argparse.Namespace,
                  printer: ThinkingPrinter) -> DoneEvent | None:
     out = sys.stdout
-    if isinstance(item, NoticeEvent):
+    if isinstance(item, ToolCallEvent):
+        from engine.cli.tools_option import print_tool_call
+
+        print_tool_call(item)
+    elif isinstance(item, NoticeEvent):
         print(f"note: {item.message}", file=sys.stderr)
     elif isinstance(item, TokenEvent):
         if args.format == "jsonl":

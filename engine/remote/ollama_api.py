@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from engine.chat.answer_format import JSON, Format
 from engine.chat.options import Options
+from engine.chat.tools import call_from_api
 from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
 from engine.remote.http import get_json, post_json
@@ -58,7 +59,8 @@ def describe(connection: Connection, name: str) -> RemoteModelInfo:
 
 
 def chat_body(model: str, messages: Sequence[dict], options: Options, top_logprobs: int,
-              stream: bool = True, answer_format: Format | None = None) -> dict:
+              stream: bool = True, answer_format: Format | None = None,
+              tools: Sequence[dict] | None = None) -> dict:
     body: dict = {
         "model": model,
         "messages": [_message(m) for m in messages],
@@ -68,6 +70,8 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
     if top_logprobs > 0:
         body["logprobs"] = True
         body["top_logprobs"] = min(top_logprobs, MAX_TOP_LOGPROBS)
+    if tools:
+        body["tools"] = list(tools)
     if answer_format is not None:
         body["format"] = answer_format if answer_format == JSON else dict(answer_format)
     return body
@@ -78,6 +82,10 @@ def _message(message: dict) -> dict:
     images: Sequence[RemoteImage] = message.get("images") or ()
     if images:
         out["images"] = [base64.b64encode(image.data).decode() for image in images]
+    if message.get("tool_calls"):
+        out["tool_calls"] = [call.api() for call in message["tool_calls"]]
+    if message.get("tool_name"):
+        out["tool_name"] = message["tool_name"]
     return out
 
 
@@ -92,7 +100,7 @@ def parse_stream(lines: Iterable[bytes], host: str) -> Iterator[Delta | Finish]:
         if "error" in chunk:
             raise RemoteError(f"{host} stopped with an error: {chunk['error']}")
         delta, finish = parse_answer(chunk, host)
-        if delta.text or delta.tokens:
+        if delta.text or delta.tokens or delta.tool_calls:
             yield delta
         if finish is not None:
             yield finish
@@ -105,7 +113,9 @@ def parse_answer(chunk: dict, host: str) -> tuple[Delta, Finish | None]:
     and the Finish when it says done."""
     if not isinstance(chunk, dict):
         raise RemoteError(f"{host} answered with something that is not an object")
-    text = (chunk.get("message") or {}).get("content") or ""
+    message = chunk.get("message") or {}
+    text = message.get("content") or ""
+    calls = tuple(call_from_api(call) for call in message.get("tool_calls") or ())
     tokens = tuple(server_tokens({"content": chunk.get("logprobs")}))   # the same entries
     finish = None
     if chunk.get("done"):
@@ -115,4 +125,4 @@ def parse_answer(chunk: dict, host: str) -> tuple[Delta, Finish | None]:
                         int(chunk.get("prompt_eval_duration") or 0),
                         int(chunk.get("eval_duration") or 0),
                         int(chunk.get("load_duration") or 0))
-    return Delta(text, tokens), finish
+    return Delta(text, tokens, calls), finish

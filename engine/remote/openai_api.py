@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from engine.chat.answer_format import JSON, Format
 from engine.chat.options import Options
+from engine.chat.tools import call_from_api
 from engine.errors import RemoteError, StreamCut
 from engine.remote.connection import Connection
 from engine.remote.http import get_json
@@ -39,10 +40,14 @@ def list_models(connection: Connection) -> list[RemoteModelInfo]:
 
 
 def chat_body(model: str, messages: Sequence[dict], options: Options, top_logprobs: int,
-              stream: bool = True, answer_format: Format | None = None) -> dict:
-    """The request for one answer. messages: {role, content, images: [RemoteImage]}."""
-    body: dict = {"model": model, "messages": [_message(m) for m in messages],
+              stream: bool = True, answer_format: Format | None = None,
+              tools: Sequence[dict] | None = None) -> dict:
+    """The request for one answer. messages: {role, content, images: [RemoteImage],
+    tool_calls?, tool_name?}; calls get ids call_0, call_1... that their results answer."""
+    body: dict = {"model": model, "messages": _with_call_ids([_message(m) for m in messages]),
                   "stream": stream}
+    if tools:
+        body["tools"] = list(tools)
     for name, value in chosen_options(options).items():
         if name in OPENAI_NAMES:
             body[OPENAI_NAMES[name]] = value
@@ -63,8 +68,27 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
     return body
 
 
+def _with_call_ids(messages: list[dict]) -> list[dict]:
+    """OpenAI ties each tool result to its call by id; ours are numbered in order."""
+    issued, answered = 0, 0
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            call["id"] = f"call_{issued}"
+            issued += 1
+        if message["role"] == "tool":
+            message["tool_call_id"] = f"call_{min(answered, max(issued - 1, 0))}"
+            answered += 1
+    return messages
+
+
 def _message(message: dict) -> dict:
     images: Sequence[RemoteImage] = message.get("images") or ()
+    if message.get("tool_calls"):
+        return {"role": message["role"], "content": message["content"] or None,
+                "tool_calls": [{"type": "function", "function": {
+                    "name": call.name, "arguments": json.dumps(call.arguments,
+                                                               ensure_ascii=False)}}
+                    for call in message["tool_calls"]]}
     if not images:
         return {"role": message["role"], "content": message["content"]}
     parts: list[dict] = [{"type": "text", "text": message["content"]}]
@@ -79,6 +103,7 @@ def parse_stream(lines: Iterable[bytes], host: str) -> Iterator[Delta | Finish]:
     server's `[DONE]` (or a finish_reason) raises StreamCut."""
     finish: Finish | None = None
     usage: dict = {}
+    calls: dict[int, dict] = {}     # streamed tool calls come in pieces, by index
     for line in lines:
         if not line.startswith(b"data:"):
             continue                               # comments, event names, keep-alives
@@ -96,7 +121,14 @@ def parse_stream(lines: Iterable[bytes], host: str) -> Iterator[Delta | Finish]:
             raise RemoteError(f"{host} stopped with an error: {said}")
         usage = chunk.get("usage") or usage
         for choice in chunk.get("choices") or ():
-            text = (choice.get("delta") or {}).get("content") or ""
+            delta = choice.get("delta") or {}
+            text = delta.get("content") or ""
+            for piece in delta.get("tool_calls") or ():
+                call = calls.setdefault(int(piece.get("index") or 0),
+                                        {"name": "", "arguments": ""})
+                function = piece.get("function") or {}
+                call["name"] += function.get("name") or ""
+                call["arguments"] += function.get("arguments") or ""
             tokens = tuple(server_tokens(choice.get("logprobs")))
             if text or tokens:
                 yield Delta(text, tokens)
@@ -107,6 +139,8 @@ def parse_stream(lines: Iterable[bytes], host: str) -> Iterator[Delta | Finish]:
             raise StreamCut(f"the answer from {host} was cut off before the server finished it")
     if finish is None:
         finish = Finish("stop")
+    if calls:
+        yield Delta("", (), tuple(call_from_api(calls[i]) for i in sorted(calls)))
     yield Finish(finish.reason, int(usage.get("prompt_tokens") or 0),
                  int(usage.get("completion_tokens") or 0))
 
@@ -136,7 +170,9 @@ def parse_answer(answer: object, host: str) -> tuple[Delta, Finish]:
     if not choices:
         raise RemoteError(f"{host} answered without a choice: {str(answer)[:120]}")
     choice, usage = choices[0], answer.get("usage") or {}
-    text = (choice.get("message") or {}).get("content") or ""
-    return (Delta(text, tuple(server_tokens(choice.get("logprobs")))),
+    message = choice.get("message") or {}
+    text = message.get("content") or ""
+    calls = tuple(call_from_api(call) for call in message.get("tool_calls") or ())
+    return (Delta(text, tuple(server_tokens(choice.get("logprobs"))), calls),
             Finish(str(choice.get("finish_reason") or "stop"),
                    int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)))

@@ -27,6 +27,7 @@ class Delta:
 
     text: str
     tokens: tuple[ServerToken, ...] = ()    # empty when the server sent no log-probabilities
+    tool_calls: tuple = ()                  # engine.chat.tools ToolCall records the server parsed
 
 
 @dataclass(frozen=True)

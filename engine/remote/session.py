@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -20,6 +20,8 @@ from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
+from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.tools import Tool
 from engine.errors import GenerationError, Remedy, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
 from engine.remote.connection import Connection
@@ -89,6 +91,9 @@ class RemoteChatSession:
     messages: list[Message] = field(default_factory=list)
     num_top: int = 5                # alternatives asked for per token (servers allow <= 20)
     format: Format | None = None    # structured output, passed to the server as its API spells it
+    tools: list[Tool] = field(default_factory=list)   # passed through; the server parses calls
+    run_tool: RunTool | None = None  # as ChatSession's: the front end runs (and confirms) calls
+    max_tool_rounds: int = 8
 
     def __post_init__(self) -> None:
         self.last_prompt = None     # the server tokenizes: Lantern never sees the prompt ids
@@ -140,28 +145,38 @@ class RemoteChatSession:
         out = [{"role": "system", "content": self.system}] if self.system else []
         for m in self.messages:
             images = [i for i in m.images if isinstance(i, RemoteImage)]
-            out.append({"role": m.role, "content": m.content, "images": images})
+            out.append({"role": m.role, "content": m.content, "images": images,
+                        "tool_calls": m.tool_calls, "tool_name": m.tool_name})
         return out
 
     def _answer(self) -> Iterator[Event]:
         self._cancel.clear()
-        reply = ""
+        return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
+                                 self.max_tool_rounds)
+
+    def _one_answer(self) -> Generator[Event, None, DoneEvent | None]:
+        reply, done, calls = "", None, []
         started = False
         try:
-            for event in self._events():
+            for event in self._events(calls):
                 if isinstance(event, TokenEvent):
                     started = True
                     reply += event.text
+                elif isinstance(event, DoneEvent):
+                    done = event
                 yield event
         finally:
-            if started:     # what arrived stays in the conversation, even when cut or stopped
-                self.messages.append(Message("assistant", reply))
+            if started or calls:   # what arrived stays in the conversation, even when cut
+                self.messages.append(Message("assistant", reply, tool_calls=tuple(calls)))
+        return done
 
-    def _events(self) -> Iterator[Event]:
+    def _events(self, calls: list) -> Iterator[Event]:
+        """The answer's events; the tool calls the server parsed are added to ``calls``."""
         connection = self.model.connection
         api = APIS[connection.kind]
         body = api.chat_body(self.model.name, self.request_messages(), self.options,
-                             self.num_top, answer_format=self.format)
+                             self.num_top, answer_format=self.format,
+                             tools=[tool.api() for tool in self.tools] or None)
         start = time.perf_counter_ns()
         stream = open_request(connection, "POST", api.CHAT_PATH, body)
         with self._lock:
@@ -176,7 +191,8 @@ class RemoteChatSession:
                 if isinstance(item, Finish):
                     finish = item
                     break
-                if not item.tokens and not warned:
+                calls.extend(item.tool_calls)
+                if not item.tokens and item.text and not warned:
                     warned = True
                     yield NoticeEvent(f"{connection.host} sent no log-probabilities for "
                                       f"{self.model.name}: the panel has no candidates to show "

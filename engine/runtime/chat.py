@@ -7,6 +7,7 @@ costs its new tokens, and an edit or regenerate truncates the cache to the commo
 
 from __future__ import annotations
 
+import collections.abc
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,8 @@ from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
+from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.tools import Tool
 from engine.errors import GenerationError
 from engine.runtime.cancel import CancelEvent
 from engine.runtime.check import CheckReport, check_against_reference
@@ -39,6 +42,11 @@ class ChatSession:
     cancel_event: threading.Event = field(default_factory=CancelEvent)
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
     format: Format | None = None    # structured output: "json" or a JSON schema
+    tools: list[Tool] = field(default_factory=list)  # offered to the model through its template
+    # runs one call and returns its result text; raises ToolFailed with
+    # a neutral message when the call cannot run. The front end supplies it (confirmation).
+    run_tool: RunTool | None = None
+    max_tool_rounds: int = 8        # answers in a row that may call tools before we stop
 
     def __post_init__(self) -> None:
         # the decoder keeps the record of its cache: every session on the model sees what
@@ -123,6 +131,10 @@ class ChatSession:
         return self._answer_events()
 
     def _answer_events(self) -> Iterator[Event]:
+        return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
+                                 self.max_tool_rounds)
+
+    def _one_answer(self) -> collections.abc.Generator[Event, None, DoneEvent | None]:
         prompt, dropped = self._fit()
         self.last_prompt = prompt
         if dropped:
@@ -130,7 +142,7 @@ class ChatSession:
                 f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
-        reply, thinking, started = "", "", False
+        reply, thinking, started, done = "", "", False, None
         try:
             for event in self._split_thinking(prompt, self._generator.run(
                 prompt,
@@ -147,12 +159,13 @@ class ChatSession:
                     reply += event.text
                     thinking += event.thinking_text
                 elif isinstance(event, DoneEvent):
-                    reply, thinking = event.text, event.thinking
+                    reply, thinking, done = event.text, event.thinking, event
                 yield event
         finally:
             # whatever was generated stays in the conversation, even when cancelled
             if started:
                 self.messages.append(Message("assistant", reply, thinking=thinking))
+        return done
 
     def _split_thinking(self, prompt: PromptTokens, events: Iterator[Event]) -> Iterator[Event]:
         """Tag each token's text as thinking or answer (engine.runtime.thinking); the
@@ -205,7 +218,8 @@ class ChatSession:
         turns = [m for m in self.messages if m.role != "system"]
         for dropped in range(len(turns)):
             prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system,
-                                              think=self.think)
+                                              think=self.think,
+                                              tools=[t.api() for t in self.tools] or None)
             if len(prompt) + reserve <= limit or dropped == len(turns) - 1:
                 if len(prompt) >= limit:
                     raise GenerationError(

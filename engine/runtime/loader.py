@@ -51,7 +51,8 @@ class LoadedModel:
     _vision_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def tokenize_chat(self, messages: Sequence, system: str | None = None,
-                      think: bool | str | None = None) -> PromptTokens:
+                      think: bool | str | None = None,
+                      tools: Sequence[dict] | None = None) -> PromptTokens:
         """Render messages with the model's template and tokenize them, only the template's
         own markup becoming control tokens. `think` is Ollama's option (None: unset)."""
         rendered = render_prompt(
@@ -62,6 +63,7 @@ class LoadedModel:
             system=system if system is not None else self.system,
             special_tokens=self.special_token_strings(),
             think=think,
+            tools=tools,
         )
         ids = self.tokenizer.encode_prompt(rendered.segments)
         images = [image for m in messages for image in _images_of(m)]
@@ -146,6 +148,10 @@ def _as_dict(message) -> dict:
         out["thinking"] = message.thinking
     if message.images:
         out["images"] = list(message.images)
+    if message.tool_calls:
+        out["tool_calls"] = [call.api() for call in message.tool_calls]
+    if message.tool_name:
+        out["tool_name"] = message.tool_name
     return out
 
 

@@ -1,0 +1,1 @@
+"""Tools the chat offers a model: safe built-ins and MCP servers' tools (engine.tools.toolbox)."""
