@@ -24,8 +24,8 @@ from engine.tools import builtin
 from engine.tools.mcp_client import McpServer, call_tool, list_tools, read_config
 from engine.tools.toolbox import Toolbox
 
-TEMPLATES = Path(__file__).parent / "data" / "templates"
-SERVER = Path(__file__).parent / "fixtures" / "mcp_server.py"
+TEMPLATES = Path(__file__).parents[2] / "data" / "templates"
+SERVER = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
 
 
 def server(mode: str = "normal", ask: bool = False) -> McpServer:
