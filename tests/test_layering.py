@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = (
     {"engine", "engine.errors", "engine.paths", "engine.gojson", "engine.cpu"},
     {"engine.chat", "engine.gguf", "engine.prompt"},
-    {"engine.store", "engine.tokenizer", "engine.modelmath", "engine.vision"},
+    {"engine.store", "engine.tokenizer", "engine.modelmath", "engine.vision", "engine.tools"},
     {"engine.graph", "engine.reference"},
     {"engine.runtime", "engine.inspect"},
     {"engine.remote"},          # above runtime only for remote.crosscheck (Lantern vs a server)

@@ -87,7 +87,7 @@ def test_wrong_shape_names_tensor_and_both_shapes(tmp_path):
     path = write_model(tmp_path / "m.gguf", overrides={"qwen2.feed_forward_length": 160})
     with pytest.raises(CorruptModel) as error:
         open_model(path)
-    assert "tensor blk.0.ffn_gate.weight has shape (128, 64), expected (160, 64)" in str(
+    assert "tensor blk.0.ffn_down.weight has shape (64, 128), expected (64, 160)" in str(
         error.value
     )
 
