@@ -54,6 +54,7 @@ def run_json(capsys, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow  # the demo models, asked for by name
 @pytest.mark.parametrize("which", ["demo_05b", "demo_15b"])
 def test_inspect_json_equals_hf_on_the_demo_models(which, request, capsys):
     demo = request.getfixturevalue(which)

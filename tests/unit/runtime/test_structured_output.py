@@ -163,6 +163,7 @@ def test_format_text_round_trips():
     check_format(CITY)
 
 
+@pytest.mark.slow  # the demo models, asked for by name
 @pytest.mark.parametrize("size", ["05b", "15b"])
 def test_demo_models_answer_valid_json_greedy_and_sampled(request, size):
     model = load_model(request.getfixturevalue(f"demo_{size}"), num_ctx=2048)
