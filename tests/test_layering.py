@@ -207,3 +207,16 @@ def test_app_never_reaches_into_the_decoder():
         if isinstance(node, ast.Attribute) and node.attr in DECODER_INSIDES
     )
     assert offenders == []
+
+
+def test_no_product_function_over_80_lines():
+    """A function a newcomer must read at once stays short enough to be read at once."""
+    long = []
+    for package in ("engine", "app"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = node.end_lineno - node.lineno + 1
+                    if lines > 80:
+                        long.append(f"{path.relative_to(ROOT)}:{node.name} ({lines} lines)")
+    assert long == []

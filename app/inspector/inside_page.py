@@ -58,7 +58,14 @@ class InsidePage(QWidget):
         scroll.setWidget(body)
         layout = QVBoxLayout(body)
         layout.setContentsMargins(12, 12, 12, 12)
+        self._add_controls(layout)
+        self._add_lens(layout)
+        self._add_contributions(layout)
+        self._add_attribution(layout)
+        self._add_attention(layout)
+        layout.addStretch(1)
 
+    def _add_controls(self, layout: QVBoxLayout) -> None:
         self.title = hint(PICK_A_POSITION)
         self.title.setObjectName("tokenTitle")
         layout.addWidget(self.title)
@@ -78,6 +85,7 @@ class InsidePage(QWidget):
         self.status = hint("")
         layout.addWidget(self.status)
 
+    def _add_lens(self, layout: QVBoxLayout) -> None:
         layout.addWidget(section("Logit lens"))
         layout.addWidget(hint("What each layer would predict here: lm_head(final_norm(h)) "
                               "after the embeddings and every block. Colour = probability; "
@@ -85,6 +93,7 @@ class InsidePage(QWidget):
         self.lens = LensGrid()
         layout.addWidget(self.lens)
 
+    def _add_contributions(self, layout: QVBoxLayout) -> None:
         layout.addWidget(section("Why this token"))
         layout.addWidget(hint("The explained token's logit split into the embedding, every "
                               "attention head (columns) of every layer (rows) and every MLP "
@@ -101,6 +110,7 @@ class InsidePage(QWidget):
         self.contributions.headClicked.connect(self.show_head)
         layout.addWidget(self.contributions)
 
+    def _add_attribution(self, layout: QVBoxLayout) -> None:
         layout.addWidget(section("What in the input caused it"))
         layout.addWidget(hint("Each earlier token hidden from attention in turn (its "
                               "position kept): how the explained token's log-probability "
@@ -119,6 +129,7 @@ class InsidePage(QWidget):
         layout.addLayout(self.attribution_area)
         self.attribution_images: list[QWidget] = []
 
+    def _add_attention(self, layout: QVBoxLayout) -> None:
         layout.addWidget(section("Attention"))
         layout.addWidget(hint("How much this position attends to every earlier one (tint "
                               "scaled to the largest weight after the first token); images "
@@ -137,7 +148,6 @@ class InsidePage(QWidget):
         self.image_area = QVBoxLayout()
         layout.addLayout(self.image_area)
         self.image_heats: list[tuple[QLabel, ImageHeat]] = []
-        layout.addStretch(1)
 
     # -- states ---------------------------------------------------------------------------
 
