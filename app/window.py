@@ -43,6 +43,7 @@ from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import CallJob, JobRunner
+from engine.catalog.importer import import_gguf
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, TokenEvent
 from engine.errors import LanternError
@@ -50,7 +51,6 @@ from engine.paths import data_dir
 from engine.remote.session import RemoteModel
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
-from engine.store.importer import import_gguf
 
 RELOAD_FIELDS = ("provider", "exact", "requantize", "num_ctx", "layer_stats")
 

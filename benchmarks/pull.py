@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.catalog.importer import import_gguf
 from engine.store import Store
-from engine.store.importer import import_gguf
 from engine.store.pull import PART_SIZE, pull_model
 from tests.fixtures.demo_models import QWEN_05B, QWEN_15B, fetch
 from tests.fixtures.registry import LocalRegistry

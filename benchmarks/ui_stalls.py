@@ -72,8 +72,8 @@ def settle(app: QApplication, seconds: float) -> None:
 
 
 def tiny_store(folder: Path) -> tuple[Path, str, str]:
+    from engine.catalog.importer import import_gguf
     from engine.store import Store
-    from engine.store.importer import import_gguf
     from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
     root = folder / "models"

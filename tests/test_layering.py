@@ -10,9 +10,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # sideways. The chat core sits below the local runtime and the servers' clients.
 LAYERS = (
     {"engine", "engine.errors", "engine.paths", "engine.gojson", "engine.cpu"},
+    {"engine.store"},
     {"engine.chat", "engine.gguf", "engine.prompt"},
-    {"engine.store", "engine.tokenizer", "engine.modelmath", "engine.vision", "engine.tools"},
-    {"engine.graph", "engine.reference"},
+    {"engine.tokenizer", "engine.modelmath", "engine.vision", "engine.tools"},
+    {"engine.graph", "engine.reference", "engine.catalog"},
     {"engine.runtime", "engine.inspect"},
     {"engine.remote"},          # above runtime only for remote.crosscheck (Lantern vs a server)
     {"engine.launch"},

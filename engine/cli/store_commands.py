@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.catalog.describe import show_info, tags_entry
+from engine.catalog.importer import import_gguf
 from engine.cli import add_models_dir
 from engine.cli.server_options import add_server, list_remote
 from engine.cli.tables import table
 from engine.errors import LanternError
 from engine.gguf.labels import human_number
 from engine.store import Store
-from engine.store.describe import show_info, tags_entry
 from engine.store.humanize import human_bytes, human_time
-from engine.store.importer import import_gguf
 from engine.store.params import parse_params
 
 SHOW_PARTS = ("license", "modelfile", "parameters", "system", "template")

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from engine.catalog.importer import import_gguf
 from engine.cli import main
 from engine.errors import (
     Cancelled,
@@ -20,7 +21,6 @@ from engine.errors import (
 )
 from engine.gguf import open_model
 from engine.store import Store, pull, writer
-from engine.store.importer import import_gguf
 from engine.store.params import parse_params
 from engine.store.pull import pull_model
 from tests.fixtures.registry import LocalRegistry, free_port, manifest_digests, store_tree

@@ -12,10 +12,10 @@ from app.conversations.history import History
 from app.inspector.panel import FAILED_COLOUR, DebugPanel
 from app.settings.store import Settings
 from app.window import MainWindow
+from engine.catalog.importer import import_gguf
 from engine.reference import layer_label
 from engine.runtime.check import CheckReport, LayerCheck, TopCandidate
 from engine.store import Store
-from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 TIMEOUT_MS = 60_000

@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QApplication
 from app.conversations.history import History
 from app.settings.store import Settings
 from app.window import MainWindow
+from engine.catalog.importer import import_gguf
 from engine.chat.events import DoneEvent, TokenEvent
 from engine.store import Store
-from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 TIMEOUT_MS = 60_000

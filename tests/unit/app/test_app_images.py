@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QLabel
 from app.conversations.history import History
 from app.settings.store import Settings
 from app.window import MainWindow
+from engine.catalog.importer import import_gguf
 from engine.store import Store
-from engine.store.importer import import_gguf
 from engine.vision.preprocess import preprocess
 from tests.fixtures.synthetic_gguf import write_model
 

@@ -10,9 +10,9 @@ from app.conversations.history import History
 from app.models.list_model import described_entry, listed_entry
 from app.settings.store import Settings
 from app.window import MainWindow
+from engine.catalog.describe import details
+from engine.catalog.importer import import_gguf
 from engine.store import Store
-from engine.store.describe import details
-from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 

@@ -10,8 +10,8 @@ from app.conversations.history import History
 from app.models.get_dialog import GetModelDialog
 from app.settings.store import Settings
 from app.window import MainWindow
+from engine.catalog.importer import import_gguf
 from engine.store import Store, pull, writer
-from engine.store.importer import import_gguf
 from tests.fixtures.registry import store_tree
 from tests.fixtures.stores import StoreBuilder
 from tests.fixtures.synthetic_gguf import write_model

@@ -13,8 +13,8 @@ from app.inspector.inside_page import PICK_A_POSITION
 from app.inspector.opinion_page import IDLE
 from app.inspector.panel import PROMPT_EMPTY
 from app.settings.store import Settings
+from engine.catalog.importer import import_gguf
 from engine.store import Store
-from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import write_model
 from tests.unit.app.test_app_check import TIMEOUT_MS, loaded_window, send
 

@@ -40,8 +40,8 @@ def test_editing_the_first_message_renames_an_auto_titled_chat(qtbot, tmp_path):
     from app.conversations.history import History
     from app.settings.store import Settings
     from app.window import MainWindow
+    from engine.catalog.importer import import_gguf
     from engine.store import Store
-    from engine.store.importer import import_gguf
     from tests.fixtures.synthetic_gguf import write_model
     from tests.unit.app.test_app_chat import load, send
 

@@ -12,8 +12,8 @@ from app.conversations.history import History
 from app.settings.store import Settings
 from app.window import MainWindow
 from app.workers import GenerateJob
+from engine.catalog.importer import import_gguf
 from engine.store import Store
-from engine.store.importer import import_gguf
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 TIMEOUT_MS = 60_000

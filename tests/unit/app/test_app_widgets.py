@@ -15,8 +15,8 @@ from app.models.list_model import ModelListModel, StoreScanJob
 from app.settings.store import Settings
 from app.window import MainWindow
 from app.workers import JobRunner
+from engine.catalog.importer import import_gguf
 from engine.store import Store
-from engine.store.importer import import_gguf
 from tests.fixtures.stores import FAKE_GGUF, StoreBuilder
 from tests.fixtures.synthetic_gguf import write_model
 

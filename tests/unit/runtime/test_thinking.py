@@ -138,8 +138,8 @@ def test_thinking_off_streams_the_answer_and_marks_no_token(thinking_model):
 
 @pytest.fixture(scope="module")
 def thinking_store(tmp_path_factory):
+    from engine.catalog.importer import import_gguf
     from engine.store import Store
-    from engine.store.importer import import_gguf
     from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
     root = tmp_path_factory.mktemp("store")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.catalog.importer import import_gguf
 from engine.errors import CorruptModel, InvalidName, ModelNotFound
 from engine.store import Store, writer
 from engine.store import manifest as mf
-from engine.store.importer import import_gguf
 from engine.store.params import InvalidParameter, parse_params
 from tests.fixtures.synthetic_gguf import write_model, write_qwen2vl_pair
 

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from engine.catalog.importer import import_gguf
 from engine.cli.pull_commands import ProgressPrinter
 from engine.store import Store
-from engine.store.importer import import_gguf
 from engine.store.pull import PullProgress, pull_model
 from tests.fixtures.registry_front import RegistryFront
 from tests.fixtures.synthetic_gguf import write_model

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from engine import gojson
 from engine.errors import CorruptModel, ModelNotFound
+from engine.gguf import open_model
 from engine.store import manifest as mf
 from engine.store.blobs import blob_name, find_blob, hash_file
 from engine.store.names import ModelName
@@ -84,8 +85,6 @@ def import_gguf(
     params: Mapping[str, object] | None = None,
 ) -> LocalModel:
     """Create a model from a GGUF file laid out as ``ollama create`` does."""
-    from engine.gguf import open_model
-
     target = name if isinstance(name, ModelName) else ModelName.parse(name)
     model_file = _existing_file(gguf, "GGUF")
     projector_file = _existing_file(projector, "projector") if projector else None
