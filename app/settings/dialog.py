@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from app.settings.connections import ConnectionsDialog, describe
 from app.settings.store import Settings
+from app.settings.tools_box import ToolsBox
 from app.workers import JobRunner
 from engine.chat.options import Options
 from engine.errors import LanternError
@@ -101,6 +102,8 @@ class SettingsDialog(QDialog):
         layout.addWidget(self._conversation_box(settings, system_layer))
         layout.addWidget(self._engine_box(settings))
         layout.addWidget(self._connections_box(runner is not None))
+        self.tools = ToolsBox(settings)
+        layout.addWidget(self.tools)
         self.scroll.setWidget(content)
 
         self.error = QLabel("")
@@ -252,6 +255,8 @@ class SettingsDialog(QDialog):
             speculate=self.speculate.currentText().strip() or "auto",
             max_pixels=self.max_pixels.value(),
             connections=[dict(r) for r in self.connections],
+            builtin_tools=self.tools.builtin.isChecked(),
+            mcp_servers=self.tools.records(),
         )
 
     def edit_connections(self) -> None:

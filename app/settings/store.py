@@ -33,6 +33,9 @@ class Settings:
     # remote engines: {"url", "kind", "api_key"} each; the key is kept here only (never in
     # logs or history); mkstemp makes this file readable by its owner alone
     connections: list[dict] = field(default_factory=list)
+    builtin_tools: bool = False             # calculator and current time for the model
+    # MCP servers: {"name", "target" (a command line or an http(s) URL), "ask"} each
+    mcp_servers: list[dict] = field(default_factory=list)
 
     @classmethod
     def path(cls) -> Path:
