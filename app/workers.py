@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
 
 from app.hints import explain
-from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
 from engine.errors import LanternError
 from engine.runtime.cancel import CancelEvent
 
@@ -75,6 +75,7 @@ class GenerateJob(Job):
     token = Signal(object)           # TokenEvent
     notice = Signal(str)
     done = Signal(object)            # DoneEvent
+    toolCall = Signal(object)        # ToolCallEvent
 
     def __init__(self, events: Callable[[], Iterator[Event]], cancel: Callable[[], None]) -> None:
         super().__init__()
@@ -93,6 +94,8 @@ class GenerateJob(Job):
                 self.notice.emit(event.message)
             elif isinstance(event, DoneEvent):
                 self.done.emit(event)
+            elif isinstance(event, ToolCallEvent):
+                self.toolCall.emit(event)
 
 
 class CallJob(Job):

@@ -10,19 +10,21 @@ means preprocessing them.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
+from app.chat.tool_gate import ToolGate
 from app.conversations.history import History, Snapshot, StoredMessage
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, Job, JobRunner
 from engine.chat.answer_format import parse_format
 from engine.chat.backend import Capability, ChatBackend, unavailable_reason
 from engine.chat.documents import message_room, template_overhead, token_counter
-from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
 from engine.chat.messages import Message
 from engine.errors import GenerationError, ImageError
 from engine.launch import open_chat, options_for, speculate
@@ -68,11 +70,13 @@ class ConversationController(QObject):
     crossCheckFailed = Signal(str)
     answerInterrupted = Signal(str)          # the answer was given up; why, in a word or two
     sendRejected = Signal(str, object)       # text, images of a message taken back unanswered
+    toolCall = Signal(object)                # ToolCallEvent of the answer in progress
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.history, self.settings, self.runner = history, settings, runner
+        self.tools = ToolGate(self)             # Settings → Tools, and the user's yes
         self.model: LoadedModel | RemoteModel | None = None
         self.where = "this computer"            # where the model runs (a server's host)
         self.vision = False
@@ -336,6 +340,8 @@ class ConversationController(QObject):
                 session.messages = restored
                 for note in notes:
                     yield NoticeEvent(note)
+            for note in self._offer_tools(session, job.cancel_event):
+                yield NoticeEvent(note)
             inputs = tuple(session.prepare_image(path, max_pixels) for path in images)
             answer = turn(session, inputs)
             if job.cancel_event.is_set():   # cancelled while getting ready
@@ -346,6 +352,7 @@ class ConversationController(QObject):
         job.token.connect(self._on_token)
         job.notice.connect(self.notice)
         job.done.connect(self._on_done)
+        job.toolCall.connect(self._on_tool_call)
         job.failed.connect(self._on_failed)
         self.job = job
         self.busyChanged.emit(True)
@@ -366,6 +373,15 @@ class ConversationController(QObject):
         session.format = parse_format(answer_format) if answer_format else None
         self.session = session
         return session
+
+    def _offer_tools(self, session: ChatBackend, cancel: threading.Event) -> list[str]:
+        """Worker thread: the session gets the tools the settings turn on and a runner
+        that asks the user (through the GUI) before calls that touch the outside world."""
+        box, notes = self.tools.prepare(self.settings)
+        session.tools = box.tools if box is not None else []
+        session.run_tool = box.runner(
+            lambda call, where: self.tools.confirm(call, where, cancel)) if box else None
+        return notes
 
     def _take_draining(self) -> list:
         """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
@@ -396,6 +412,10 @@ class ConversationController(QObject):
         self.token.emit(event)
         if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
             self._save(complete=False)
+
+    def _on_tool_call(self, event: ToolCallEvent) -> None:
+        if self._current(self.job):
+            self.toolCall.emit(event)
 
     def _on_done(self, event: DoneEvent) -> None:
         if not self._current(self.job):

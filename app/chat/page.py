@@ -13,9 +13,10 @@ from app.chat.conversation import ConversationController, Turn
 from app.chat.header import ConversationHeader
 from app.chat.input_box import InputBox, Submission
 from app.chat.saved_tokens import saved_tokens
+from app.chat.tool_gate import describe_call
 from app.chat.view import ChatView, MessageWidget
 from app.conversations.history import StoredMessage
-from engine.chat.events import DoneEvent, TokenEvent
+from engine.chat.events import DoneEvent, TokenEvent, ToolCallEvent
 from engine.errors import LanternError
 
 DONE_NOTES = {"cancel": "stopped", "length": "cut off at the length limit"}
@@ -60,6 +61,7 @@ class ChatPage(QWidget):
         controller.answerInterrupted.connect(self._on_interrupted)
         controller.sendRejected.connect(self._on_rejected)
         controller.busyChanged.connect(self._on_busy)
+        controller.toolCall.connect(self._on_tool_call)
 
     # -- showing conversations -------------------------------------------------------------
 
@@ -199,6 +201,10 @@ class ChatPage(QWidget):
             thinking.finish(self.controller.answer_thinking, self.controller.thinking_ms)
             self.answer.set_status("writing…")
         self.answer.set_text(self.controller.answer_text)
+
+    def _on_tool_call(self, event: ToolCallEvent) -> None:
+        if self.answer is not None:
+            self.answer.add_tool_call(*describe_call(event))
 
     def _on_done(self, event: DoneEvent) -> None:
         if self.answer is None:

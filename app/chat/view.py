@@ -179,6 +179,10 @@ class MessageWidget(QFrame):
         self.body = QVBoxLayout()
         self.body.setSpacing(6)
         layout.addLayout(self.body)
+        self.tool_calls: list[QLabel] = []    # the answer's tool calls, under its text
+        self._calls = QVBoxLayout()
+        self._calls.setSpacing(2)
+        layout.addLayout(self._calls)
         self._blocks: list[QWidget] = []
         self._render_timer = QTimer(self, singleShot=True, interval=40)
         self._render_timer.timeout.connect(self.render)
@@ -187,6 +191,15 @@ class MessageWidget(QFrame):
     def set_status(self, text: str) -> None:
         """A short note beside the role ("writing…", "stopped", "interrupted")."""
         self.status.setText(text)
+
+    def add_tool_call(self, line: str, full: str) -> None:
+        """A call the model made and what came back (the whole result in the tooltip)."""
+        label = QLabel(line)
+        label.setObjectName("toolCall")
+        label.setToolTip(full)
+        label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self._calls.addWidget(label)
+        self.tool_calls.append(label)
 
     def set_action_enabled(self, label: str, enabled: bool) -> None:
         if label in self.buttons:
