@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QInputDialog,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -26,6 +27,8 @@ from app.chat.conversation import MODEL_SWITCH_NOTE, ConversationController
 from app.chat.document_tray import local_files_of
 from app.chat.empty_state import EmptyState, suggested_name
 from app.chat.page import ChatPage, no_vision_text
+from app.chat.tool_confirm import ask_allow
+from app.chat.tool_gate import Answer
 from app.conversations.actions import ConversationActions
 from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
@@ -46,6 +49,7 @@ from app.workers import CallJob, JobRunner
 from engine.catalog.importer import import_gguf
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, TokenEvent
+from engine.chat.tools import ToolCall
 from engine.errors import LanternError
 from engine.paths import data_dir
 from engine.remote.session import RemoteModel
@@ -129,6 +133,7 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._build_status_bar()
         self._connect()
+        self._connect_tools()
         self._conversation_changed(None)
         self.focus_input()                 # typing goes to the input from the start
         self.rescan()
@@ -176,6 +181,16 @@ class MainWindow(QMainWindow):
         for label in (self.status_model, self.status_provider, self.status_speed):
             label.setObjectName("statusItem")
             self.statusBar().addPermanentWidget(label)
+
+    def _connect_tools(self) -> None:
+        """Tool calls ask here; an answer that ends takes its open question with it."""
+        self._tool_question: QMessageBox | None = None
+        self.controller.tools.confirmRequested.connect(self._confirm_tool)
+        self.controller.busyChanged.connect(
+            lambda busy: busy or self._tool_question is None or self._tool_question.reject())
+
+    def _confirm_tool(self, call: ToolCall, where: str, answer: Answer) -> None:
+        self._tool_question = ask_allow(self, call, where, answer)
 
     def _connect(self) -> None:
         sidebar, controller, loader = self.sidebar, self.controller, self.loader
@@ -557,6 +572,9 @@ class MainWindow(QMainWindow):
             self.settings.save()
             if before.connections != self.settings.connections:
                 self.rescan_remote()
+            if (before.builtin_tools, before.mcp_servers) != \
+                    (self.settings.builtin_tools, self.settings.mcp_servers):
+                self.controller.tools.reset()
             if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS) \
                     and (self.entry is None or self.entry.remote is None):
                 self.reload_model()
