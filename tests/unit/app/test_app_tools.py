@@ -1,0 +1,123 @@
+"""Tools in the app: Settings → Tools round trip, the Toolbox built from it with the real
+calculator and a real MCP server over stdio, the user's yes asked on the GUI thread while
+the worker waits (allow, deny, Stop), every call shown under the answer, and a crashing
+server giving a message while the chat goes on."""
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.chat.tool_gate import ToolGate, build_toolbox, describe_call
+from app.chat.view import MessageWidget
+from app.conversations.history import History
+from app.settings.dialog import SettingsDialog
+from app.settings.store import Settings
+from app.window import MainWindow
+from engine.chat.messages import Message
+from engine.chat.tool_loop import run_call
+from engine.chat.tools import ToolCall, ToolFailed
+
+SERVER = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
+TIMEOUT_MS = 30_000
+
+
+def server(mode: str = "normal", ask: bool = True) -> dict:
+    return {"name": mode, "target": f"{sys.executable} {SERVER} {mode}", "ask": ask}
+
+
+def in_thread(work):
+    """Run ``work`` on a worker thread, as the chat's job does; its outcome when done."""
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except ToolFailed as error:
+            outcome["error"] = str(error)
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_tools_settings_round_trip(qtbot):
+    settings = Settings(builtin_tools=True, mcp_servers=[server("normal", ask=False)])
+    settings.save()
+    assert Settings.load() == settings
+    dialog = SettingsDialog(Settings.load())
+    qtbot.addWidget(dialog)
+    assert dialog.tools.builtin.isChecked()
+    dialog.tools.name.setText("web")
+    dialog.tools.target.setText("http://127.0.0.1:9/mcp")
+    dialog.tools.add_server()
+    chosen = dialog.result_settings()
+    assert chosen.mcp_servers == [server("normal", ask=False),
+                                  {"name": "web", "target": "http://127.0.0.1:9/mcp",
+                                   "ask": True}]
+    dialog.tools.servers.setCurrentRow(0)
+    dialog.tools.remove_server()
+    assert [r["name"] for r in dialog.tools.records()] == ["web"]
+
+
+def test_calculator_call_is_shown_under_the_answer(qtbot):
+    box, notes = build_toolbox(Settings(builtin_tools=True))
+    assert notes == [] and [t.name for t in box.tools] == ["calculator", "current_time"]
+    event = run_call(ToolCall("calculator", {"expression": "12345*6789"}), [], box.runner())
+    answer = MessageWidget("assistant", "Lantern")
+    qtbot.addWidget(answer)
+    answer.add_tool_call(*describe_call(event))
+    [label] = answer.tool_calls
+    assert label.text() == "Tool call: calculator(expression=12345*6789) → 83810205"
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_the_window_asks_before_an_mcp_call(qtbot, tmp_path, allowed):
+    window = MainWindow(Settings(models_dir=str(tmp_path)), History(tmp_path / "h.db"),
+                        auto_load=False)
+    qtbot.addWidget(window)
+    gate = window.controller.tools
+    box, notes = gate.prepare(Settings(mcp_servers=[server()]))
+    assert notes == [] and "secret_word" in [t.name for t in box.tools]
+    cancel = threading.Event()
+    run = box.runner(lambda call, where: gate.confirm(call, where, cancel))
+    thread, outcome = in_thread(lambda: run(ToolCall("secret_word", {})))
+    qtbot.waitUntil(lambda: window._tool_question is not None
+                    and window._tool_question.isVisible(), timeout=TIMEOUT_MS)
+    question = window._tool_question
+    assert "secret_word on MCP server normal" in question.text()
+    [button] = [b for b in question.buttons() if b.text() == ("Allow" if allowed else "Deny")]
+    button.click()
+    qtbot.waitUntil(lambda: not thread.is_alive(), timeout=TIMEOUT_MS)
+    if allowed:
+        assert outcome == {"value": "heliotrope"}
+    else:
+        assert outcome == {"error": "the user did not allow secret_word"}
+
+
+def test_stop_answers_a_waiting_question_with_no(qtbot):
+    gate = ToolGate()
+    box, _ = build_toolbox(Settings(mcp_servers=[server()]))
+    asked = []
+    gate.confirmRequested.connect(lambda call, where, answer: asked.append(answer))
+    cancel = threading.Event()
+    run = box.runner(lambda call, where: gate.confirm(call, where, cancel))
+    thread, outcome = in_thread(lambda: run(ToolCall("secret_word", {})))
+    qtbot.waitUntil(lambda: bool(asked), timeout=TIMEOUT_MS)
+    cancel.set()
+    thread.join(10)
+    assert outcome == {"error": "the user did not allow secret_word"}
+
+
+def test_a_crashing_server_is_a_message_and_the_chat_goes_on(qtbot):
+    box, notes = build_toolbox(Settings(mcp_servers=[
+        server("crash", ask=False),
+        {"name": "gone", "target": "/nonexistent/lantern-mcp", "ask": True}]))
+    assert len(notes) == 1 and "MCP server gone" in notes[0]
+    assert "Settings → Tools" in notes[0]
+    messages: list[Message] = []
+    event = run_call(ToolCall("multiply", {"a": 1, "b": 2}), messages, box.runner())
+    assert event.failed and "out of cheese" in event.result
+    assert messages and messages[-1].role == "tool"      # the model reads the failure
+    line, full = describe_call(event)
+    assert line.startswith("Tool call: multiply(a=1, b=2) failed: ") and "out of cheese" in full
