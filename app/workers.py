@@ -87,15 +87,25 @@ class GenerateJob(Job):
         self._cancel_engine()
 
     def work(self) -> None:
+        """``done`` comes once, for the last answer: a round whose answer called tools
+        ends in a DoneEvent too, and the tools' results start the next round."""
+        held: DoneEvent | None = None
         for event in self._events():
+            if isinstance(event, ToolCallEvent):
+                held = None
+                self.toolCall.emit(event)
+                continue
+            if held is not None:
+                self.done.emit(held)
+                held = None
             if isinstance(event, TokenEvent):
                 self.token.emit(event)
             elif isinstance(event, NoticeEvent):
                 self.notice.emit(event.message)
             elif isinstance(event, DoneEvent):
-                self.done.emit(event)
-            elif isinstance(event, ToolCallEvent):
-                self.toolCall.emit(event)
+                held = event
+        if held is not None:
+            self.done.emit(held)
 
 
 class CallJob(Job):

@@ -415,6 +415,7 @@ class ConversationController(QObject):
 
     def _on_tool_call(self, event: ToolCallEvent) -> None:
         if self._current(self.job):
+            self.answer_text = ""     # the call's text; the next round's answer follows
             self.toolCall.emit(event)
 
     def _on_done(self, event: DoneEvent) -> None:

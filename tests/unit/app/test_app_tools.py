@@ -15,6 +15,8 @@ from app.conversations.history import History
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.window import MainWindow
+from app.workers import GenerateJob
+from engine.chat.events import DoneEvent, NoticeEvent, ToolCallEvent
 from engine.chat.messages import Message
 from engine.chat.tool_loop import run_call
 from engine.chat.tools import ToolCall, ToolFailed
@@ -121,3 +123,22 @@ def test_a_crashing_server_is_a_message_and_the_chat_goes_on(qtbot):
     assert messages and messages[-1].role == "tool"      # the model reads the failure
     line, full = describe_call(event)
     assert line.startswith("Tool call: multiply(a=1, b=2) failed: ") and "out of cheese" in full
+
+
+def done(text: str) -> DoneEvent:
+    return DoneEvent("stop", text, "", 0, 0, 0, 0, 0, 0)
+
+
+def test_an_answer_with_tool_rounds_is_done_once(qtbot):
+    """The loop's first round ends in a DoneEvent before its call runs; the app's answer
+    ends only with the last round."""
+    first = done('<tool_call>{"name": "calculator"}</tool_call>')
+    call = ToolCallEvent("calculator", {"expression": "2+2"}, "4")
+    last = done("It is 4.")
+    job = GenerateJob(lambda: iter([first, call, NoticeEvent("n"), last]), lambda: None)
+    seen = []
+    job.done.connect(lambda event: seen.append(("done", event.text)))
+    job.toolCall.connect(lambda event: seen.append(("tool", event.result)))
+    job.notice.connect(lambda text: seen.append(("notice", text)))
+    job.work()
+    assert seen == [("tool", "4"), ("notice", "n"), ("done", "It is 4.")]
