@@ -45,6 +45,7 @@ class ToolsBox(QGroupBox):
         self.name.setMaximumWidth(110)
         self.target = QLineEdit()
         self.target.setPlaceholderText("command line, or http://host/mcp")
+        self.target.setMinimumWidth(220)
         self.ask = QComboBox()
         self.ask.addItems([ASK, ALWAYS])
         add, remove = QPushButton("Add"), QPushButton("Remove")
