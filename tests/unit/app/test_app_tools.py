@@ -16,10 +16,12 @@ from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.window import MainWindow
 from app.workers import GenerateJob
+from engine.catalog.importer import import_gguf
 from engine.chat.events import DoneEvent, NoticeEvent, ToolCallEvent
 from engine.chat.messages import Message
 from engine.chat.tool_loop import run_call
 from engine.chat.tools import ToolCall, ToolFailed
+from engine.store import Store
 
 SERVER = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
 TIMEOUT_MS = 30_000
@@ -142,3 +144,30 @@ def test_an_answer_with_tool_rounds_is_done_once(qtbot):
     job.notice.connect(lambda text: seen.append(("notice", text)))
     job.work()
     assert seen == [("tool", "4"), ("notice", "n"), ("done", "It is 4.")]
+
+
+# the system prompt of tests/unit/tools/test_tools.py: without it the 1.5B model calls the
+# calculator again after each result
+SYSTEM = ("You are a helpful assistant. When a tool result arrives, answer the user's "
+          "question with it in one sentence; never call the same tool twice.")
+
+
+def test_the_15b_model_calls_the_calculator_in_the_window(qtbot, tmp_path, demo_15b):
+    root = tmp_path / "models"
+    root.mkdir()
+    import_gguf(Store.open(root), demo_15b, "qwen2.5-coder:1.5b")
+    settings = Settings(models_dir=str(root), options={"temperature": 0, "num_predict": 128},
+                        system=SYSTEM, num_ctx=2048, builtin_tools=True, speculate="off")
+    window = MainWindow(settings, History(tmp_path / "h.db"), auto_load=False)
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.models.row_of("qwen2.5-coder:1.5b") >= 0, timeout=60_000)
+    window.load_model(window.models.entry(window.models.row_of("qwen2.5-coder:1.5b")))
+    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=120_000)
+    window.chat.input.editor.setPlainText("What is 12345 * 6789?")
+    window.chat.input.submit()
+    qtbot.waitUntil(lambda: window.controller.busy, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=240_000)
+    answer = window.chat.view.messages[-1]
+    assert [label.text() for label in answer.tool_calls] == [
+        "Tool call: calculator(expression=12345 * 6789) → 83810205"]
+    assert "83810205" in answer.text.replace(",", "")
