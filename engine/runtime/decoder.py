@@ -198,7 +198,11 @@ class DecoderSession:
         runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
         by default the ids fed (embeddings: keys no prompt matches). Setting ``cancel``
         (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
-        Cancelled; the cache is left as it was."""
+        Cancelled; the cache is left as it was.
+
+        Where a verify step runs its matmuls row by row (engine.graph.kernels, 3.), the last
+        position of a many-token forward runs on its own too, so its logits are a one-token
+        step's: an answer does not depend on how much of its prompt was cached."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -219,6 +223,26 @@ class DecoderSession:
         keys = _slot_keys(input_ids, n) if keys is None else list(keys)
         if len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} tokens")
+        if self._rows_apart and rows is None and n > 1 and not self._all_logits:
+            return self._last_row_apart(x, positions, keys, cancel)
+        return self._run(x, positions, rows, keys, cancel)
+
+    def _last_row_apart(self, x: np.ndarray, positions: np.ndarray, keys: list[Hashable],
+                        cancel: threading.Event | None) -> DecoderStep:
+        """All rows but the last, then the last alone (forward's docstring says why)."""
+        past = self.cache_len
+        self._run(x[:-1], positions[..., :-1], None, keys[:-1], cancel)
+        try:
+            return self._run(x[-1:], positions[..., -1:], None, keys[-1:], cancel)
+        except Cancelled:
+            self.truncate(past)
+            raise
+
+    def _run(self, x: np.ndarray, positions: np.ndarray, rows: int | None,
+             keys: list[Hashable], cancel: threading.Event | None) -> DecoderStep:
+        """One session run appending the rows ``x`` (checked by forward)."""
+        n, past = len(x), self.cache_len
+        total = past + n
         cfg = self.config
         binding = self._binding
         for rows_of in self._rotary:

@@ -223,6 +223,24 @@ def test_a_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, 
         np.testing.assert_array_equal(batch, single)
 
 
+@pytest.mark.parametrize("apart", [None, (4, 8)], ids=["this-cpu", "all-apart"])
+def test_the_first_answer_token_does_not_depend_on_the_cached_prompt(tmp_path, apart):
+    """A prompt prefilled whole, or its tail after a cached prefix (a later turn, a
+    regenerated answer, or a drafted run after a plain one), gives its last position the
+    same bits in fast mode: with the 4-bit one-row kernel of an AVX2 CPU that row runs
+    alone either way."""
+    spec = TextSpec(vocab=400, hidden=1024, heads=16, kv_heads=4, ffn=2816, layers=2)
+    path = write_model(tmp_path / "q.gguf", "qwen2", spec, default_type=T.Q8_0, types=MIXED,
+                       seed=4)
+    kernels = kernels_for() if apart is None else replace(kernels_for(), rows_apart_bits=apart)
+    decoder = DecoderSession(open_model(path), max_cache_len=64, cache=False, kernels=kernels)
+    prompt = [99, 3, 250, 7, 11, 40, 41, 300, 12]
+    whole = decoder.forward(input_ids=prompt).logits
+    for cached in (1, 5, 8):
+        decoder.truncate(cached)
+        np.testing.assert_array_equal(decoder.forward(input_ids=prompt[cached:]).logits, whole)
+
+
 # -- the acceptance rule -------------------------------------------------------------------
 
 
