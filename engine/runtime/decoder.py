@@ -101,11 +101,13 @@ class DecoderSession:
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
                                        row_invariant=row_invariant and self.provider == "cpu",
-                                       kernels=self.kernels or Kernels(fold_zero_points=False))
+                                       kernels=self.kernels or Kernels(fold_zero_points=False),
+                                       two_way_images=two_way_images(model))
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
         # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
         self.row_invariant = exact or options.row_invariant_graph
+        self._two_way = options.two_way_images
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()
@@ -189,14 +191,16 @@ class DecoderSession:
 
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
                 rows: int | None = None, keys: Sequence[Hashable] | None = None,
-                cancel: threading.Event | None = None) -> DecoderStep:
+                cancel: threading.Event | None = None,
+                image_groups: np.ndarray | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
         runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
         by default the ids fed (embeddings: keys no prompt matches). Setting ``cancel``
         (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
-        Cancelled; the cache is left as it was."""
+        Cancelled; the cache is left as it was. ``image_groups`` [S]
+        (PromptTokens.image_groups): the rows of one image attend to each other both ways."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -230,6 +234,10 @@ class DecoderSession:
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
+        if self._two_way:
+            self._bind_masks(past, n, image_groups)
+        elif image_groups is not None and (np.asarray(image_groups) >= 0).any():
+            raise ValueError("this decoder was built without two-way image attention")
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
@@ -251,6 +259,22 @@ class DecoderSession:
             logits = logits[0] if rows is not None else logits[0, -1]
         hidden = outputs[1].numpy() if self.layer_stats else None
         return DecoderStep(logits=logits, hidden=hidden)
+
+    def _bind_masks(self, past: int, n: int, groups: np.ndarray | None) -> None:
+        """Additive masks [S, T]: causal (and windowed for sliding layers), the rows of
+        one image seeing each other."""
+        total = past + n
+        distance = np.arange(past, total)[:, None] - np.arange(total)[None, :]  # [S, T]
+        masks = {graph.MASK: distance < 0}
+        if self.config.has_sliding_layers:
+            masks[graph.MASK_LOCAL] = (distance < 0) | (distance >= self.config.sliding_window)
+        if groups is not None:
+            keys = np.concatenate([np.full(past, -1), groups])
+            same = (groups[:, None] >= 0) & (groups[:, None] == keys[None, :])
+            masks = {name: masked & ~same for name, masked in masks.items()}
+        for name, masked in masks.items():
+            self._binding.bind_cpu_input(name, np.where(masked, -np.inf, 0).astype(self._dtype))
+        self._binding.bind_cpu_input(graph.QUERY_SLOTS, np.arange(past, total)[None])
 
     def keep_prefix(self, keys: Sequence[Hashable]) -> int:
         """Keep the longest cached prefix that ``keys`` start with (a later turn of the
@@ -285,6 +309,11 @@ class _RotaryRows:
 
 class _Unmatched:
     """The key of a slot fed as an embedding without keys: equal to nothing but itself."""
+
+
+def two_way_images(model: GGUFModel) -> bool:
+    """Does the model's decoder let one image's rows see each other (Gemma 3)?"""
+    return model.config.vision is not None and model.config.vision.siglip
 
 
 def _slot_keys(input_ids, n: int) -> list[Hashable]:

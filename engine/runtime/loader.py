@@ -24,6 +24,8 @@ from engine.runtime.decoder import DecoderSession
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
+from engine.vision.gemma3 import preprocess_square, soft_token_prompt
+from engine.vision.preprocess import ImageInput, preprocess
 from engine.vision.prompt import image_prompt
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
@@ -69,7 +71,19 @@ class LoadedModel:
         images = [image for m in messages for image in _images_of(m)]
         if not images:
             return PromptTokens.text(ids)
-        return image_prompt(ids, images, self.gguf.config, self.vision_encoder().encode)
+        config = self.gguf.config
+        if config.vision is not None and config.vision.siglip:
+            return soft_token_prompt(ids, images, config, self.vision_encoder().encode,
+                                     around=self.tokenizer.encode("\n\n"))
+        return image_prompt(ids, images, config, self.vision_encoder().encode)
+
+    def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
+        """An image file as this model's vision tower takes it (Gemma 3: one fixed square,
+        so ``max_pixels`` does not apply)."""
+        vision = self.gguf.config.vision
+        if vision is not None and vision.siglip:
+            return preprocess_square(path, vision)
+        return preprocess(path, max_pixels=max_pixels)
 
     @property
     def has_vision(self) -> bool:
