@@ -25,6 +25,7 @@ from engine.gguf.config import ModelConfig, VisionConfig
 from engine.vision.preprocess import ImageInput, load_image, normalise, to_rgb
 from engine.vision.prompt import Encode
 
+GEMMA3_IMAGE_PLACEHOLDER = "<start_of_image>"  # what Gemma's chat template writes per image
 SIGLIP_MEAN = (0.5, 0.5, 0.5)
 SIGLIP_STD = (0.5, 0.5, 0.5)
 

@@ -25,18 +25,24 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
 
+from engine.chat.messages import Message
+from engine.cli import main
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import image_embeds, inspect_context
 from engine.reference import siglip_tower
 from engine.reference.text import forward
 from engine.reference.weights import ReferenceWeights
+from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from engine.runtime.vision_encoder import VisionEncoder
+from engine.store import Store
 from engine.vision.gemma3 import preprocess_square, soft_token_prompt
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import CONTROLS, train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
+TEMPLATES = Path(__file__).parents[2] / "data" / "templates"
 IMAGE_TOKENS = ("<start_of_image>", "<end_of_image>", "<image_soft_token>")
 SIZE, PATCH, TOKENS = 56, 14, 4
 GREEDY = 8
@@ -267,11 +273,12 @@ def test_exact_engine_greedy_tokens_are_hfs(gemma, layout):
     embeds[prompt.image_rows] = prompt.image_embeds
     step = session.forward(inputs_embeds=embeds, positions=prompt.positions,
                            image_groups=prompt.image_groups())
-    delta = float(np.abs(step.logits[-1] - hf_logits(gemma, prompt)[-1]).max())
+    delta = float(np.abs(step.logits - hf_logits(gemma, prompt)[-1]).max())
+    print(f"\ngemma3 image prompt, exact mode: max |delta logit| vs HF, last row: {delta:.1e}")
     assert delta < EXACT_ATOL
     tokens = []
     for _ in range(GREEDY):
-        tokens.append(int(step.logits[-1].argmax()))
+        tokens.append(int(step.logits.argmax()))
         step = session.forward([tokens[-1]])
     assert tokens == hf_tokens
 
@@ -286,3 +293,41 @@ def test_inside_tab_shows_attention_over_the_image(gemma):
     over_image = grid.lay_out(inspection.attention)  # [layers, heads, 2, 2]
     assert np.all(over_image > 0)
     assert inspection.lens[-1].top[0].id == int(hf_logits(gemma, prompt)[end].argmax())
+
+
+def test_fast_and_exact_engine_pass_the_reference_check_with_an_image(gemma):
+    model = gemma.models["projector"]
+    prompt = prompt_for(gemma, model, VisionEncoder(model).encode)
+    for exact in (True, False):
+        report = check_against_reference(model, prompt, str, exact=exact)
+        assert report.first_off is None, (exact, [(r.label, r.max_abs_diff) for r in report.rows])
+
+
+def test_the_store_lists_both_layouts_with_vision_and_runs_an_image(gemma, tmp_path, capsys):
+    """Imported as Ollama does (one file; text + projector layer): `show` says vision, the
+    model list's check sees a vision model, `run --image` and `inspect --image` work."""
+    models = str(tmp_path / "models")
+    picture = tmp_path / "p.png"
+    gemma.picture.save(picture)
+    inline, projector = gemma.models["inline"], gemma.models["projector"]
+    assert main(["import", str(inline.path), "g3:inline", "--template",
+                 str(TEMPLATES / "gemma3-instruct.gotmpl"), "--models-dir", models]) == 0
+    assert main(["import", str(projector.path), "g3:split", "--projector",
+                 str(projector.projector_path), "--models-dir", models]) == 0
+    capsys.readouterr()
+    for name in ("g3:inline", "g3:split"):
+        assert main(["show", name, "--json", "--models-dir", models]) == 0
+        assert "vision" in json.loads(capsys.readouterr().out)["capabilities"]
+        loaded = load_model(Store.open(Path(models)).get(name), exact=True, num_ctx=256)
+        assert loaded.has_vision
+        image = loaded.prepare_image(str(picture), max_pixels=1)  # one square whatever the cap
+        prompt = loaded.tokenize_chat([Message("user", "what is this?", (image,))])
+        assert prompt.ids.tolist().count(loaded.gguf.config.special.image_pad) == TOKENS
+        assert main(["run", name, "describe", "--image", str(picture), "--num-predict", "3",
+                     "--temperature", "0", "--format", "jsonl", "--models-dir", models]) == 0
+        lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert lines[-1]["done"] is True and lines[-1]["prompt_eval_count"] > TOKENS
+    assert main(["inspect", "g3:inline", "what is this?", "--image", str(picture), "--json",
+                 "--models-dir", models]) == 0
+    [grid] = json.loads(capsys.readouterr().out)["images"]
+    assert (grid["height"], grid["width"]) == (2, 2)
