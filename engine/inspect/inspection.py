@@ -75,6 +75,7 @@ def continued(prompt: PromptTokens, reply: Sequence[int]) -> PromptTokens:
         next_position=prompt.next_position + len(ids),
         image_rows=prompt.image_rows,
         image_embeds=prompt.image_embeds,
+        bidirectional_images=prompt.bidirectional_images,
     )
 
 

@@ -29,8 +29,9 @@ from engine.chat.messages import Message
 from engine.cli import main
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import image_embeds, inspect_context
+from engine.inspect.occlusion import occlusion
 from engine.reference import siglip_tower
-from engine.reference.text import forward
+from engine.reference.text import AttentionProbe, forward
 from engine.reference.weights import ReferenceWeights
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
@@ -331,3 +332,26 @@ def test_the_store_lists_both_layouts_with_vision_and_runs_an_image(gemma, tmp_p
                  "--models-dir", models]) == 0
     [grid] = json.loads(capsys.readouterr().out)["images"]
     assert (grid["height"], grid["width"]) == (2, 2)
+
+
+def test_occlusion_of_an_image_patch_runs_the_image_whole(gemma):
+    """Hiding one pooled patch: the attribution (which reuses the keys before each hidden
+    unit) equals one plain run with that key hidden and the image's rows seeing each other."""
+    model = gemma.models["inline"]
+    prompt = prompt_for(gemma, model, reference_encode(model))
+    last = len(prompt) - 1
+    attribution = occlusion(model, prompt, last)
+    weights = ReferenceWeights(model)
+    embeds = image_embeds(prompt, last, weights)
+
+    def logprobs(hidden) -> np.ndarray:
+        probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
+        logits = forward(model, None, prompt.positions, embeds, weights=weights, probe=probe,
+                         image_groups=prompt.image_groups()).logits[-1].astype(np.float64)
+        return logits - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+
+    token, clean = attribution.token, logprobs(None)
+    for row in prompt.image_rows[[0, -1]]:
+        expected = logprobs(np.array([row]))[token] - clean[token]
+        assert attribution.delta[row] == pytest.approx(expected, abs=1e-5)
+    assert np.abs(attribution.delta[prompt.image_rows]).max() > 1e-4
