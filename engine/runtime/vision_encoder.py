@@ -1,7 +1,7 @@
 """Image -> embeddings for the text decoder (Qwen2.5-VL's tower, or Gemma 3's SigLIP tower
-and projector): one ONNX Runtime session per model, reused
-across images, and a small LRU cache so a picture re-sent in a later turn is not encoded
-again (keyed by ImageInput.digest, which hashes the resized pixels)."""
+and projector): one ONNX Runtime session per model, reused across images, and a small LRU
+cache so a picture re-sent in a later turn is not encoded again (keyed by
+ImageInput.digest, which hashes the resized pixels)."""
 
 from __future__ import annotations
 

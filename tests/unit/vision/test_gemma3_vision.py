@@ -39,6 +39,7 @@ from engine.runtime.loader import load_model
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import Store
 from engine.vision.gemma3 import preprocess_square, soft_token_prompt
+from engine.vision.preprocess import pixels
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import CONTROLS, train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
@@ -215,6 +216,8 @@ def test_preprocessing_is_hfs(gemma):
     as_rows = theirs.reshape(3, g, PATCH, g, PATCH).transpose(1, 3, 0, 2, 4).reshape(g * g, -1)
     np.testing.assert_allclose(ours.pixel_values, as_rows, atol=1e-6)
     assert ours.n_tokens == TOKENS
+    resized = gemma.picture.resize((SIZE, SIZE), Image.Resampling.BILINEAR)
+    np.testing.assert_array_equal(pixels(ours), np.asarray(resized))  # what the Inside tab draws
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
