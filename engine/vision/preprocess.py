@@ -55,7 +55,8 @@ class ImageInput:
 
     @property
     def n_tokens(self) -> int:
-        """Number of `<|image_pad|>` tokens (merged patches) this image takes in a prompt."""
+        """Number of `<|image_pad|>` (Gemma 3: `<image_soft_token>`) tokens this image takes
+        in a prompt: one per merged (pooled) cell."""
         t, gh, gw = self.grid
         return t * gh * gw // (self.merge * self.merge)
 
