@@ -10,8 +10,10 @@ in-memory ONNX graph.
 Gemma 3 (config flags, ``gemma3_*`` below): embeds times sqrt(H) first; attention(h) and
 mlp(h) pass their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP
 gates with GELU-tanh; sliding layers read cos_local/sin_local and a window; the logits
-may be soft-capped. Phi-3's fused q|k|v and gate|up matrices are split into the rows the
-graph fuses again (DecoderWeights); its window holds on every layer.
+may be soft-capped; with images, masks from the host let the rows of one image attend to
+each other (``two_way_images``, engine.graph.attention.masked_attention). Phi-3's fused
+q|k|v and gate|up matrices are split into the rows the graph fuses again (DecoderWeights);
+its window holds on every layer.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
@@ -60,6 +62,8 @@ NUM_LOGITS = "num_logits"
 COS, SIN = "cos", "sin"
 COS_LOCAL, SIN_LOCAL = "cos_local", "sin_local"  # the sliding layers' rotary rows (Gemma 3)
 ROWS_APART = "rows_apart"  # bool [1]: a verify step (engine.graph.kernels, 3.)
+# two-way image attention (Gemma 3 with images): additive masks [S, T] and each row's slot
+MASK, MASK_LOCAL, QUERY_SLOTS = "attention_mask", "attention_mask_local", "query_slots"
 LOGITS = "logits"
 HIDDEN_STATES = "hidden_states"
 
@@ -77,6 +81,7 @@ class DecoderOptions:
     requantize: Requantization | None = None  # opt-in 4-bit weights, NOT the GGUF's exact ones
     row_invariant: bool = True   # fast CPU mode: row i's logits do not depend on S (below)
     kernels: Kernels = Kernels()  # fast mode's kernel choices (engine.graph.kernels)
+    two_way_images: bool = False  # the host's masks let one image's rows see each other
 
     @property
     def dtype(self) -> type:
@@ -92,7 +97,8 @@ class DecoderOptions:
         into every matmul and a spare row in every attention. Exact mode is float
         throughout and agrees to ~1e-5 without them; float16 is the CUDA graph.
         """
-        return self.row_invariant and not self.exact and not self.float16
+        return (self.row_invariant and not self.exact and not self.float16
+                and not self.two_way_images)
 
 
 @dataclass(frozen=True)
@@ -192,7 +198,11 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype,
                       rows_apart=RowsApart(ROWS_APART, apart) if apart else None)
     step = cache_step(g, options.row_invariant_graph)
+    if options.two_way_images:
+        step = replace(step, mask=MASK, query_slots=QUERY_SLOTS)
     local_step = local_cache_step(g, step) if cfg.local_rope else step
+    if options.two_way_images:
+        local_step = replace(local_step, mask=MASK_LOCAL)
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
@@ -245,6 +255,10 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     if cfg.local_rope:
         inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
                    (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
+    if options.two_way_images:
+        inputs += [(QUERY_SLOTS, np.int64, [1, "S"]), (MASK, dtype, ["S", "T"])]
+        if cfg.has_sliding_layers:
+            inputs.append((MASK_LOCAL, dtype, ["S", "T"]))
     outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
     for c in caches:
         inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
