@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "engine.cli.pull_commands",    # pull, rm, cp
     "engine.cli.tokenize_commands",  # tokenize
     "engine.cli.run_command",      # run
+    "engine.cli.serve_command",    # serve
     "engine.cli.debug_command",    # debug
     "engine.cli.inspect_command",  # inspect
     "engine.cli.prompt_commands",  # prompt

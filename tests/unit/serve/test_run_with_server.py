@@ -1,0 +1,71 @@
+"""`lantern run MODEL` sends the chat to a `lantern serve` of the same store when one
+answers at $LANTERN_HOST, with the output it prints in-process; without one, or with
+--no-server, it loads the model itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from engine.catalog.importer import import_gguf
+from engine.launch import EngineChoices
+from engine.serve.server import LanternServer
+from engine.store import Store
+from tests.fixtures.synthetic_gguf import write_model
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+NOTE = "answered by the Lantern server"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run-serve")
+    store = Store.open(root / "models")
+    import_gguf(store, write_model(root / "tiny.gguf", "qwen2", seed=11), "tiny")
+    server = LanternServer(("127.0.0.1", 0), store, EngineChoices())
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def lantern_run(server: LanternServer, host: str, *flags: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LANTERN_HOST": host, "PYTHONPATH": ROOT}
+    return subprocess.run(
+        [sys.executable, "-m", "engine.cli", "run", "tiny", "Hello", "--temperature", "0",
+         "--num-predict", "6", "--models-dir", str(server.store.root), *flags],
+        capture_output=True, text=True, env=env, timeout=300, check=True)
+
+
+def test_run_uses_a_running_server_and_prints_what_it_prints_in_process(served):
+    host = "{}:{}".format(*served.server_address[:2])
+    remote = lantern_run(served, host, "--verbose")
+    assert NOTE in remote.stderr and "eval count:           6 token(s)" in remote.stderr
+    assert served.keeper.loads == 1
+    here = lantern_run(served, host, "--no-server", "--verbose")
+    assert NOTE not in here.stderr and served.keeper.loads == 1
+    assert here.stdout == remote.stdout and remote.stdout.strip()
+    remote_lines = lantern_run(served, host, "--format", "jsonl", "--top-logprobs", "3")
+    here_lines = lantern_run(served, host, "--format", "jsonl", "--top-logprobs", "3",
+                             "--no-server")
+    remote_tokens = [json.loads(line) for line in remote_lines.stdout.splitlines()][:-1]
+    here_tokens = [json.loads(line) for line in here_lines.stdout.splitlines()][:-1]
+    assert [t["token"] for t in remote_tokens] == [t["token"] for t in here_tokens]
+    assert [t["logprob"] for t in remote_tokens] == pytest.approx(
+        [t["logprob"] for t in here_tokens], abs=1e-4)
+    assert [[c["token"] for c in t["top_logprobs"]] for t in remote_tokens] == \
+        [[c["token"] for c in t["top_logprobs"]] for t in here_tokens]
+    assert served.keeper.loads == 1          # every request on the one loaded model
+
+
+def test_run_loads_in_process_when_no_server_answers(served):
+    closed = lantern_run(served, "127.0.0.1:9", "--verbose")
+    assert NOTE not in closed.stderr and "eval count:" in closed.stderr
+    assert closed.stdout.strip()
