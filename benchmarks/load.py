@@ -153,8 +153,7 @@ def time_run(root: str, env: dict, *flags: str) -> dict:
                     "--num-predict", "1", "--temperature", "0",
                     "--models-dir", os.path.join(root, "models"), *flags],
                    env=env, check=True, capture_output=True)
-    return {"ready": time.perf_counter() - spawned, "inside": 0.0, "peak_mib": 0.0,
-            "cache": "-"}
+    return {"ready": time.perf_counter() - spawned, "cache": "-"}
 
 
 def serve_rows(path: str, threads: int, rounds: int) -> dict[str, list[dict]]:
@@ -223,9 +222,10 @@ def print_rows(key: str, path: str, rows: dict[str, list[dict]]) -> None:
     base = statistics.median(r["ready"] for r in rows["llama.cpp"])
     for name, results in rows.items():
         ready = statistics.median(r["ready"] for r in results)
-        inside = statistics.median(r["inside"] for r in results)
-        peak = statistics.median(r["peak_mib"] for r in results)
-        print(f"{name:18} {ready:6.2f}s {inside:7.2f}s {peak:5.0f}M  "
+        inside, peak = (f"{statistics.median(r[k] for r in results):{spec}}{unit}"
+                        if k in results[0] else "-".rjust(int(spec[0]) + 1)
+                        for k, spec, unit in (("inside", "7.2f", "s"), ("peak_mib", "5.0f", "M")))
+        print(f"{name:18} {ready:6.2f}s {inside} {peak}  "
               + ", ".join(f"{r['ready']:.2f} ({r['cache']})" for r in results)
               + f"   ({ready / base:.2f}x llama.cpp)")
 

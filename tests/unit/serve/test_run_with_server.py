@@ -69,3 +69,12 @@ def test_run_loads_in_process_when_no_server_answers(served):
     closed = lantern_run(served, "127.0.0.1:9", "--verbose")
     assert NOTE not in closed.stderr and "eval count:" in closed.stderr
     assert closed.stdout.strip()
+
+
+def test_serve_says_when_its_port_is_taken(served, capsys):
+    from engine.cli import main
+
+    port = str(served.server_address[1])
+    assert main(["serve", "--host", "127.0.0.1", "--port", port,
+                 "--models-dir", str(served.store.root)]) == 1
+    assert "is in use: is a Lantern server running already?" in capsys.readouterr().err
