@@ -188,14 +188,15 @@ def _remote_model(args: argparse.Namespace, connection: Connection):
                         or args.speculate != "auto"):
         print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
               "runs a model; with --server the server runs it", file=sys.stderr)
-    model = open_remote_model(connection, args.model)
     if args.server:
-        return model
+        return open_remote_model(connection, args.model)
+    # the same store: a missing model is the store's error, and the params layer resolves
+    # here as it would in-process
+    params = dict(Store.open(args.models_dir).get(args.model).params)
     if args.verbose:
         print(f"note: answered by the Lantern server at {connection.host}, which keeps the "
               "model loaded (--no-server: load it in this process)", file=sys.stderr)
-    # the same store: the params layer resolves here as it would in-process
-    return replace(model, params=dict(Store.open(args.models_dir).get(args.model).params))
+    return replace(open_remote_model(connection, args.model), params=params)
 
 
 def _local_model(args: argparse.Namespace, overrides: dict[str, object]):

@@ -147,6 +147,8 @@ class Handler(BaseHTTPRequestHandler):
         self._answer(generate_request(body), chat=False)
 
     def _answer(self, request: AnswerRequest, chat: bool) -> None:
+        """Answer on the resident model; the answer's last bytes go out once the model is
+        released, so a client that has the whole answer sees its keep-alive applied."""
         start = time.perf_counter_ns()
         source = self.server.store.get(request.model)
         options = Options.resolve(source.params, request.options)
@@ -160,16 +162,21 @@ class Handler(BaseHTTPRequestHandler):
             return
         with keeper.use(source, options.num_ctx, request.keep_alive) as (model, load_ns):
             if not request.messages:
-                self._json(200, writer.done(None, load_ns, time.perf_counter_ns() - start,
-                                            reason="load"))
-                return
-            session = _session(model, options, request)
-            events = (session.raw(request.messages[0].content) if request.raw
-                      else session.answer_once())
-            self._send_answer(writer, session, events, request.stream, load_ns, start)
+                loaded = writer.done(None, load_ns, time.perf_counter_ns() - start,
+                                     reason="load")
+                finish = lambda: self._json(200, loaded)  # noqa: E731
+            else:
+                session = _session(model, options, request)
+                events = (session.raw(request.messages[0].content) if request.raw
+                          else session.answer_once())
+                finish = self._send_answer(writer, session, events, request.stream, load_ns,
+                                           start)
+        if finish is not None:
+            finish()
 
     def _send_answer(self, writer: ChunkWriter, session: ChatSession, events: Iterator[Event],
-                     stream: bool, load_ns: int, start: int) -> None:
+                     stream: bool, load_ns: int, start: int) -> Callable[[], None] | None:
+        """Stream (or gather) the answer; returns its last write, None if the client left."""
         chunks, kept, began = writer.chunks(events), [], False
         try:
             for chunk in chunks:
@@ -181,23 +188,21 @@ class Handler(BaseHTTPRequestHandler):
         except GONE:
             session.cancel()
             chunks.close()
-            return
+            return None
         except LanternError as error:
             if not began:
                 raise
             self._line({"error": str(error)})
-            self._end_stream()
-            return
+            return self._end_stream
         last = session.messages[-1] if session.messages else None
         calls = last.tool_calls if last is not None and last.role == "assistant" else ()
         done = writer.done(writer.finished, load_ns, time.perf_counter_ns() - start, calls)
         if not stream:
-            self._json(200, writer.whole(kept, done))
-            return
+            return lambda: self._json(200, writer.whole(kept, done))
         if not began:
             self._begin_stream()
         self._line(done)
-        self._end_stream()
+        return self._end_stream
 
     def _begin_stream(self) -> bool:
         self.send_response(200)

@@ -36,12 +36,13 @@ def served(tmp_path_factory):
     thread.join()
 
 
-def lantern_run(server: LanternServer, host: str, *flags: str) -> subprocess.CompletedProcess:
+def lantern_run(server: LanternServer, host: str, *flags: str, model: str = "tiny",
+                check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "LANTERN_HOST": host, "PYTHONPATH": ROOT}
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", "run", "tiny", "Hello", "--temperature", "0",
+        [sys.executable, "-m", "engine.cli", "run", model, "Hello", "--temperature", "0",
          "--num-predict", "6", "--models-dir", str(server.store.root), *flags],
-        capture_output=True, text=True, env=env, timeout=300, check=True)
+        capture_output=True, text=True, env=env, timeout=300, check=check)
 
 
 def test_run_uses_a_running_server_and_prints_what_it_prints_in_process(served):
@@ -69,6 +70,14 @@ def test_run_loads_in_process_when_no_server_answers(served):
     closed = lantern_run(served, "127.0.0.1:9", "--verbose")
     assert NOTE not in closed.stderr and "eval count:" in closed.stderr
     assert closed.stdout.strip()
+
+
+def test_a_missing_model_is_the_stores_error_with_or_without_the_server(served):
+    host = "{}:{}".format(*served.server_address[:2])
+    served_run = lantern_run(served, host, model="nope", check=False)
+    here = lantern_run(served, host, "--no-server", model="nope", check=False)
+    assert served_run.returncode == here.returncode == 1
+    assert served_run.stderr == here.stderr and "nope" in here.stderr
 
 
 def test_serve_says_when_its_port_is_taken(served, capsys):
