@@ -93,6 +93,20 @@ def test_the_server_answers_the_remote_client_with_the_in_process_tokens(store, 
     assert remote_model.info.blob_digest == "sha256:" + store.get("tiny").model_path.name[7:]
 
 
+def test_a_format_reaches_the_model_as_in_process(store, server):
+    local_model = load_local(store.get("tiny"), EngineChoices(), GREEDY["num_ctx"])
+    local = open_chat(local_model, options_for(local_model, GREEDY))
+    remote_model = open_remote_model(Connection(server.url, "ollama"), "tiny")
+    remote = open_chat(remote_model, options_for(remote_model, GREEDY))
+    local.format = remote.format = "json"
+    local_tokens, _ = answer(local, "Some JSON please")
+    remote_tokens, _ = answer(remote, "Some JSON please")
+    assert [t.piece for t in remote_tokens] == [t.piece for t in local_tokens]
+    free, _ = answer(open_chat(local_model, options_for(local_model, GREEDY)),
+                     "Some JSON please")
+    assert [t.piece for t in free] != [t.piece for t in local_tokens]   # the format mattered
+
+
 def test_a_second_request_reuses_the_loaded_model(server):
     body = {"model": "tiny", "messages": [{"role": "user", "content": "Hi"}],
             "options": GREEDY, "stream": False}
@@ -154,6 +168,12 @@ def test_errors_are_ollama_style(server):
     status, lines = post(server, "/api/generate", {"model": "tiny", "keep_alive": "soon"})
     assert status == 400 and "keep_alive" in lines[0]["error"]
     assert post(server, "/api/nothing", {})[0] == 404
+    status, lines = post(server, "/api/chat", {"model": "tiny", "messages": [
+        {"role": "user", "content": "What is this?", "images": ["aGk="]}]})
+    assert status == 400 and "has no vision" in lines[0]["error"]
+    status, lines = post(server, "/api/chat", {"model": "tiny", "messages": [
+        {"role": "user", "content": "x", "images": ["not base64!"]}]})
+    assert status == 400 and "base64" in lines[0]["error"]
     with pytest.raises(RemoteError, match="no model 'nope'"):
         open_remote_model(Connection(server.url, "ollama"), "nope")
 
