@@ -25,7 +25,6 @@ from engine.cli.tools_option import HELP as TOOLS_HELP
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.connection import Connection
 from engine.remote.records import chosen_options
-from engine.runtime.loader import REQUANTIZATIONS
 from engine.store import LocalModel, Store
 
 OPTION_FLAGS = {  # CLI flag -> Ollama option name
@@ -59,6 +58,23 @@ HELP = """Available commands:
   /clear                      forget the conversation
   /bye                        exit
 Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
+
+
+class Requantizations:
+    """--requantize's choices, read from the runtime only when the flag is given or help
+    printed: parsing `lantern run` imports no runtime (a server may answer)."""
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._all()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    @staticmethod
+    def _all() -> tuple[str, ...]:
+        from engine.runtime.loader import REQUANTIZATIONS
+
+        return tuple(REQUANTIZATIONS)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -99,8 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu",
                    help="where ONNX Runtime runs the model (default: cpu; falls back to cpu "
                         "when this build lacks the one asked for)")
-    p.add_argument("--requantize", choices=REQUANTIZATIONS,
-                   help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
+    p.add_argument("--requantize", choices=Requantizations(), metavar="SPEC",
+                   help="faster 4-bit weights re-quantized from the GGUF: NOT its exact "
+                        "weights (%(choices)s)")
     p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
                    help="speculative decoding, the same answer faster where text repeats: "
                         "auto (default: prompt lookup, or a draft model from the store when "

@@ -87,3 +87,18 @@ def test_serve_says_when_its_port_is_taken(served, capsys):
     assert main(["serve", "--host", "127.0.0.1", "--port", port,
                  "--models-dir", str(served.store.root)]) == 1
     assert "is in use: is a Lantern server running already?" in capsys.readouterr().err
+
+
+def test_parsing_lantern_run_and_opening_a_servers_chat_import_no_runtime():
+    """What a served `lantern run` imports before its first token: no ONNX Runtime, GGUF
+    reader, tokenizer or Pillow (they cost seconds on a busy machine: BENCHMARKS.md,
+    '2026-11-25')."""
+    probe = ("import sys; from engine.cli import build_parser; "
+             "build_parser(('engine.cli.run_command',)); import engine.launch, "
+             "engine.serve.address, engine.remote.session; print(' '.join(sys.modules))")
+    loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,
+                                capture_output=True, text=True).stdout.split())
+    assert "engine.launch" in loaded and "engine.remote.session" in loaded
+    heavy = ("onnxruntime", "onnx", "gguf", "tokenizers", "PIL", "engine.runtime",
+             "engine.gguf", "engine.tokenizer", "engine.graph", "engine.vision")
+    assert {m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy)} == set()
