@@ -18,7 +18,7 @@ from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
-from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.tool_loop import RunTool, answer_with_tools, take_tool_calls
 from engine.chat.tools import Tool
 from engine.errors import GenerationError
 from engine.runtime.cancel import CancelEvent
@@ -71,6 +71,16 @@ class ChatSession:
         """Replace the last user message and answer it anew."""
         replace_last_user(self.messages, text)
         return self._answer()
+
+    def answer_once(self) -> Iterator[Event]:
+        """Answer the conversation as it stands, once: tool calls the answer makes are
+        recorded on its message, not run (a server hands them back to its client)."""
+        self.cancel_event.clear()
+        return self._answer_once()
+
+    def _answer_once(self) -> Iterator[Event]:
+        yield from self._one_answer()
+        take_tool_calls(self.messages, self.tools)
 
     @property
     def capabilities(self) -> frozenset[Capability]:
