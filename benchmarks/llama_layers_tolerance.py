@@ -5,9 +5,10 @@ which block) and the lowest cosine, then the overall largest;
 engine.inspect.llama_layers.TOLERANCE is set from it with a margin.
 
     .venv/bin/python -m benchmarks.llama_layers_tolerance 0.5b 1.5b   # needs llama-cpp-python
+    .venv/bin/python -m benchmarks.llama_layers_tolerance 1.5b --prompts 3   # the first 3
 """
 
-import sys
+import argparse
 
 import numpy as np
 
@@ -18,13 +19,14 @@ from tests.fixtures.demo_models import DEMO_MODELS, fetch
 from tests.hf_oracle import PROMPTS
 
 
-def main(keys: list[str]) -> None:
+def main(keys: list[str], prompts: int | None = None) -> None:
+    texts = ([p.text for p in PROMPTS] + list(WIDER))[:prompts]
     for key in keys:
         gguf = fetch(DEMO_MODELS[key])
         model = open_model(gguf)
         worst, lowest, logits = 0.0, 1.0, 0.0
         print(f"\n{key}: llama.cpp vs the fp32 reference, every block")
-        for n, ids in enumerate(chat(gguf, [p.text for p in PROMPTS] + list(WIDER))):
+        for n, ids in enumerate(chat(gguf, texts)):
             result = llama_layers(gguf, model, ids)
             relative = np.array([r.delta.relative for r in result.rows])
             cosine = min(r.delta.cosine for r in result.rows)
@@ -39,4 +41,8 @@ def main(keys: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["0.5b"])
+    parser = argparse.ArgumentParser()
+    parser.add_argument("models", nargs="*", default=["0.5b"], choices=sorted(DEMO_MODELS))
+    parser.add_argument("--prompts", type=int, help="only the first N prompts")
+    args = parser.parse_args()
+    main(args.models, args.prompts)

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.table_model import Column, RecordTableModel
@@ -38,10 +45,12 @@ class LlamaLayersSection(QWidget):
         layout.addWidget(hint("Each block's output in llama.cpp and in the reference over "
                               "the same tokens; the first block whose relative max |Δ| is "
                               "over the tolerance (the drift of llama.cpp's int8 "
-                              "activations) is named."))
+                              "activations) is named. Mean and std are the last token's, "
+                              "Lantern's then llama.cpp's."))
         row = QHBoxLayout()
         self.button = QPushButton("Compare every layer")
         self.button.setObjectName("llamaLayersButton")
+        self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
         self.button.clicked.connect(self.requested)
         row.addWidget(self.button)
         self.progress = QProgressBar()
@@ -52,6 +61,7 @@ class LlamaLayersSection(QWidget):
         self.cancel_button.setVisible(False)
         self.cancel_button.clicked.connect(self.cancelRequested)
         row.addWidget(self.cancel_button)
+        row.addStretch(0)        # idle: the button stays on the left
         layout.addLayout(row)
         self.status = hint(IDLE)
         self.status.setObjectName("layersVerdict")
