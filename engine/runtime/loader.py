@@ -21,6 +21,7 @@ from engine.gguf.requantize import SPECS, Requantization
 from engine.graph.kernels import Kernels
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.thinking import OPEN_TAG
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
@@ -70,6 +71,11 @@ class LoadedModel:
         if not images:
             return PromptTokens.text(ids)
         return image_prompt(ids, images, self.gguf.config, self.vision_encoder().encode)
+
+    @property
+    def may_think(self) -> bool:
+        """Its template knows a thinking section (Qwen3, DeepSeek-R1: ``<think>``)."""
+        return OPEN_TAG in (self.template or self.gguf.config.chat_template or "")
 
     @property
     def has_vision(self) -> bool:
