@@ -101,3 +101,10 @@ def test_a_chat_with_a_schema_answers_valid_json_and_the_panel_says_why(
     assert json.loads(stored.format) == SCHEMA
     qtbot.waitUntil(lambda: "the schema removed" in window.panel.reasons_label.text(),
                     timeout=10_000)
+    # the token under the mouse: a random model's top-1 is one the schema removed
+    forced = [t for t in window.chat.view.messages[-1].tokens if t.reasons.schema_forced]
+    assert forced, "the schema forced no token: the test checks nothing"
+    window.chat.tokenHovered.emit(forced[0])
+    assert "Token under the mouse" in window.panel.token_title.text()
+    assert "forced by the schema" in window.panel.token_title.text()
+    assert "forced by the schema" in window.panel.reasons_label.text()
