@@ -5,7 +5,7 @@ per weight class, random codes: for int8 and float activations, and for Q4_K wit
 point explicit and folded, the median time of a one-row call (decode) and a 512-row call
 (prefill), configurations alternating round by round; and whether 8 rows come out the
 same together as alone (row invariance). Per class the precision that answers a 512-token
-prompt with 512 tokens sooner wins, and int8 must keep rows alike; zero points are folded
+prompt with 512 tokens sooner wins, and int8 must stay row-invariant; zero points are folded
 unless that is more than 3% slower. From those it derives the CPU class's row of
 engine.graph.kernels.TABLE and exits 1 where the table says otherwise.
 
@@ -115,11 +115,11 @@ def main() -> None:
     int8_everywhere = True
     for label in CLASSES:
         wins = reply_ms(label, "int8") <= reply_ms(label, "float")
-        alike = rows_differ(sessions[label, "int8"]) == 0
+        invariant = rows_differ(sessions[label, "int8"]) == 0
         print(f"{label}: int8 {reply_ms(label, 'int8'):.0f} ms vs float "
               f"{reply_ms(label, 'float'):.0f} ms for {PROMPT_AND_ANSWER} tokens in and out; "
-              f"int8 rows alike: {alike}")
-        int8_everywhere &= wins and alike
+              f"int8 row-invariant: {invariant}")
+        int8_everywhere &= wins and invariant
     # folded unless measurably slower: it is also the closer to exact mode
     q4k = "4-bit + offsets (Q4_K)"
     derived = Kernels(fold_zero_points=reply_ms(q4k, "int8, folded")
