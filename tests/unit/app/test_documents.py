@@ -14,6 +14,7 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
+from app.chat.conversation import title_of
 from app.chat.input_box import InputBox, Submission
 from app.conversations.history import History
 from engine.chat.documents import (
@@ -242,5 +243,9 @@ def test_the_window_counts_with_the_models_tokenizer_and_keeps_the_document(
     assert done.done_reason in ("stop", "length")
     stored = window.history.messages(window.controller.conversation_id)[0]
     assert split(stored.content) == ([read_document(notes)], "What was decided?")
+    # the conversation is named for what was typed, not for the document's tag
+    assert window.history.conversation(window.controller.conversation_id).title == (
+        "What was decided?")
+    assert title_of(compose("", [read_document(notes)]), ()) == "notes.docx"
     assert window.controller.session.messages[0].content == stored.content
     assert not window.chat.input.documents.chips()
