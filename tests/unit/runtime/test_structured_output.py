@@ -271,6 +271,16 @@ def test_remote_engines_get_the_format_as_their_api_spells_it():
     body = openai_api.chat_body("m", messages, Options(), 0, answer_format=CITY)
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "answer", "schema": CITY, "strict": True}}
+    # a server that refused json_schema gets the older form once more (the real one:
+    # tests/integration/test_remote_llama_server.py)
+    refusal = "answered /v1/chat/completions with 500: 'input': 'json_schema'"
+    again = openai_api.schema_beside_json_object(body, refusal)
+    assert again["response_format"] == {"type": "json_object", "schema": CITY}
+    assert {k: v for k, v in again.items() if k != "response_format"} == {
+        k: v for k, v in body.items() if k != "response_format"}
+    assert openai_api.schema_beside_json_object(body, "answered with 500: out of memory") is None
+    json_body = openai_api.chat_body("m", messages, Options(), 0, answer_format=JSON)
+    assert openai_api.schema_beside_json_object(json_body, refusal) is None
 
 
 def test_a_prompt_that_opens_thinking_gets_the_schema_after_think(tiny):
