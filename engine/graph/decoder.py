@@ -15,7 +15,8 @@ graph fuses again (DecoderWeights); its window holds on every layer.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
-seqlens_k, total_sequence_length, num_logits and each block's KV buffers. Outputs: logits
+seqlens_k, total_sequence_length, num_logits, rows_apart where the kernel choices run a
+verify step's matmuls row by row, and each block's KV buffers. Outputs: logits
 [1, N, V] of the last N = num_logits positions (a verify step of N drafted tokens asks for
 N; a prompt for 1) or [1, S, V] with all_logits, the updated KV buffers, and
 with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
@@ -49,7 +50,7 @@ from engine.graph.attention import (
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
-from engine.graph.linear import linear
+from engine.graph.linear import RowsApart, linear
 from engine.graph.norms import add_rms_norm, rms_norm
 
 INPUTS_EMBEDS = "inputs_embeds"
@@ -58,6 +59,7 @@ TOTAL_LEN = "total_sequence_length"
 NUM_LOGITS = "num_logits"
 COS, SIN = "cos", "sin"
 COS_LOCAL, SIN_LOCAL = "cos_local", "sin_local"  # the sliding layers' rotary rows (Gemma 3)
+ROWS_APART = "rows_apart"  # bool [1]: a verify step (engine.graph.kernels, 3.)
 LOGITS = "logits"
 HIDDEN_STATES = "hidden_states"
 
@@ -186,7 +188,9 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     w = DecoderWeights(model, options.requantize,
                        fold_zero_points=options.kernels.fold_zero_points and not options.exact)
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
-    project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
+    apart = options.kernels.rows_apart_bits if options.row_invariant_graph else ()
+    project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype,
+                      rows_apart=RowsApart(ROWS_APART, apart) if apart else None)
     step = cache_step(g, options.row_invariant_graph)
     local_step = local_cache_step(g, step) if cfg.local_rope else step
     caches = layer_caches(cfg)
@@ -236,6 +240,8 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
+    if apart:
+        inputs.append((ROWS_APART, np.bool_, [1]))
     if cfg.local_rope:
         inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
                    (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]

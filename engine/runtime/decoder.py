@@ -144,6 +144,8 @@ class DecoderSession:
                 self._kv_buffers.append(buffer)
         half = self.config.head_dim // 2
         # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
+        # a verify step's matmuls one row at a time, where this CPU needs it (kernels, 3.)
+        self._rows_apart = graph.ROWS_APART in {i.name for i in self._session.get_inputs()}
         self._rotary = [_RotaryRows(graph.COS, graph.SIN, False, max_cache_len, half, self._dtype)]
         if self.config.local_rope:
             self._rotary.append(_RotaryRows(graph.COS_LOCAL, graph.SIN_LOCAL, True,
@@ -230,6 +232,8 @@ class DecoderSession:
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
+        if self._rows_apart:
+            binding.bind_cpu_input(graph.ROWS_APART, np.array([rows is not None], np.bool_))
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
