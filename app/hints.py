@@ -9,6 +9,7 @@ CONTROLS = {
     Remedy.API_KEY: "File → Connections…",
     Remedy.MODELS_DIR: "File → Choose model folder…",
     Remedy.SPECULATE: "Settings → Engine → speculative decoding",
+    Remedy.PROMPT: "type a message",
 }
 
 

@@ -18,6 +18,7 @@ class Remedy(Enum):
     MODELS_DIR = "choose the model store's folder"
     SPECULATE = "choose how to speculate"
     TEMPLATE = "send the prompt through the model's template"
+    PROMPT = "give a prompt"
 
 
 class LanternError(Exception):

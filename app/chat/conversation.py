@@ -23,7 +23,7 @@ from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, Job, JobRunner
 from engine.chat.answer_format import parse_format
 from engine.chat.backend import Capability, ChatBackend, unavailable_reason
-from engine.chat.documents import message_room, template_overhead, token_counter
+from engine.chat.documents import message_room, split, template_overhead, token_counter
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
 from engine.chat.messages import Message
 from engine.errors import GenerationError, ImageError
@@ -47,9 +47,11 @@ class Turn:
 
 
 def title_of(text: str, images: tuple[str, ...]) -> str:
-    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    """The first line the user typed (not an attached document's tag), else what was sent."""
+    documents, typed = split(text)
+    line = next((line.strip() for line in typed.splitlines() if line.strip()), "")
     if not line:
-        return "Image" if images else "New chat"
+        return documents[0].name if documents else "Image" if images else "New chat"
     if len(line) <= TITLE_LENGTH:
         return line
     return line[: TITLE_LENGTH - 1].rstrip(" .,;:!?-–—") + "…"   # never ".…"

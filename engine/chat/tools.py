@@ -19,7 +19,8 @@ from typing import Any
 
 from engine.errors import LanternError
 
-_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+_CALL = re.compile(rf"{TOOL_CALL_OPEN}\s*(.*?)\s*(?:{TOOL_CALL_CLOSE}|$)", re.S)
 _FENCE = re.compile(r"^```[a-z]*\s*|\s*```$")
 
 
@@ -52,7 +53,7 @@ def parse_tool_calls(text: str, names: Collection[str] = ()) -> tuple[str, list[
     """The answer's content (before the first call) and its calls; a tag whose JSON is not
     a call stays text, so a model that only talks about ``<tool_call>`` calls nothing.
     ``names``: the offered tools, which an untagged answer's JSON must name."""
-    if "<tool_call>" not in text:
+    if TOOL_CALL_OPEN not in text:
         calls = _bare_calls(text, names)
         return ("" if calls else text), calls
     calls = []
@@ -63,7 +64,7 @@ def parse_tool_calls(text: str, names: Collection[str] = ()) -> tuple[str, list[
         calls.append(call)
     if not calls:
         return text, []
-    return text[:text.index("<tool_call>")].strip(), calls
+    return text[:text.index(TOOL_CALL_OPEN)].strip(), calls
 
 
 def _bare_calls(text: str, names: Collection[str]) -> list[ToolCall]:

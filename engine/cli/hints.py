@@ -12,6 +12,7 @@ FLAGS = {
     Remedy.MODELS_DIR: "pass --models-dir",
     Remedy.SPECULATE: "choose with --speculate",
     Remedy.TEMPLATE: "drop --raw",
+    Remedy.PROMPT: "pass a PROMPT",
 }
 
 

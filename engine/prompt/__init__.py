@@ -129,10 +129,14 @@ def _jinja_messages(msgs: list[dict], texts: list[str],
                     inline_placeholder: str | None = None) -> list[dict]:
     """HF-style messages: a message with images carries a content list of image items
     followed by its text (as Qwen2.5-VL's processor builds them); for templates that only
-    take strings, `inline_placeholder` is put in front of the text once per image."""
+    take strings, `inline_placeholder` is put in front of the text once per image. An
+    answer's thinking is also `reasoning_content`, the name Qwen3's template reads (it
+    keeps the thinking of a turn still calling tools)."""
     out = []
     for m, text in zip(msgs, texts, strict=True):
         message = {k: v for k, v in m.items() if k != "images"}
+        if m.get("thinking"):
+            message["reasoning_content"] = m["thinking"]
         images = m.get("images") or []
         if images and inline_placeholder:
             message["content"] = inline_placeholder * len(images) + text

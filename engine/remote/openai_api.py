@@ -67,6 +67,17 @@ def chat_body(model: str, messages: Sequence[dict], options: Options, top_logpro
     return body
 
 
+def schema_beside_json_object(body: dict, refusal: str) -> dict | None:
+    """The request again for a server that refused ``json_schema`` (llama-cpp-python's
+    server takes only ``json_object``, with the schema beside it as ``schema``, the older
+    spelling some servers kept); None when the refusal was about something else."""
+    answer_format = body.get("response_format") or {}
+    if answer_format.get("type") != "json_schema" or "json_schema" not in refusal:
+        return None
+    return {**body, "response_format": {"type": "json_object",
+                                        "schema": answer_format["json_schema"]["schema"]}}
+
+
 def _with_call_ids(messages: list[dict]) -> list[dict]:
     """OpenAI ties each tool result to its call by id; ours are numbered in order."""
     issued, answered = 0, 0

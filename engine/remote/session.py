@@ -70,6 +70,19 @@ class RemoteModel:
                          | ({Capability.IMAGES} if self.has_vision else set()))
 
 
+def _open_chat(connection: Connection, api: ModuleType, body: dict) -> Stream:
+    """The answer's stream; a schema an OpenAI-compatible server refused in
+    ``json_schema`` form is sent once more in the older form it may take."""
+    try:
+        return open_request(connection, "POST", api.CHAT_PATH, body)
+    except RemoteError as error:
+        again = (openai_api.schema_beside_json_object(body, str(error))
+                 if api is openai_api else None)
+        if again is None:
+            raise
+        return open_request(connection, "POST", api.CHAT_PATH, again)
+
+
 def open_remote_model(connection: Connection, name: str) -> RemoteModel:
     """Find ``name`` on the server; a missing model is an error listing what is there."""
     connection = detect_kind(connection)
@@ -178,7 +191,7 @@ class RemoteChatSession:
                              self.num_top, answer_format=self.format,
                              tools=[tool.api() for tool in self.tools] or None)
         start = time.perf_counter_ns()
-        stream = open_request(connection, "POST", api.CHAT_PATH, body)
+        stream = _open_chat(connection, api, body)
         with self._lock:
             self._stream = stream
         if self._cancel.is_set():

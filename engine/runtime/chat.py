@@ -202,12 +202,17 @@ class ChatSession:
             yield event
 
     def _constraint(self, prompt: PromptTokens) -> Constraint | None:
-        """The answer's format; a prompt that opens thinking gets it after ``</think>``."""
+        """The answer's format; a prompt that opens thinking gets it after ``</think>``, a
+        model whose template leaves ``<think>`` to it may open it first (unless think is
+        off); offered tools may be called instead."""
         if self.format is None:
             return None
         tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
-        after = CLOSE_TAG if prompt_opens_thinking(tail) else None
-        return Constraint(self.model.tokenizer, self.format, after=after)
+        opened = prompt_opens_thinking(tail)
+        return Constraint(self.model.tokenizer, self.format,
+                          after=CLOSE_TAG if opened else None, tools=self.tools,
+                          may_think=not opened and self.think is not False
+                          and self.model.may_think)
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does

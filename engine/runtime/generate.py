@@ -21,7 +21,7 @@ import numpy as np
 from engine.chat.events import DoneEvent, Event, TokenEvent, TopToken
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
-from engine.errors import GenerationError
+from engine.errors import GenerationError, Remedy
 from engine.runtime.cancel import Cancelled
 from engine.runtime.constraint import Constraint
 from engine.runtime.decoder import DecoderSession, DecoderStep
@@ -46,7 +46,7 @@ class Generator:
         """Feed the uncached tail of the prompt; returns the last step and tokens fed
         (raises Cancelled when ``cancel`` is set meanwhile: a long prefill is one run)."""
         if len(prompt) == 0:
-            raise GenerationError("the prompt is empty: type a message or pass a prompt")
+            raise GenerationError("the prompt is empty", remedy=Remedy.PROMPT)
         # at least the last token runs, to give the logits of the first answer token
         reuse = self.decoder.keep_prefix(prompt.keys[:-1])
         ids = prompt.ids[reuse:]

@@ -21,6 +21,7 @@ from engine.gguf.requantize import SPECS, Requantization
 from engine.graph.kernels import Kernels
 from engine.prompt import QWEN_IMAGE_PLACEHOLDER, render_prompt
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.thinking import OPEN_TAG
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
@@ -89,6 +90,11 @@ class LoadedModel:
         if vision is not None and vision.siglip:
             return preprocess_square(path, vision)
         return preprocess(path, max_pixels=max_pixels)
+
+    @property
+    def may_think(self) -> bool:
+        """Its template knows a thinking section (Qwen3, DeepSeek-R1: ``<think>``)."""
+        return OPEN_TAG in (self.template or self.gguf.config.chat_template or "")
 
     @property
     def has_vision(self) -> bool:

@@ -8,12 +8,16 @@ serving the 0.5B demo GGUF on loopback (started once for this module, stopped af
   with the same prompt, putting both requests in the same cache state; then they are
   compared exactly.
 - `lantern list --server` and `lantern run --server ... --format jsonl --top-logprobs K`.
+- Structured output through the server: `--format SCHEMA.json` and `--format json`; the
+  server enforces them (this one takes a schema only in the older `json_object` form,
+  which Lantern falls back to), and the answers parse and validate.
 - The cross-check agrees with Lantern's local exact run within the measured tolerance
   (engine.remote.crosscheck.TOLERANCE), and fails when the tolerance is too tight.
 """
 
 import json
 
+import jsonschema
 import pytest
 
 from engine.chat.events import DoneEvent, TokenEvent
@@ -77,6 +81,24 @@ def test_cli_list_and_run(server, capsys):
     assert [(t["token"], t["logprob"]) for t in lines[:-1]] == [
         (e["token"], e["logprob"]) for e in reference]
     assert all(len(t["top_logprobs"]) == 4 for t in lines[:-1])
+
+
+def test_cli_run_with_a_schema_answers_valid_json(server, tmp_path, capsys):
+    schema = {"type": "object", "properties": {
+        "city": {"type": "string"}, "population": {"type": "integer", "minimum": 0},
+        "landmarks": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        "kind": {"enum": ["capital", "town"]}},
+        "required": ["city", "population", "landmarks", "kind"], "additionalProperties": False}
+    schema_file = tmp_path / "city.json"
+    schema_file.write_text(json.dumps(schema))
+    base = ["run", "--server", server, ALIAS, "Tell me about Lisbon.", "--temperature", "0",
+            "--num-predict", "200"]
+    assert main([*base, "--format", str(schema_file)]) == 0
+    jsonschema.validate(json.loads(capsys.readouterr().out), schema)
+    assert main([*base, "--format", "jsonl", "--format", str(schema_file)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[-1]["done_reason"] == "stop"
+    jsonschema.validate(json.loads("".join(t["token"] for t in lines[:-1])), schema)
 
 
 def test_cli_missing_model_and_raw_are_messages(server, capsys):

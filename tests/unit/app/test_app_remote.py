@@ -158,3 +158,31 @@ def test_connections_test_button_lists_the_models(qtbot, ollama):
     dialog.test()
     qtbot.waitUntil(lambda: "model(s)" in dialog.status.text(), timeout=TIMEOUT_MS)
     assert "answers as Ollama (native API): 1 model(s): tiny:latest" in dialog.status.text()
+
+
+def test_a_schema_and_a_document_go_to_the_server(qtbot, window, ollama, tmp_path):
+    """Structured output and documents through a remote engine: the conversation's schema
+    is the request's `format` (Ollama enforces it), the document is in the message with an
+    estimated count (no tokenizer here), and the history keeps its name and text."""
+    import json
+
+    from engine.chat.documents import read_document, split
+
+    schema = {"type": "object", "properties": {"mood": {"enum": ["happy", "sad"]}},
+              "required": ["mood"]}
+    window.controller.set_conversation_format(json.dumps(schema))
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Decisions\n\nShip on Friday.\n")
+    window.chat.input.attach([str(notes)])
+    [chip] = window.chat.input.documents.chips()
+    assert chip.label.text().startswith("notes.md · ≈")       # estimated: said so
+    send(qtbot, window, "What was decided?")
+    body = ollama.requests[-1][2]
+    assert body["format"] == schema
+    assert split(body["messages"][-1]["content"]) == ([read_document(notes)],
+                                                      "What was decided?")
+    stored = window.history.messages(window.controller.conversation_id)[0]
+    assert stored.content == body["messages"][-1]["content"]
+    window.controller.set_conversation_format("json")
+    send(qtbot, window, "Again")
+    assert ollama.requests[-1][2]["format"] == "json"

@@ -9,11 +9,16 @@ import json
 import sqlite3
 
 import jsonschema
+import pytest
 
 from app.conversations.history import History
 from app.conversations.settings_dialog import ConversationSettingsDialog
 from app.conversations.transfer import import_json, to_json
+from app.settings.store import Settings
+from app.window import MainWindow
+from engine.catalog.importer import import_gguf
 from engine.chat.options import Options
+from engine.store import Store
 from tests.unit.app.test_app_daily import one_model, send, start  # noqa: F401 (fixture)
 
 SCHEMA = {"type": "object", "properties": {
@@ -101,3 +106,40 @@ def test_a_chat_with_a_schema_answers_valid_json_and_the_panel_says_why(
     assert json.loads(stored.format) == SCHEMA
     qtbot.waitUntil(lambda: "the schema removed" in window.panel.reasons_label.text(),
                     timeout=10_000)
+    # the token under the mouse: a random model's top-1 is one the schema removed
+    forced = [t for t in window.chat.view.messages[-1].tokens if t.reasons.schema_forced]
+    assert forced, "the schema forced no token: the test checks nothing"
+    window.chat.tokenHovered.emit(forced[0])
+    assert "Token under the mouse" in window.panel.token_title.text()
+    assert "forced by the schema" in window.panel.token_title.text()
+    assert "forced by the schema" in window.panel.reasons_label.text()
+
+
+CITY = {"type": "object", "properties": {
+    "city": {"type": "string"}, "country": {"type": "string"},
+    "population": {"type": "integer", "minimum": 0},
+    "landmarks": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    "kind": {"enum": ["capital", "city", "town"]}},
+    "required": ["city", "country", "population", "landmarks", "kind"],
+    "additionalProperties": False}
+
+
+@pytest.mark.slow  # the demo models, asked for by name
+@pytest.mark.parametrize("size", ["05b", "15b"])
+def test_the_demo_models_answer_valid_json_in_the_window(request, qtbot, tmp_path, size):
+    root = tmp_path / "models"
+    import_gguf(Store.open(root), request.getfixturevalue(f"demo_{size}"), "demo")
+    window = MainWindow(Settings(models_dir=str(root), speculate="off",
+                                 options={"num_predict": 300, "temperature": 0.0}),
+                        History(tmp_path / "h.sqlite3"))
+    qtbot.addWidget(window)
+    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=240_000)
+    window.controller.set_conversation_format(json.dumps(CITY))
+    with qtbot.waitSignal(window.controller.answerDone, timeout=600_000) as caught:
+        window.chat.input.editor.setPlainText("Tell me about Lisbon.")
+        window.chat.input.submit()
+    done = caught.args[0]
+    assert done.done_reason == "stop", done.text
+    jsonschema.validate(json.loads(done.text), CITY)
+    tokens = window.chat.view.messages[-1].tokens
+    assert all(t.reasons.schema_removed > 0 for t in tokens)

@@ -14,6 +14,7 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
+from app.chat.conversation import title_of
 from app.chat.input_box import InputBox, Submission
 from app.conversations.history import History
 from engine.chat.documents import (
@@ -205,6 +206,31 @@ def test_cli_file_counts_tokens_and_stops_or_truncates_when_too_long(tiny, tmp_p
     assert missing.returncode == 1 and "nope.pdf is not a file" in missing.stderr
 
 
+def test_cli_files_go_to_a_server_counted_about(tmp_path, capsys):
+    """Through a remote engine (Ollama's API, the loopback stand-in): no tokenizer here,
+    so the counts say "about"; too long stops unless --truncate, which cuts visibly."""
+    from engine.cli import main
+    from tests.fixtures.fake_servers import BLOB, FakeOllama
+
+    notes = make_docx(tmp_path / "notes.docx")
+    long = tmp_path / "long.txt"
+    long.write_text("the thing " * 2000)
+    with FakeOllama({"tiny:latest": {"blob": BLOB, "vision": False}}) as ollama:
+        base = ["run", "--server", ollama.url, "tiny", "Summarize.", "--num-ctx", "2048"]
+        assert main([*base, "--file", str(notes)]) == 0
+        sent = ollama.requests[-1][2]["messages"][-1]["content"]
+        assert split(sent) == ([read_document(notes)], "Summarize.")
+        assert "note: notes.docx: about " in capsys.readouterr().err
+        chats = lambda: [r for r in ollama.requests if r[0] == "/api/chat"]  # noqa: E731
+        asked = len(chats())
+        assert main([*base, "--file", str(long)]) == 1
+        assert "pass --truncate" in capsys.readouterr().err and len(chats()) == asked
+        assert main([*base, "--file", str(long), "--truncate"]) == 0
+        [cut], text = split(ollama.requests[-1][2]["messages"][-1]["content"])
+        assert text == "Summarize." and "[… truncated: the first" in cut.text
+        assert "truncated to fit the context" in capsys.readouterr().err
+
+
 def test_the_window_counts_with_the_models_tokenizer_and_keeps_the_document(
         qtbot, tmp_path, one_model):  # noqa: F811
     window = start(qtbot, tmp_path, one_model, options={"num_predict": 2})
@@ -217,5 +243,9 @@ def test_the_window_counts_with_the_models_tokenizer_and_keeps_the_document(
     assert done.done_reason in ("stop", "length")
     stored = window.history.messages(window.controller.conversation_id)[0]
     assert split(stored.content) == ([read_document(notes)], "What was decided?")
+    # the conversation is named for what was typed, not for the document's tag
+    assert window.history.conversation(window.controller.conversation_id).title == (
+        "What was decided?")
+    assert title_of(compose("", [read_document(notes)]), ()) == "notes.docx"
     assert window.controller.session.messages[0].content == stored.content
     assert not window.chat.input.documents.chips()

@@ -12,7 +12,8 @@ from engine.errors import InvalidName, LanternError, ModelNotFound, Remedy
 
 ROOT = Path(__file__).resolve().parents[3]
 # what only one front end can name: a flag, or a control of the window
-FRONT_END_WORDS = re.compile(r"(^|\s)--[a-z]|check box|in the app|Settings|File →")
+FRONT_END_WORDS = re.compile(r"(^|\s)--[a-z]|check box|button|in the app|Settings|File →|"
+                             r"type a message|pass a prompt")
 
 
 def test_engine_errors_name_no_flag_and_no_control():
@@ -43,6 +44,9 @@ def test_the_cli_and_the_app_phrase_the_remedy_their_way():
     plain = InvalidName("http://x names a plain-http registry", remedy=Remedy.PLAIN_HTTP)
     assert app_hints.explain(plain) == str(plain)   # the app pulls over https only
     assert cli_hints.explain(LanternError("no remedy")) == "no remedy"
+    empty = LanternError("the prompt is empty", remedy=Remedy.PROMPT)
+    assert cli_hints.explain(empty) == "the prompt is empty (pass a PROMPT)"
+    assert app_hints.explain(empty) == "the prompt is empty (type a message)"
 
 
 def test_cli_errors_end_with_the_flag(tmp_path, capsys):

@@ -199,6 +199,29 @@ def test_drafting_keeps_a_constrained_greedy_answer(demo_05b):
     assert valid(drafted_text, PEOPLE) == valid(plain_text, PEOPLE)
 
 
+@pytest.mark.parametrize("schema", BOUNDED, ids=["enum-int-bool", "nested-unicode", "array"])
+def test_drafting_under_the_mask_is_exact_on_a_tiny_model(tiny, schema):
+    """Prompt lookup copies JSON from the prompt: keys the schema forces are kept, values it
+    does not choose are rejected, and the greedy answer is plain decoding's, token for
+    token; sampled with drafts, every answer still validates."""
+    prompt = ('Return {"colour": "red", "count": 12, "ok": true} and {"colour": "blue", '
+              '"count": 3, "ok": false} as JSON')
+    options = Options(temperature=0, num_predict=200)
+    _, _, plain = answer(ChatSession(tiny, options, format=schema), prompt)
+    text, done, drafted = answer(
+        ChatSession(tiny, options, format=schema, drafter=PromptLookup()), prompt)
+    assert 0 < done.draft_accepted < done.draft_count, "drafts all kept or none: no test"
+    assert [t.id for t in drafted] == [t.id for t in plain]
+    valid(text, schema)
+    for seed in range(3):
+        sampled = ChatSession(tiny, Options(temperature=1.0, seed=seed, num_predict=200,
+                                            top_k=0, top_p=1.0),
+                              format=schema, drafter=PromptLookup())
+        text, done, _ = answer(sampled, prompt)
+        assert done.done_reason == "stop", text
+        valid(text, schema)
+
+
 def test_format_flag_combines_an_output_mode_and_a_schema(tmp_path):
     schema_file = tmp_path / "schema.json"
     schema_file.write_text(json.dumps(CITY))
@@ -248,6 +271,16 @@ def test_remote_engines_get_the_format_as_their_api_spells_it():
     body = openai_api.chat_body("m", messages, Options(), 0, answer_format=CITY)
     assert body["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "answer", "schema": CITY, "strict": True}}
+    # a server that refused json_schema gets the older form once more (the real one:
+    # tests/integration/test_remote_llama_server.py)
+    refusal = "answered /v1/chat/completions with 500: 'input': 'json_schema'"
+    again = openai_api.schema_beside_json_object(body, refusal)
+    assert again["response_format"] == {"type": "json_object", "schema": CITY}
+    assert {k: v for k, v in again.items() if k != "response_format"} == {
+        k: v for k, v in body.items() if k != "response_format"}
+    assert openai_api.schema_beside_json_object(body, "answered with 500: out of memory") is None
+    json_body = openai_api.chat_body("m", messages, Options(), 0, answer_format=JSON)
+    assert openai_api.schema_beside_json_object(json_body, refusal) is None
 
 
 def test_a_prompt_that_opens_thinking_gets_the_schema_after_think(tiny):
