@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.modelmath.rope import apply_rope, text_rope_angles
+from engine.modelmath.rope import apply_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
 if TYPE_CHECKING:
@@ -125,8 +125,9 @@ def attention(
     if cfg.qk_norm:
         q = rms_norm(q, w.attn_q_norm, cfg.rms_eps)
         k = rms_norm(k, w.attn_k_norm, cfg.rms_eps)
-    q = apply_rope(q, angles, cfg.rope_interleaved)
-    k = apply_rope(k, angles, cfg.rope_interleaved)
+    amplitude = rope_amplitude(cfg, local=cfg.local_rope and cfg.slides(layer))
+    q = apply_rope(q, angles, cfg.rope_interleaved, amplitude)
+    k = apply_rope(k, angles, cfg.rope_interleaved, amplitude)
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [n_kv_heads, T, D], T = past + S
     group = cfg.n_heads // cfg.n_kv_heads

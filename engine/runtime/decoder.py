@@ -26,7 +26,7 @@ from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.graph.kernels import Kernels, kernels_for
-from engine.modelmath.rope import text_rope_angles
+from engine.modelmath.rope import rope_amplitude, text_rope_angles
 from engine.modelmath.stats import layer_stats
 from engine.runtime.cancel import Cancelled, stop_hook
 from engine.runtime.graph_cache import GraphCache, entry_key
@@ -219,16 +219,21 @@ class DecoderSession:
         keys = _slot_keys(input_ids, n) if keys is None else list(keys)
         if len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} tokens")
+        if again := self._turned_again(past, total):
+            x = np.concatenate([self.embed(self.keys), x])
+            positions = np.concatenate([np.arange(past), positions])
+            past = 0
         cfg = self.config
         binding = self._binding
         for rows_of in self._rotary:
             angles = text_rope_angles(positions, cfg, local=rows_of.local)  # [S, D/2]
-            rows_of.cos[past:total] = np.cos(angles)
-            rows_of.sin[past:total] = np.sin(angles)
+            amplitude = rope_amplitude(cfg, local=rows_of.local)
+            rows_of.cos[past:total] = np.cos(angles) * amplitude
+            rows_of.sin[past:total] = np.sin(angles) * amplitude
             binding.bind_cpu_input(rows_of.cos_name, rows_of.cos[:total])
             binding.bind_cpu_input(rows_of.sin_name, rows_of.sin[:total])
         binding.bind_cpu_input(graph.INPUTS_EMBEDS,
-                               np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
+                               np.ascontiguousarray(x, dtype=self._dtype).reshape(1, len(x), -1))
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
@@ -242,6 +247,8 @@ class DecoderSession:
             try:
                 self._session.run_with_iobinding(binding, run_options)
             except Exception as error:
+                if again:  # the cached rows are half turned: none of them holds any more
+                    self.keys.clear()
                 if run_options.terminate:  # ONNX Runtime's "terminate flag" failure
                     raise Cancelled("cancelled") from error
                 raise
@@ -250,11 +257,23 @@ class DecoderSession:
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
         logits = outputs[0].numpy()  # [1, S or N, V]
         if self._all_logits:
-            logits = logits[0] if rows is None else logits[0, -rows:]
+            logits = logits[0, -n:] if rows is None else logits[0, -rows:]
         else:
             logits = logits[0] if rows is not None else logits[0, -1]
         hidden = outputs[1].numpy() if self.layer_stats else None
         return DecoderStep(logits=logits, hidden=hidden)
+
+    def _turned_again(self, past: int, total: int) -> int:
+        """How many cached slots a call runs again: all of them when it takes the sequence
+        past LongRoPE's original context while the cache holds keys turned with the short
+        factors, as HF's Phi-3 recomputes its cache there (engine.modelmath.rope)."""
+        original = self.config.rope_original_context
+        if original is None or not 0 < past <= original < total:
+            return 0
+        if not all(isinstance(key, int) for key in self.keys):
+            raise GenerationError("cached embeddings cannot be turned again for a context "
+                                  f"past {original} tokens")
+        return past
 
     def keep_prefix(self, keys: Sequence[Hashable]) -> int:
         """Keep the longest cached prefix that ``keys`` start with (a later turn of the
