@@ -91,11 +91,13 @@ def occlusion(
     if embeds is None:
         embeds = weights.embed(context.ids[: position + 1])
     positions = np.asarray(context.positions)[..., : position + 1]
+    length = int(positions.max()) + 1  # every run turns as the whole context does (LongRoPE)
 
     def last_logprobs(j: int, cache: KVCache, hidden: np.ndarray | None) -> np.ndarray:
         probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
         logits = forward(model, None, positions[..., j:], embeds[j:], weights=weights,
-                         cache=cache, probe=probe).logits[-1].astype(np.float64)
+                         cache=cache, probe=probe, rope_length=length).logits[-1]
+        logits = logits.astype(np.float64)
         peak = logits.max()
         return logits - peak - np.log(np.exp(logits - peak).sum())
 
@@ -112,7 +114,8 @@ def occlusion(
         first = int(unit.min())
         if first > prefix.length:
             forward(model, None, positions[..., prefix.length:first],
-                    embeds[prefix.length:first], weights=weights, cache=prefix)
+                    embeds[prefix.length:first], weights=weights, cache=prefix,
+                    rope_length=length)
         cache = KVCache()
         cache.keys, cache.values = list(prefix.keys), list(prefix.values)
         delta[unit] = last_logprobs(first, cache, unit)[token] - clean[token]

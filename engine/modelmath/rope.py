@@ -11,7 +11,8 @@ LongRoPE (Phi-3.5): frequency j is divided by factor j of the short or the long 
 and sin are multiplied by an attention factor. The set is chosen as HF transformers does: a
 sequence longer than the original context turns every token with the long set, a shorter one
 with the short set; a call that takes the sequence past the original context runs the cached
-tokens again (HF's Phi-3 drops its cache there; engine.runtime.decoder does the same).
+tokens again (HF's Phi-3 drops its cache there; engine.runtime.decoder does the same), and
+the reference's cached runs are told the whole sequence's length (``length``).
 llama.cpp instead picks once by the context size it was given (long when n_ctx > original).
 
 Angles are computed in float64 and cast once, so fp32 and fp64 runs share them.
@@ -61,23 +62,26 @@ def rope_angles(
     return positions[stream].T * inv_freq  # positions[stream]: [D/2, S] -> [S, D/2]
 
 
-def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = False) -> np.ndarray:
-    """The decoder's angles [S, D/2] for one forward call: the global layers' (base
-    rope_theta, positions divided by a linear scaling factor, LongRoPE's factors), or with
-    ``local`` the sliding layers' (Gemma 3: their own base, no scaling)."""
+def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = False,
+                     length: int | None = None) -> np.ndarray:
+    """The decoder's angles [S, D/2]: the global layers' (base rope_theta, positions divided
+    by a linear scaling factor, LongRoPE's factors for a sequence of ``length``, default the
+    last position + 1), or with ``local`` the sliding layers' (Gemma 3: their own base, no
+    scaling)."""
     if local:
         return rope_angles(positions, text.head_dim, text.rope_theta_local or text.rope_theta)
     positions = np.asarray(positions, dtype=np.float64)
     return rope_angles(positions / text.rope_linear_factor, text.head_dim, text.rope_theta,
-                       text.mrope_sections, longrope_factors(positions, text))
+                       text.mrope_sections, longrope_factors(positions, text, length))
 
 
-def longrope_factors(positions: np.ndarray, text: TextConfig) -> tuple[float, ...] | None:
-    """LongRoPE's factor set for a call at ``positions``: long once its last position lies
-    past the original context, else short; None without LongRoPE."""
+def longrope_factors(positions: np.ndarray, text: TextConfig,
+                     length: int | None = None) -> tuple[float, ...] | None:
+    """LongRoPE's factor set for a sequence of ``length`` (default: the last position + 1):
+    long past the original context, else short; None without LongRoPE."""
     if text.rope_original_context is None:
         return None
-    if int(np.max(positions)) + 1 > text.rope_original_context:
+    if (length or int(np.max(positions)) + 1) > text.rope_original_context:
         return text.rope_factors_long
     return text.rope_factors_short
 

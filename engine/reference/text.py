@@ -203,6 +203,7 @@ def forward(
     attention_rows: ArrayLike | None = None,
     probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
+    rope_length: int | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -212,7 +213,9 @@ def forward(
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
     those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
     its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
-    each block (progress; it may raise to cancel).
+    each block (progress; it may raise to cancel). ``rope_length``: the length of the whole
+    sequence a cached run belongs to, which picks LongRoPE's factor set (default: this
+    call's last position + 1).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -229,7 +232,7 @@ def forward(
     positions = np.arange(past, past + len(x)) if positions is None else np.asarray(positions)
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
-    angles, local_angles = rope_tables(positions, cfg)
+    angles, local_angles = rope_tables(positions, cfg, rope_length)
 
     if probe is None and attention_rows is not None:
         probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
@@ -245,10 +248,12 @@ def forward(
                            attentions=None if probe is None else probe.probs)
 
 
-def rope_tables(positions: np.ndarray, cfg: TextConfig) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(positions: np.ndarray, cfg: TextConfig,
+                length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Angles [S, D/2] of the global layers and of the sliding ones (the same array unless
-    the sliding layers have a rotary base of their own, as Gemma 3's do)."""
-    angles = text_rope_angles(positions, cfg)
+    the sliding layers have a rotary base of their own, as Gemma 3's do); ``length`` as in
+    text_rope_angles."""
+    angles = text_rope_angles(positions, cfg, length=length)
     return angles, text_rope_angles(positions, cfg, local=True) if cfg.local_rope else angles
 
 

@@ -21,7 +21,7 @@ from transformers import Phi3Config, Phi3ForCausalLM
 
 from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel, open_model
-from engine.reference.text import forward
+from engine.reference.text import KVCache, forward
 from engine.runtime.decoder import DecoderSession
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
@@ -101,6 +101,20 @@ def test_reference_equals_hf_inside_and_past_the_original_context(longrope, leng
     unscaled = dataclasses.replace(longrope.model,
                                    config=dataclasses.replace(longrope.model.config, text=plain))
     assert np.abs(forward(unscaled, ids).logits - expected).max() > 100 * EXACT_ATOL
+
+
+def test_cached_reference_runs_turn_as_the_whole_sequence_with_rope_length(longrope):
+    """What the occlusion view does: a prefix inside the original context, then the rest."""
+    ids = prompt(ORIGINAL + 24)
+    whole = forward(longrope.model, ids).logits
+    cache = KVCache()
+    forward(longrope.model, ids[:40], cache=cache, rope_length=len(ids))
+    rest = forward(longrope.model, ids[40:], cache=cache, rope_length=len(ids)).logits
+    np.testing.assert_allclose(rest, whole[40:], atol=1e-5, rtol=0)
+    cache = KVCache()
+    forward(longrope.model, ids[:40], cache=cache)
+    mixed = forward(longrope.model, ids[40:], cache=cache).logits
+    assert np.abs(mixed - whole[40:]).max() > 100 * EXACT_ATOL
 
 
 def test_exact_greedy_tokens_cross_the_original_context_as_hfs(longrope):
