@@ -81,9 +81,14 @@ def longrope_factors(positions: np.ndarray, text: TextConfig,
     long past the original context, else short; None without LongRoPE."""
     if text.rope_original_context is None:
         return None
-    if (length or int(np.max(positions)) + 1) > text.rope_original_context:
+    if long_rope(text, length or int(np.max(positions)) + 1):
         return text.rope_factors_long
     return text.rope_factors_short
+
+
+def long_rope(text: TextConfig, length: int) -> bool:
+    """Does a sequence of ``length`` tokens turn with LongRoPE's long factors?"""
+    return text.rope_original_context is not None and length > text.rope_original_context
 
 
 def rope_amplitude(text: TextConfig, local: bool = False) -> float:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.modelmath.rope import apply_rope, rope_amplitude, text_rope_angles
+from engine.modelmath.rope import apply_rope, long_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
 if TYPE_CHECKING:
@@ -272,14 +272,21 @@ def greedy(
     weights: ReferenceWeights | None = None, stop_ids: Collection[int] = (),
 ) -> list[int]:
     """The argmax continuation of a text prompt with a KV cache: n_tokens, or fewer when a
-    token of ``stop_ids`` is produced (it is included)."""
+    token of ``stop_ids`` is produced (it is included). The step that takes the sequence
+    past LongRoPE's original context runs it all again, as the runtime does."""
     if weights is None:
         weights = ReferenceWeights(model, keep=True)
     cache = KVCache()
-    logits = forward(model, input_ids, weights=weights, cache=cache).logits
+    ids = [int(i) for i in np.asarray(input_ids).reshape(-1)]
+    logits = forward(model, ids, weights=weights, cache=cache).logits
     tokens: list[int] = []
     while True:
         tokens.append(int(logits[-1].argmax()))
         if len(tokens) == n_tokens or tokens[-1] in stop_ids:
             return tokens
-        logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits
+        if long_rope(weights.config, cache.length + 1) != long_rope(weights.config,
+                                                                   cache.length):
+            cache = KVCache()
+            logits = forward(model, ids + tokens, weights=weights, cache=cache).logits
+        else:
+            logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits

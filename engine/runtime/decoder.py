@@ -26,7 +26,7 @@ from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.graph.kernels import Kernels, kernels_for
-from engine.modelmath.rope import rope_amplitude, text_rope_angles
+from engine.modelmath.rope import long_rope, rope_amplitude, text_rope_angles
 from engine.modelmath.stats import layer_stats
 from engine.runtime.cancel import Cancelled, stop_hook
 from engine.runtime.graph_cache import GraphCache, entry_key
@@ -87,6 +87,7 @@ class DecoderSession:
         self.provider = available_provider(provider)
         self.max_cache_len = max_cache_len
         self.keys: list[Hashable] = []  # what each cache slot holds, slot by slot
+        self._long_rows = False  # the cached keys turned with LongRoPE's long factors
         if isinstance(requantize, str):
             requantize = Requantization.parse(requantize)
         if requantize is not None and exact:
@@ -253,6 +254,7 @@ class DecoderSession:
                     raise Cancelled("cancelled") from error
                 raise
         self.keys.extend(keys)
+        self._long_rows = long_rope(self.config, total)
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
         logits = outputs[0].numpy()  # [1, S or N, V]
@@ -264,15 +266,15 @@ class DecoderSession:
         return DecoderStep(logits=logits, hidden=hidden)
 
     def _turned_again(self, past: int, total: int) -> int:
-        """How many cached slots a call runs again: all of them when it takes the sequence
-        past LongRoPE's original context while the cache holds keys turned with the short
-        factors, as HF's Phi-3 recomputes its cache there (engine.modelmath.rope)."""
-        original = self.config.rope_original_context
-        if original is None or not 0 < past <= original < total:
+        """How many cached slots a call runs again: all of them when the call needs the other
+        LongRoPE factor set than the cached keys were turned with (it takes the sequence past
+        the original context, as where HF's Phi-3 recomputes its cache, or a shortened cache
+        falls back inside it), so every key turns as one run of the whole sequence would."""
+        if past == 0 or long_rope(self.config, total) == self._long_rows:
             return 0
         if not all(isinstance(key, int) for key in self.keys):
-            raise GenerationError("cached embeddings cannot be turned again for a context "
-                                  f"past {original} tokens")
+            raise GenerationError("cached embeddings cannot be turned again with the other "
+                                  "rotary factors")
         return past
 
     def keep_prefix(self, keys: Sequence[Hashable]) -> int:

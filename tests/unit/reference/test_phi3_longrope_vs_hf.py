@@ -21,7 +21,7 @@ from transformers import Phi3Config, Phi3ForCausalLM
 
 from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel, open_model
-from engine.reference.text import KVCache, forward
+from engine.reference.text import KVCache, forward, greedy
 from engine.runtime.decoder import DecoderSession
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
@@ -136,6 +136,19 @@ def test_exact_greedy_tokens_cross_the_original_context_as_hfs(longrope):
         last = session.forward([tokens[-1]]).logits
     assert session.cache_len > ORIGINAL
     assert tokens == hf_tokens[len(ids):].tolist()
+    assert greedy(longrope.model, ids, GREEDY) == tokens
+
+
+def test_a_cache_shortened_inside_the_original_context_turns_short_again(longrope):
+    """A rejected draft or an edited turn can shorten a cache that had turned long."""
+    ids = prompt(ORIGINAL + 24)
+    session = DecoderSession(longrope.model, exact=True, max_cache_len=CONTEXT)
+    session.forward(ids)
+    session.truncate(40)
+    resumed = session.forward(ids[40:50]).logits
+    assert session.cache_len == 50
+    np.testing.assert_allclose(resumed, hf_logits(longrope, ids[:50])[-1], atol=EXACT_ATOL,
+                               rtol=0)
 
 
 def test_partial_rotary_is_refused_by_name(tmp_path):
