@@ -114,6 +114,8 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         rope_linear_factor=linear_factor,
         fused_projections=arch.fused,
     )
+    if LONGROPE_FACTORS[1] in tensors:
+        config = longrope_config(config, keys, tensors)
     if arch.gemma3:
         return gemma3_config(config, keys)
     window = keys.optional_integer(p + "attention.sliding_window") if arch.windowed else None
@@ -121,6 +123,29 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         config = replace(config, sliding_window=window,
                          sliding_layers=(True,) * config.n_layers)
     return config
+
+
+LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
+
+
+def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:
+    """LongRoPE as llama.cpp's converter writes it (Phi-3.5, Phi-3 128k): both factor sets as
+    tensors, the original context and the attention factor as keys. No key names the
+    scaling type; a missing attention factor is derived from the two contexts as HF does."""
+    p = f"{config.architecture}."
+    missing = [name for name in LONGROPE_FACTORS if name not in tensors]
+    if missing:
+        raise CorruptModel(f"{keys.path}: LongRoPE tensor {missing[0]} is missing")
+    original = keys.integer(p + "rope.scaling.original_context_length")
+    if original <= 1:
+        raise CorruptModel(f"{keys.path}: rope.scaling.original_context_length is {original}")
+    ratio = config.context_length / original
+    derived = math.sqrt(1 + math.log(ratio) / math.log(original)) if ratio > 1 else 1.0
+    short, long = (tuple(float(f) for f in tensors[name].dequantize().reshape(-1))
+                   for name in LONGROPE_FACTORS)
+    return replace(config, rope_factors_short=short, rope_factors_long=long,
+                   rope_original_context=original,
+                   rope_attention_factor=keys.number(p + "rope.scaling.attn_factor", derived))
 
 
 # Gemma 3's layout where the GGUF does not record it (llama.cpp's defaults): five sliding
@@ -195,6 +220,8 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
     h, hd, v, f = text.hidden_size, text.head_dim, text.vocab_size, text.intermediate_size
     q, kv = text.n_heads * hd, text.n_kv_heads * hd
     shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (v, h), "output_norm.weight": (h,)}
+    if text.rope_factors_long is not None:
+        shapes |= {name: (hd // 2,) for name in LONGROPE_FACTORS}
     if not text.tie_embeddings:
         shapes["output.weight"] = (v, h)
     for i in range(text.n_layers):

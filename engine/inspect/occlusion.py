@@ -95,12 +95,14 @@ def occlusion(
 
     def rows(start: int, stop: int | None = None) -> np.ndarray | None:
         return None if groups is None else groups[start:stop]
+    length = int(positions.max()) + 1  # every run turns as the whole context does (LongRoPE)
 
     def last_logprobs(j: int, cache: KVCache, hidden: np.ndarray | None) -> np.ndarray:
         probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
         logits = forward(model, None, positions[..., j:], embeds[j:], weights=weights,
-                         cache=cache, probe=probe,
-                         image_groups=rows(j, position + 1)).logits[-1].astype(np.float64)
+                         cache=cache, probe=probe, rope_length=length,
+                         image_groups=rows(j, position + 1)).logits[-1]
+        logits = logits.astype(np.float64)
         peak = logits.max()
         return logits - peak - np.log(np.exp(logits - peak).sum())
 
@@ -120,7 +122,7 @@ def occlusion(
         if first > prefix.length:
             forward(model, None, positions[..., prefix.length:first],
                     embeds[prefix.length:first], weights=weights, cache=prefix,
-                    image_groups=rows(prefix.length, first))
+                    image_groups=rows(prefix.length, first), rope_length=length)
         cache = KVCache()
         cache.keys, cache.values = list(prefix.keys), list(prefix.values)
         delta[unit] = last_logprobs(first, cache, unit)[token] - clean[token]

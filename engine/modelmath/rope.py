@@ -1,10 +1,19 @@
-"""Rotary position embedding: NeoX halves, llama-GGUF interleaved pairs, Qwen2-VL M-RoPE.
+"""Rotary position embedding: NeoX halves, llama-GGUF interleaved pairs, Qwen2-VL M-RoPE,
+LongRoPE.
 
 Interleaved: llama.cpp's converter permutes each head's Q/K rows so that HF row i lands at
 2i and row i + D/2 at 2i + 1 (transformers' GGUF loader undoes it). Rotating pairs
 (2i, 2i+1) with frequency i on the stored rows is therefore HF's NeoX rotation of pairs
 (i, i + D/2), with q and k permuted alike inside each head, so q.k and the attention output
 are unchanged.
+
+LongRoPE (Phi-3.5): frequency j is divided by factor j of the short or the long set, and cos
+and sin are multiplied by an attention factor. The set is chosen as HF transformers does: a
+sequence longer than the original context turns every token with the long set, a shorter one
+with the short set; a call that takes the sequence past the original context runs the cached
+tokens again (HF's Phi-3 drops its cache there; engine.runtime.decoder does the same), and
+the reference's cached runs are told the whole sequence's length (``length``).
+llama.cpp instead picks once by the context size it was given (long when n_ctx > original).
 
 Angles are computed in float64 and cast once, so fp32 and fp64 runs share them.
 """
@@ -26,15 +35,19 @@ def inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
 
 
 def rope_angles(
-    positions: np.ndarray, head_dim: int, theta: float, sections: Sequence[int] | None = None
+    positions: np.ndarray, head_dim: int, theta: float, sections: Sequence[int] | None = None,
+    factors: Sequence[float] | None = None,
 ) -> np.ndarray:
     """Rotation angle of every (token, frequency) -> [S, D/2] float64.
 
     positions [S]: one index per token. positions [3, S] (M-RoPE, needs ``sections``):
     frequency j reads the (t, h, w) stream its section assigns it, e.g. sections
     (16, 24, 24) over D/2 = 64: j < 16 -> t, 16 <= j < 40 -> h, 40 <= j < 64 -> w.
+    ``factors`` [D/2] divide the frequencies (LongRoPE).
     """
     inv_freq = inverse_frequencies(head_dim, theta)  # [D/2]
+    if factors is not None:
+        inv_freq = inv_freq / np.asarray(factors, dtype=np.float64)
     positions = np.asarray(positions, dtype=np.float64)
     if positions.ndim == 1:
         return positions[:, None] * inv_freq  # [S, D/2]
@@ -49,20 +62,46 @@ def rope_angles(
     return positions[stream].T * inv_freq  # positions[stream]: [D/2, S] -> [S, D/2]
 
 
-def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = False) -> np.ndarray:
-    """The decoder's angles [S, D/2]: the global layers' (base rope_theta, positions divided by
-    a linear scaling factor), or with ``local`` the sliding layers' (Gemma 3: their own base,
-    no scaling)."""
+def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = False,
+                     length: int | None = None) -> np.ndarray:
+    """The decoder's angles [S, D/2]: the global layers' (base rope_theta, positions divided
+    by a linear scaling factor, LongRoPE's factors for a sequence of ``length``, default the
+    last position + 1), or with ``local`` the sliding layers' (Gemma 3: their own base, no
+    scaling)."""
     if local:
         return rope_angles(positions, text.head_dim, text.rope_theta_local or text.rope_theta)
-    positions = np.asarray(positions, dtype=np.float64) / text.rope_linear_factor
-    return rope_angles(positions, text.head_dim, text.rope_theta, text.mrope_sections)
+    positions = np.asarray(positions, dtype=np.float64)
+    return rope_angles(positions / text.rope_linear_factor, text.head_dim, text.rope_theta,
+                       text.mrope_sections, longrope_factors(positions, text, length))
 
 
-def apply_rope(x: np.ndarray, angles: np.ndarray, interleaved: bool) -> np.ndarray:
-    """Rotate x [..., S, D] by angles [S, D/2]; pairs (i, i + D/2), or (2i, 2i + 1)."""
-    cos = np.cos(angles).astype(x.dtype)  # [S, D/2]
-    sin = np.sin(angles).astype(x.dtype)
+def longrope_factors(positions: np.ndarray, text: TextConfig,
+                     length: int | None = None) -> tuple[float, ...] | None:
+    """LongRoPE's factor set for a sequence of ``length`` (default: the last position + 1):
+    long past the original context, else short; None without LongRoPE."""
+    if text.rope_original_context is None:
+        return None
+    if long_rope(text, length or int(np.max(positions)) + 1):
+        return text.rope_factors_long
+    return text.rope_factors_short
+
+
+def long_rope(text: TextConfig, length: int) -> bool:
+    """Does a sequence of ``length`` tokens turn with LongRoPE's long factors?"""
+    return text.rope_original_context is not None and length > text.rope_original_context
+
+
+def rope_amplitude(text: TextConfig, local: bool = False) -> float:
+    """What cos and sin are multiplied by: LongRoPE's attention factor on the global layers."""
+    return 1.0 if local else text.rope_attention_factor
+
+
+def apply_rope(x: np.ndarray, angles: np.ndarray, interleaved: bool,
+               amplitude: float = 1.0) -> np.ndarray:
+    """Rotate x [..., S, D] by angles [S, D/2]; pairs (i, i + D/2), or (2i, 2i + 1); cos and
+    sin times ``amplitude`` (LongRoPE's attention factor)."""
+    cos = (np.cos(angles) * amplitude).astype(x.dtype)  # [S, D/2]
+    sin = (np.sin(angles) * amplitude).astype(x.dtype)
     half = x.shape[-1] // 2
     if interleaved:
         x1, x2 = x[..., 0::2], x[..., 1::2]

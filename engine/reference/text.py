@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.modelmath.rope import apply_rope, text_rope_angles
+from engine.modelmath.rope import apply_rope, long_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
 if TYPE_CHECKING:
@@ -127,8 +127,9 @@ def attention(
     if cfg.qk_norm:
         q = rms_norm(q, w.attn_q_norm, cfg.rms_eps)
         k = rms_norm(k, w.attn_k_norm, cfg.rms_eps)
-    q = apply_rope(q, angles, cfg.rope_interleaved)
-    k = apply_rope(k, angles, cfg.rope_interleaved)
+    amplitude = rope_amplitude(cfg, local=cfg.local_rope and cfg.slides(layer))
+    q = apply_rope(q, angles, cfg.rope_interleaved, amplitude)
+    k = apply_rope(k, angles, cfg.rope_interleaved, amplitude)
     if cache is not None:
         k, v = cache.update(layer, k, v)  # [n_kv_heads, T, D], T = past + S
     group = cfg.n_heads // cfg.n_kv_heads
@@ -209,6 +210,7 @@ def forward(
     probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
     image_groups: ArrayLike | None = None,
+    rope_length: int | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -220,6 +222,8 @@ def forward(
     its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
     each block (progress; it may raise to cancel). ``image_groups`` [S]
     (PromptTokens.image_groups): rows of one image attend to each other both ways.
+    ``rope_length``: the length of the whole sequence a cached run belongs to, which picks
+    LongRoPE's factor set (default: this call's last position + 1).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -236,7 +240,7 @@ def forward(
     positions = np.arange(past, past + len(x)) if positions is None else np.asarray(positions)
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
-    angles, local_angles = rope_tables(positions, cfg)
+    angles, local_angles = rope_tables(positions, cfg, rope_length)
     groups = None if image_groups is None else np.asarray(image_groups, np.int64)[-len(x):]
 
     if probe is None and attention_rows is not None:
@@ -253,10 +257,12 @@ def forward(
                            attentions=None if probe is None else probe.probs)
 
 
-def rope_tables(positions: np.ndarray, cfg: TextConfig) -> tuple[np.ndarray, np.ndarray]:
+def rope_tables(positions: np.ndarray, cfg: TextConfig,
+                length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Angles [S, D/2] of the global layers and of the sliding ones (the same array unless
-    the sliding layers have a rotary base of their own, as Gemma 3's do)."""
-    angles = text_rope_angles(positions, cfg)
+    the sliding layers have a rotary base of their own, as Gemma 3's do); ``length`` as in
+    text_rope_angles."""
+    angles = text_rope_angles(positions, cfg, length=length)
     return angles, text_rope_angles(positions, cfg, local=True) if cfg.local_rope else angles
 
 
@@ -275,14 +281,21 @@ def greedy(
     weights: ReferenceWeights | None = None, stop_ids: Collection[int] = (),
 ) -> list[int]:
     """The argmax continuation of a text prompt with a KV cache: n_tokens, or fewer when a
-    token of ``stop_ids`` is produced (it is included)."""
+    token of ``stop_ids`` is produced (it is included). The step that takes the sequence
+    past LongRoPE's original context runs it all again, as the runtime does."""
     if weights is None:
         weights = ReferenceWeights(model, keep=True)
     cache = KVCache()
-    logits = forward(model, input_ids, weights=weights, cache=cache).logits
+    ids = [int(i) for i in np.asarray(input_ids).reshape(-1)]
+    logits = forward(model, ids, weights=weights, cache=cache).logits
     tokens: list[int] = []
     while True:
         tokens.append(int(logits[-1].argmax()))
         if len(tokens) == n_tokens or tokens[-1] in stop_ids:
             return tokens
-        logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits
+        if long_rope(weights.config, cache.length + 1) != long_rope(weights.config,
+                                                                   cache.length):
+            cache = KVCache()
+            logits = forward(model, ids + tokens, weights=weights, cache=cache).logits
+        else:
+            logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits

@@ -26,7 +26,7 @@ from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.graph.kernels import Kernels, kernels_for
-from engine.modelmath.rope import text_rope_angles
+from engine.modelmath.rope import long_rope, rope_amplitude, text_rope_angles
 from engine.modelmath.stats import layer_stats
 from engine.runtime.cancel import Cancelled, stop_hook
 from engine.runtime.graph_cache import GraphCache, entry_key
@@ -87,6 +87,7 @@ class DecoderSession:
         self.provider = available_provider(provider)
         self.max_cache_len = max_cache_len
         self.keys: list[Hashable] = []  # what each cache slot holds, slot by slot
+        self._long_rows = False  # the cached keys turned with LongRoPE's long factors
         if isinstance(requantize, str):
             requantize = Requantization.parse(requantize)
         if requantize is not None and exact:
@@ -251,16 +252,21 @@ class DecoderSession:
         """One session run appending the rows ``x`` (checked by forward)."""
         n, past = len(x), self.cache_len
         total = past + n
+        if again := self._turned_again(past, total):
+            x = np.concatenate([self.embed(self.keys), x])
+            positions = np.concatenate([np.arange(past), positions])
+            past = 0
         cfg = self.config
         binding = self._binding
         for rows_of in self._rotary:
             angles = text_rope_angles(positions, cfg, local=rows_of.local)  # [S, D/2]
-            rows_of.cos[past:total] = np.cos(angles)
-            rows_of.sin[past:total] = np.sin(angles)
+            amplitude = rope_amplitude(cfg, local=rows_of.local)
+            rows_of.cos[past:total] = np.cos(angles) * amplitude
+            rows_of.sin[past:total] = np.sin(angles) * amplitude
             binding.bind_cpu_input(rows_of.cos_name, rows_of.cos[:total])
             binding.bind_cpu_input(rows_of.sin_name, rows_of.sin[:total])
         binding.bind_cpu_input(graph.INPUTS_EMBEDS,
-                               np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
+                               np.ascontiguousarray(x, dtype=self._dtype).reshape(1, len(x), -1))
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
@@ -278,15 +284,18 @@ class DecoderSession:
             try:
                 self._session.run_with_iobinding(binding, run_options)
             except Exception as error:
+                if again:  # the cached rows are half turned: none of them holds any more
+                    self.keys.clear()
                 if run_options.terminate:  # ONNX Runtime's "terminate flag" failure
                     raise Cancelled("cancelled") from error
                 raise
         self.keys.extend(keys)
+        self._long_rows = long_rope(self.config, total)
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
         logits = outputs[0].numpy()  # [1, S or N, V]
         if self._all_logits:
-            logits = logits[0] if rows is None else logits[0, -rows:]
+            logits = logits[0, -n:] if rows is None else logits[0, -rows:]
         else:
             logits = logits[0] if rows is not None else logits[0, -1]
         hidden = outputs[1].numpy() if self.layer_stats else None
@@ -307,6 +316,18 @@ class DecoderSession:
         for name, masked in masks.items():
             self._binding.bind_cpu_input(name, np.where(masked, -np.inf, 0).astype(self._dtype))
         self._binding.bind_cpu_input(graph.QUERY_SLOTS, np.arange(past, total)[None])
+
+    def _turned_again(self, past: int, total: int) -> int:
+        """How many cached slots a call runs again: all of them when the call needs the other
+        LongRoPE factor set than the cached keys were turned with (it takes the sequence past
+        the original context, as where HF's Phi-3 recomputes its cache, or a shortened cache
+        falls back inside it), so every key turns as one run of the whole sequence would."""
+        if past == 0 or long_rope(self.config, total) == self._long_rows:
+            return 0
+        if not all(isinstance(key, int) for key in self.keys):
+            raise GenerationError("cached embeddings cannot be turned again with the other "
+                                  "rotary factors")
+        return past
 
     def keep_prefix(self, keys: Sequence[Hashable]) -> int:
         """Keep the longest cached prefix that ``keys`` start with (a later turn of the
