@@ -2,16 +2,16 @@
 ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
-The answer in progress is saved to History every half second and at the end, so quitting
-(`shutdown`) or a crash keeps what was shown. Stored conversations are restored into a
-fresh ChatSession lazily, on the job thread of the next turn, because restoring images
-means preprocessing them.
+The answer in progress is saved to History with every token, before the view shows it
+(one small UPDATE into SQLite's write-ahead log), so quitting (`shutdown`), a crash or
+even ``kill -9`` keeps everything that was shown; it stays marked incomplete until done.
+Stored conversations are restored into a fresh ChatSession lazily, on the job thread of
+the next turn, because restoring images means preprocessing them.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -33,7 +33,6 @@ from engine.remote.session import RemoteModel
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
 
-SAVE_INTERVAL_S = 0.5
 MODEL_SWITCH_NOTE = "interrupted by the model switch"
 TITLE_LENGTH = 48
 
@@ -92,7 +91,6 @@ class ConversationController(QObject):
         self.draft_system, self.draft_options = "", {}   # a new chat's own settings
         self.draft_format = ""
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
-        self._saved_at = 0.0
         self._first_token = False
         self._decode_ns = 0          # time of this answer's steps after the first
         self._decoded = 0
@@ -316,7 +314,6 @@ class ConversationController(QObject):
         self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
         self._logprobs = []
         self._sent = None
-        self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
         session = self._open_session()
@@ -409,9 +406,8 @@ class ConversationController(QObject):
         if event.thinking:
             self.thinking_ns += event.elapsed_ns
         self._logprobs.append(token_logprobs(event))
+        self._save(complete=False)       # saved before shown: nothing shown can be lost
         self.token.emit(event)
-        if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
-            self._save(complete=False)
 
     def _on_tool_call(self, event: ToolCallEvent) -> None:
         if self._current(self.job):
@@ -468,7 +464,6 @@ class ConversationController(QObject):
             self.history.update(self.answer_id, self.answer_text, complete,
                                 self.answer_thinking, self.thinking_ms,
                                 self._logprobs if final else None)
-            self._saved_at = time.monotonic()
 
     # -- reference check ------------------------------------------------------------------------
 
