@@ -516,12 +516,12 @@ class MainWindow(QMainWindow):
     # -- streaming and the panel -----------------------------------------------------------
 
     def _token(self, event: TokenEvent) -> None:
-        self.panel.show_token(event, latest=True)
         speed = self.controller.tokens_per_second
         self.panel.show_timing(event.elapsed_ns / 1e6, speed)
         self.status_speed.setText(f"{speed:.1f} tok/s")
 
     def _done(self, event: DoneEvent) -> None:
+        self.panel.flush()
         speed = event.eval_count / (event.eval_duration / 1e9) if event.eval_duration else 0.0
         step = event.eval_duration / 1e6 / event.eval_count if event.eval_count else 0.0
         self.panel.show_timing(step, speed, event.prompt_eval_count,

@@ -2,7 +2,7 @@
 ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
-The answer in progress is saved to History with every token, before the view shows it
+The answer in progress is saved to History as its tokens come, before the view shows them
 (one small UPDATE into SQLite's write-ahead log), so quitting (`shutdown`), a crash or
 even ``kill -9`` keeps everything that was shown; it stays marked incomplete until done.
 Stored conversations are restored into a fresh ChatSession lazily, on the job thread of
@@ -346,7 +346,7 @@ class ConversationController(QObject):
             yield from answer
 
         job = GenerateJob(events, session.cancel)
-        job.token.connect(self._on_token)
+        job.tokens.connect(self._on_tokens)
         job.notice.connect(self.notice)
         job.done.connect(self._on_done)
         job.toolCall.connect(self._on_tool_call)
@@ -392,9 +392,16 @@ class ConversationController(QObject):
 
     # -- job signals (queued onto the GUI thread) --------------------------------------------
 
-    def _on_token(self, event: TokenEvent) -> None:
+    def _on_tokens(self, events: list[TokenEvent]) -> None:
         if not self._current(self.job):
             return
+        for event in events:
+            self._take(event)
+        self._save(complete=False)       # saved before shown: nothing shown can be lost
+        for event in events:
+            self.token.emit(event)
+
+    def _take(self, event: TokenEvent) -> None:
         if self._first_token and self.session is not None and self.session.last_prompt:
             self._first_token = False
             self.promptReady.emit(self.session.last_prompt, self.model.tokenizer.id_to_piece)
@@ -406,8 +413,6 @@ class ConversationController(QObject):
         if event.thinking:
             self.thinking_ns += event.elapsed_ns
         self._logprobs.append(token_logprobs(event))
-        self._save(complete=False)       # saved before shown: nothing shown can be lost
-        self.token.emit(event)
 
     def _on_tool_call(self, event: ToolCallEvent) -> None:
         if self._current(self.job):

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QModelIndex, QRect, Qt, Signal
+from PySide6.QtCore import QModelIndex, QRect, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPainter, QPainterPath
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -54,6 +54,8 @@ MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
 IMAGE_COLOUR = QColor(140, 90, 220, 45)
+CELL_PADDING = 20   # a table cell's margins around its text
+FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 
 
 PROMPT_EMPTY = ("The prompt the model saw, token by token, appears here after the next "
@@ -103,6 +105,18 @@ def table_view(model: RecordTableModel, stretch_column: int | None = None) -> QT
     return view
 
 
+def fix_columns(view: QTableView, samples: dict[int, str]) -> None:
+    """Size columns once for their widest text (a sample, or the header) rather than
+    measuring every row again on each update: the Token tab's tables change with every
+    streamed token, and measuring them cost the window most of a frame."""
+    header, metrics = view.horizontalHeader(), view.fontMetrics()
+    for column, sample in samples.items():
+        title = str(view.model().headerData(column, Qt.Horizontal))
+        width = max(metrics.horizontalAdvance(text) for text in (sample, title))
+        header.setSectionResizeMode(column, QHeaderView.Fixed)
+        header.resizeSection(column, width + CELL_PADDING)
+
+
 def _check_tip(row) -> str:
     """A LayerCheck in full: both sides' statistics and the tolerance (the bar under
     max |Δ| shows how much of it is used)."""
@@ -140,6 +154,9 @@ class DebugPanel(QDockWidget):
         self.opinion = OpinionPage(table_view)
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.reply: list = []                # TokenEvents of the latest answer
+        self._latest = None                  # the streamed token the Token tab shows next
+        self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
+        self._frame.timeout.connect(self.flush)
         # what each tab needs from the backend; a tab it cannot fill is disabled, and why
         self.tab_needs = {1: Capability.PROMPT_TOKENS, 2: Capability.LENS,
                           3: Capability.LAYERS, 4: Capability.REFERENCE, 5: Capability.LOGITS}
@@ -199,6 +216,7 @@ class DebugPanel(QDockWidget):
         )
         self.top_table = table_view(self.top_model, stretch_column=0)
         header = self.top_table.horizontalHeader()
+        fix_columns(self.top_table, {1: "151935"})
         for column, width in ((2, 96), (3, 120)):
             header.setSectionResizeMode(column, QHeaderView.Fixed)
             header.resizeSection(column, width)
@@ -232,6 +250,9 @@ class DebugPanel(QDockWidget):
         )
         self.reasons_table = table_view(self.reasons_model, stretch_column=0)
         self.reasons_table.setItemDelegateForColumn(5, BarDelegate(self.reasons_table))
+        # "kept" alone follows its text (rarely longer than "cut by top-k, top-p")
+        fix_columns(self.reasons_table, {1: "-999.99", 2: "-999.99", 3: "-999.99",
+                                         5: "100.0%"})
         self.reasons_table.setMinimumHeight(26 * 6)
         layout.addWidget(self.reasons_table)
         layout.addWidget(section("Along the reply"))
@@ -281,11 +302,28 @@ class DebugPanel(QDockWidget):
     def start_reply(self) -> None:
         """A new answer begins: the chart along the reply starts over."""
         self.reply = []
+        self._latest = None
+        self._frame.stop()
         self.reply_chart.set_selected(None)
         self.reply_chart.set_series([])
 
-    def add_reply_token(self, event) -> None:
+    def stream_token(self, event) -> None:
+        """A token of the answer being streamed: kept now, shown with the next frame (the
+        tables and the chart take milliseconds to fill, and tokens may come faster)."""
         self.reply.append(event)
+        self._latest = event
+        if not self._frame.isActive():
+            self._frame.start()
+
+    def flush(self) -> None:
+        """Show what streamed since the last frame now (the answer ended)."""
+        self._frame.stop()
+        if self._latest is not None:
+            event, self._latest = self._latest, None
+            self.show_token(event, latest=True)
+            self._show_reply()
+
+    def _show_reply(self) -> None:
         series = [Series("p", [math.exp(e.logprob) for e in self.reply], PROBABILITY_COLOUR)]
         entropy = [e.entropy for e in self.reply]
         with_entropy = any(math.isfinite(v) for v in entropy)   # a server reports none
@@ -330,8 +368,8 @@ class DebugPanel(QDockWidget):
             self.token_title.setText("This conversation's history holds no per-token data "
                                      "for its latest answer: send a message to see it.")
             return
-        for event in tokens:
-            self.add_reply_token(event)
+        self.reply = list(tokens)
+        self._show_reply()
         self.show_token(tokens[-1], latest=True)
         self.timing_label.setText("from the history: log-probabilities and the best "
                                   "alternatives were kept, logits and reasons were not")
