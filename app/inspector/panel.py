@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 from PySide6.QtCore import QModelIndex, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QPainter, QPainterPath
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHeaderView,
     QLabel,
+    QScrollArea,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
@@ -54,7 +55,7 @@ MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
 IMAGE_COLOUR = QColor(140, 90, 220, 45)
-CELL_PADDING = 20   # a table cell's margins around its text
+CELL_PADDING = 18   # a table cell's margins around its text
 FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 
 
@@ -105,11 +106,24 @@ def table_view(model: RecordTableModel, stretch_column: int | None = None) -> QT
     return view
 
 
+def scrolling(page: QWidget) -> QScrollArea:
+    """A tab whose content scrolls when the panel is shorter than it (a 720-pixel screen):
+    its fixed-height tables would otherwise make the window taller than the screen."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+    area.setWidget(page)
+    return area
+
+
 def fix_columns(view: QTableView, samples: dict[int, str]) -> None:
     """Size columns once for their widest text (a sample, or the header) rather than
     measuring every row again on each update: the Token tab's tables change with every
     streamed token, and measuring them cost the window most of a frame."""
-    header, metrics = view.horizontalHeader(), view.fontMetrics()
+    font = QFont(view.font())
+    font.setBold(True)                     # the chosen row is bold, the widest
+    header, metrics = view.horizontalHeader(), QFontMetrics(font)
     for column, sample in samples.items():
         title = str(view.model().headerData(column, Qt.Horizontal))
         width = max(metrics.horizontalAdvance(text) for text in (sample, title))
@@ -145,7 +159,7 @@ class DebugPanel(QDockWidget):
         # every tab in sight at any panel width: names shorten rather than hide behind arrows
         self.tabs.setUsesScrollButtons(False)
         self.tabs.setElideMode(Qt.ElideRight)
-        self.tabs.addTab(self._token_tab(), "Token")
+        self.tabs.addTab(scrolling(self._token_tab()), "Token")
         self.tabs.addTab(self._prompt_tab(), "Prompt")
         self.inside = InsidePage()
         self.tabs.addTab(self.inside, "Inside")
@@ -240,19 +254,20 @@ class DebugPanel(QDockWidget):
                 Column("/T", lambda r: "–" if r.scaled_logit is None else
                        f"{r.scaled_logit:.2f}", numeric=True,
                        tip=lambda r: "after temperature (– : a filter dropped it)"),
-                Column("kept", kept_text, tip=lambda r: "which of top-k, typical-p, top-p, "
-                       "min-p kept it"),
+                Column("kept", kept_text, tip=lambda r: f"{kept_text(r)}: which of top-k, "
+                       "typical-p, top-p, min-p kept it"),
                 Column("p", lambda r: f"{r.probability:.1%}", numeric=True,
                        bar=lambda r: r.probability,
                        tip=lambda r: "final probability in the draw"),
             ],
             emphasis=lambda r: CHOSEN_COLOUR if r.chosen else None,
         )
-        self.reasons_table = table_view(self.reasons_model, stretch_column=0)
+        self.reasons_table = table_view(self.reasons_model, stretch_column=4)
         self.reasons_table.setItemDelegateForColumn(5, BarDelegate(self.reasons_table))
-        # "kept" alone follows its text (rarely longer than "cut by top-k, top-p")
-        fix_columns(self.reasons_table, {1: "-999.99", 2: "-999.99", 3: "-999.99",
-                                         5: "100.0%"})
+        # token and numbers stay whole; "kept" takes the room left (elided, its tooltip
+        # says it all)
+        fix_columns(self.reasons_table, {0: "<0xE4><0xBD>", 1: "-99.99", 2: "-99.99",
+                                         3: "-99.99", 5: "100.0%"})
         self.reasons_table.setMinimumHeight(26 * 6)
         layout.addWidget(self.reasons_table)
         layout.addWidget(section("Along the reply"))
