@@ -34,6 +34,7 @@ from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
+from app.desktop.memory import return_freed_memory
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.panel import DebugPanel
@@ -394,6 +395,7 @@ class MainWindow(QMainWindow):
         self.entry = entry
         where = f"the server {entry.host}" if entry.host else "this computer"
         self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
+        return_freed_memory()                   # what the previous model held
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
