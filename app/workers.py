@@ -8,8 +8,6 @@ its late signals (``ended`` lets the next job on the same engine wait, off the G
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +20,6 @@ from engine.errors import LanternError
 from engine.runtime.cancel import CancelEvent
 
 log = logging.getLogger(__name__)
-ENGINE_NICE = 5     # job threads' niceness on Linux: the GUI thread's CPU share is 3x each
 BATCH_S = 0.02       # a streamed answer's tokens reach the GUI at most this often
 
 
@@ -30,16 +27,6 @@ def _message(error: BaseException) -> str:
     if isinstance(error, LanternError):
         return explain(error)
     return f"unexpected {type(error).__name__}: {error} (details in the log)"
-
-
-def yield_to_the_window() -> None:
-    """The calling job thread, and the engine threads it starts (ONNX Runtime's pool is
-    made on the loading thread and inherits its priority), give way to the GUI thread
-    when the CPU is short: on a busy machine the window stays responsive."""
-    if hasattr(os, "setpriority") and sys.platform.startswith("linux"):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), ENGINE_NICE)
-    else:
-        QThread.currentThread().setPriority(QThread.Priority.LowPriority)
 
 
 class Job(QObject):
@@ -58,7 +45,6 @@ class Job(QObject):
 
     @Slot()
     def run(self) -> None:
-        yield_to_the_window()
         try:
             self.work()
         except BaseException as error:  # shown to the user, never lost

@@ -94,7 +94,9 @@ class ConversationController(QObject):
         self._first_token = False
         self._decode_ns = 0          # time of this answer's steps after the first
         self._decoded = 0
-        self._draining: list[Job] = []   # given-up jobs that may still run on the engine
+        # given-up jobs that may still run on the engine, by their ``ended`` only: a job
+        # kept here would keep its session, and so a switched-from model, in memory
+        self._draining: list[threading.Event] = []
         self._sent: tuple[int, str, tuple[str, ...]] | None = None  # this turn's new message
 
     @property
@@ -270,7 +272,7 @@ class ConversationController(QObject):
         if job is None:
             return
         job.cancel()
-        self._draining.append(job)
+        self._draining.append(job.ended)
         self._finish(complete=False)
         self.answerInterrupted.emit(note)
 
@@ -281,7 +283,7 @@ class ConversationController(QObject):
         if job is None:
             return
         job.cancel()
-        self._draining.append(job)
+        self._draining.append(job.ended)
         self.check_job = None
         self.busyChanged.emit(False)
 
@@ -380,10 +382,10 @@ class ConversationController(QObject):
             lambda call, where: self.tools.confirm(call, where, cancel)) if box else None
         return notes
 
-    def _take_draining(self) -> list:
+    def _take_draining(self) -> list[threading.Event]:
         """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
-        self._draining = [job for job in self._draining if not job.ended.is_set()]
-        return [job.ended for job in self._draining]
+        self._draining = [ended for ended in self._draining if not ended.is_set()]
+        return list(self._draining)
 
     def _current(self, job: Job | None) -> bool:
         """The signal comes from the job in charge now (not one given up)."""
