@@ -34,6 +34,7 @@ from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
+from app.desktop.memory import return_freed_memory
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.panel import DebugPanel
@@ -394,6 +395,7 @@ class MainWindow(QMainWindow):
         self.entry = entry
         where = f"the server {entry.host}" if entry.host else "this computer"
         self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
+        return_freed_memory()                   # what the previous model held
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
@@ -516,12 +518,12 @@ class MainWindow(QMainWindow):
     # -- streaming and the panel -----------------------------------------------------------
 
     def _token(self, event: TokenEvent) -> None:
-        self.panel.show_token(event, latest=True)
         speed = self.controller.tokens_per_second
         self.panel.show_timing(event.elapsed_ns / 1e6, speed)
         self.status_speed.setText(f"{speed:.1f} tok/s")
 
     def _done(self, event: DoneEvent) -> None:
+        self.panel.flush()
         speed = event.eval_count / (event.eval_duration / 1e9) if event.eval_duration else 0.0
         step = event.eval_duration / 1e6 / event.eval_count if event.eval_count else 0.0
         self.panel.show_timing(step, speed, event.prompt_eval_count,

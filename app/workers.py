@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
@@ -19,6 +20,7 @@ from engine.errors import LanternError
 from engine.runtime.cancel import CancelEvent
 
 log = logging.getLogger(__name__)
+BATCH_S = 0.02       # a streamed answer's tokens reach the GUI at most this often
 
 
 def _message(error: BaseException) -> str:
@@ -72,7 +74,11 @@ class LoadJob(Job):
 
 
 class GenerateJob(Job):
-    token = Signal(object)           # TokenEvent
+    """Streams an answer's events. Tokens that follow one another within BATCH_S reach the
+    GUI thread together, as one ``tokens`` list: a fast model's tokens would otherwise
+    queue up faster than the window handles them, and the window would stall."""
+
+    tokens = Signal(object)          # list of TokenEvent, in order
     notice = Signal(str)
     done = Signal(object)            # DoneEvent
     toolCall = Signal(object)        # ToolCallEvent
@@ -81,6 +87,8 @@ class GenerateJob(Job):
         super().__init__()
         self._events = events
         self._cancel_engine = cancel
+        self._held: list[TokenEvent] = []
+        self._sent_at = 0.0
 
     def cancel(self) -> None:
         super().cancel()
@@ -90,22 +98,39 @@ class GenerateJob(Job):
         """``done`` comes once, for the last answer: a round whose answer called tools
         ends in a DoneEvent too, and the tools' results start the next round."""
         held: DoneEvent | None = None
-        for event in self._events():
-            if isinstance(event, ToolCallEvent):
-                held = None
-                self.toolCall.emit(event)
-                continue
-            if held is not None:
-                self.done.emit(held)
-                held = None
-            if isinstance(event, TokenEvent):
-                self.token.emit(event)
-            elif isinstance(event, NoticeEvent):
-                self.notice.emit(event.message)
-            elif isinstance(event, DoneEvent):
-                held = event
+        try:
+            for event in self._events():
+                if isinstance(event, TokenEvent) and held is None:
+                    self._token(event)
+                    continue
+                self._send_tokens()
+                if isinstance(event, ToolCallEvent):
+                    held = None
+                    self.toolCall.emit(event)
+                    continue
+                if held is not None:
+                    self.done.emit(held)
+                    held = None
+                if isinstance(event, TokenEvent):
+                    self._token(event)
+                elif isinstance(event, NoticeEvent):
+                    self.notice.emit(event.message)
+                elif isinstance(event, DoneEvent):
+                    held = event
+        finally:          # tokens shown before a failure too
+            self._send_tokens()
         if held is not None:
             self.done.emit(held)
+
+    def _token(self, event: TokenEvent) -> None:
+        self._held.append(event)
+        if time.monotonic() - self._sent_at >= BATCH_S:
+            self._send_tokens()
+
+    def _send_tokens(self) -> None:
+        if self._held:
+            self.tokens.emit(self._held)
+            self._held, self._sent_at = [], time.monotonic()
 
 
 class CallJob(Job):

@@ -55,7 +55,7 @@ class StallMonitor(QObject):
         self.last = now
 
 
-def wait_until(app: QApplication, done: Callable[[], bool], timeout_s: float = 120.0) -> None:
+def wait_until(app: QApplication, done: Callable[[], bool], timeout_s: float = 600.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:

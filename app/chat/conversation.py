@@ -2,16 +2,16 @@
 ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
-The answer in progress is saved to History every half second and at the end, so quitting
-(`shutdown`) or a crash keeps what was shown. Stored conversations are restored into a
-fresh ChatSession lazily, on the job thread of the next turn, because restoring images
-means preprocessing them.
+The answer in progress is saved to History as its tokens come, before the view shows them
+(one small UPDATE into SQLite's write-ahead log), so quitting (`shutdown`), a crash or
+even ``kill -9`` keeps everything that was shown; it stays marked incomplete until done.
+Stored conversations are restored into a fresh ChatSession lazily, on the job thread of
+the next turn, because restoring images means preprocessing them.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -33,7 +33,6 @@ from engine.remote.session import RemoteModel
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
 
-SAVE_INTERVAL_S = 0.5
 MODEL_SWITCH_NOTE = "interrupted by the model switch"
 TITLE_LENGTH = 48
 
@@ -94,11 +93,12 @@ class ConversationController(QObject):
         self.draft_system, self.draft_options = "", {}   # a new chat's own settings
         self.draft_format = ""
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
-        self._saved_at = 0.0
         self._first_token = False
         self._decode_ns = 0          # time of this answer's steps after the first
         self._decoded = 0
-        self._draining: list[Job] = []   # given-up jobs that may still run on the engine
+        # given-up jobs that may still run on the engine, by their ``ended`` only: a job
+        # kept here would keep its session, and so a switched-from model, in memory
+        self._draining: list[threading.Event] = []
         self._sent: tuple[int, str, tuple[str, ...]] | None = None  # this turn's new message
 
     @property
@@ -274,7 +274,7 @@ class ConversationController(QObject):
         if job is None:
             return
         job.cancel()
-        self._draining.append(job)
+        self._draining.append(job.ended)
         self._finish(complete=False)
         self.answerInterrupted.emit(note)
 
@@ -285,7 +285,7 @@ class ConversationController(QObject):
         if job is None:
             return
         job.cancel()
-        self._draining.append(job)
+        self._draining.append(job.ended)
         self.check_job = None
         self.busyChanged.emit(False)
 
@@ -318,7 +318,6 @@ class ConversationController(QObject):
         self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
         self._logprobs = []
         self._sent = None
-        self._saved_at = time.monotonic()
         self._first_token = True
         self._decode_ns = self._decoded = 0
         session = self._open_session()
@@ -351,7 +350,7 @@ class ConversationController(QObject):
             yield from answer
 
         job = GenerateJob(events, session.cancel)
-        job.token.connect(self._on_token)
+        job.tokens.connect(self._on_tokens)
         job.notice.connect(self.notice)
         job.done.connect(self._on_done)
         job.toolCall.connect(self._on_tool_call)
@@ -385,10 +384,10 @@ class ConversationController(QObject):
             lambda call, where: self.tools.confirm(call, where, cancel)) if box else None
         return notes
 
-    def _take_draining(self) -> list:
+    def _take_draining(self) -> list[threading.Event]:
         """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
-        self._draining = [job for job in self._draining if not job.ended.is_set()]
-        return [job.ended for job in self._draining]
+        self._draining = [ended for ended in self._draining if not ended.is_set()]
+        return list(self._draining)
 
     def _current(self, job: Job | None) -> bool:
         """The signal comes from the job in charge now (not one given up)."""
@@ -397,9 +396,16 @@ class ConversationController(QObject):
 
     # -- job signals (queued onto the GUI thread) --------------------------------------------
 
-    def _on_token(self, event: TokenEvent) -> None:
+    def _on_tokens(self, events: list[TokenEvent]) -> None:
         if not self._current(self.job):
             return
+        for event in events:
+            self._take(event)
+        self._save(complete=False)       # saved before shown: nothing shown can be lost
+        for event in events:
+            self.token.emit(event)
+
+    def _take(self, event: TokenEvent) -> None:
         if self._first_token and self.session is not None and self.session.last_prompt:
             self._first_token = False
             self.promptReady.emit(self.session.last_prompt, self.model.tokenizer.id_to_piece)
@@ -411,9 +417,6 @@ class ConversationController(QObject):
         if event.thinking:
             self.thinking_ns += event.elapsed_ns
         self._logprobs.append(token_logprobs(event))
-        self.token.emit(event)
-        if time.monotonic() - self._saved_at >= SAVE_INTERVAL_S:
-            self._save(complete=False)
 
     def _on_tool_call(self, event: ToolCallEvent) -> None:
         if self._current(self.job):
@@ -470,7 +473,6 @@ class ConversationController(QObject):
             self.history.update(self.answer_id, self.answer_text, complete,
                                 self.answer_thinking, self.thinking_ms,
                                 self._logprobs if final else None)
-            self._saved_at = time.monotonic()
 
     # -- reference check ------------------------------------------------------------------------
 

@@ -20,6 +20,8 @@ from engine import __version__
 from engine.paths import cache_dir
 from engine.runtime.providers import available_providers, cpu_kernels, runtime_version
 
+MAX_WIDTH = 720
+
 
 @dataclass(frozen=True)
 class AboutFacts:
@@ -63,6 +65,8 @@ class AboutDialog(QDialog):
             "<h3>Lantern</h3><p>Chat with, and see inside, the models in your Ollama "
             f"store.</p><table>{rows}</table>")
         self.label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.label.setWordWrap(True)        # a long CPU line wraps: the dialog fits 1280 px
+        self.setMaximumWidth(MAX_WIDTH)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok)
         buttons.accepted.connect(self.accept)
         layout = QVBoxLayout(self)

@@ -75,6 +75,7 @@ class InsidePage(QWidget):
         row.addWidget(self.inspect_button)
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
+        self.progress.setTextVisible(False)     # a thin bar: its stage is a line below
         self.progress.setVisible(False)
         row.addWidget(self.progress, 1)
         self.cancel_button = QPushButton("Cancel")
@@ -82,6 +83,8 @@ class InsidePage(QWidget):
         self.cancel_button.clicked.connect(self.cancelRequested)
         row.addWidget(self.cancel_button)
         layout.addLayout(row)
+        self.stage = hint("")
+        layout.addWidget(self.stage)
         self.status = hint("")
         layout.addWidget(self.status)
 
@@ -161,7 +164,7 @@ class InsidePage(QWidget):
 
     def show_progress(self, stage: str, fraction: float) -> None:
         self.progress.setValue(int(100 * fraction))
-        self.progress.setFormat(stage)
+        self.stage.setText(stage)
 
     def show_waiting(self, text: str) -> None:
         self.title.setText(text)
@@ -180,6 +183,7 @@ class InsidePage(QWidget):
 
     def _idle(self) -> None:
         self.progress.setVisible(False)
+        self.stage.setText("")
         self.cancel_button.setVisible(False)
         self.inspect_button.setEnabled(True)
         self.attribute_button.setEnabled(self.inspection is not None)

@@ -66,7 +66,7 @@ class Inspector(QObject):
 
     def _token(self, event: TokenEvent) -> None:
         self.events.append(event)
-        self.panel.add_reply_token(event)
+        self.panel.stream_token(event)
 
     def _busy(self, busy: bool) -> None:
         if busy and self.conversation.busy:

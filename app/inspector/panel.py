@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from PySide6.QtCore import QModelIndex, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QPainter, QPainterPath
+from PySide6.QtCore import QModelIndex, QRect, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHeaderView,
     QLabel,
+    QScrollArea,
     QStyledItemDelegate,
     QStyleOptionViewItem,
     QTableView,
@@ -54,6 +55,8 @@ MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
 IMAGE_COLOUR = QColor(140, 90, 220, 45)
+CELL_PADDING = 18   # a table cell's margins around its text
+FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 
 
 PROMPT_EMPTY = ("The prompt the model saw, token by token, appears here after the next "
@@ -103,6 +106,31 @@ def table_view(model: RecordTableModel, stretch_column: int | None = None) -> QT
     return view
 
 
+def scrolling(page: QWidget) -> QScrollArea:
+    """A tab whose content scrolls when the panel is shorter than it (a 720-pixel screen):
+    its fixed-height tables would otherwise make the window taller than the screen."""
+    area = QScrollArea()
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+    area.setWidget(page)
+    return area
+
+
+def fix_columns(view: QTableView, samples: dict[int, str]) -> None:
+    """Size columns once for their widest text (a sample, or the header) rather than
+    measuring every row again on each update: the Token tab's tables change with every
+    streamed token, and measuring them cost the window most of a frame."""
+    font = QFont(view.font())
+    font.setBold(True)                     # the chosen row is bold, the widest
+    header, metrics = view.horizontalHeader(), QFontMetrics(font)
+    for column, sample in samples.items():
+        title = str(view.model().headerData(column, Qt.Horizontal))
+        width = max(metrics.horizontalAdvance(text) for text in (sample, title))
+        header.setSectionResizeMode(column, QHeaderView.Fixed)
+        header.resizeSection(column, width + CELL_PADDING)
+
+
 def _check_tip(row) -> str:
     """A LayerCheck in full: both sides' statistics and the tolerance (the bar under
     max |Δ| shows how much of it is used)."""
@@ -131,7 +159,7 @@ class DebugPanel(QDockWidget):
         # every tab in sight at any panel width: names shorten rather than hide behind arrows
         self.tabs.setUsesScrollButtons(False)
         self.tabs.setElideMode(Qt.ElideRight)
-        self.tabs.addTab(self._token_tab(), "Token")
+        self.tabs.addTab(scrolling(self._token_tab()), "Token")
         self.tabs.addTab(self._prompt_tab(), "Prompt")
         self.inside = InsidePage()
         self.tabs.addTab(self.inside, "Inside")
@@ -140,6 +168,9 @@ class DebugPanel(QDockWidget):
         self.opinion = OpinionPage(table_view)
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.reply: list = []                # TokenEvents of the latest answer
+        self._latest = None                  # the streamed token the Token tab shows next
+        self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
+        self._frame.timeout.connect(self.flush)
         # what each tab needs from the backend; a tab it cannot fill is disabled, and why
         self.tab_needs = {1: Capability.PROMPT_TOKENS, 2: Capability.LENS,
                           3: Capability.LAYERS, 4: Capability.REFERENCE, 5: Capability.LOGITS}
@@ -199,6 +230,7 @@ class DebugPanel(QDockWidget):
         )
         self.top_table = table_view(self.top_model, stretch_column=0)
         header = self.top_table.horizontalHeader()
+        fix_columns(self.top_table, {1: "151935"})
         for column, width in ((2, 96), (3, 120)):
             header.setSectionResizeMode(column, QHeaderView.Fixed)
             header.resizeSection(column, width)
@@ -222,16 +254,20 @@ class DebugPanel(QDockWidget):
                 Column("/T", lambda r: "–" if r.scaled_logit is None else
                        f"{r.scaled_logit:.2f}", numeric=True,
                        tip=lambda r: "after temperature (– : a filter dropped it)"),
-                Column("kept", kept_text, tip=lambda r: "which of top-k, typical-p, top-p, "
-                       "min-p kept it"),
+                Column("kept", kept_text, tip=lambda r: f"{kept_text(r)}: which of top-k, "
+                       "typical-p, top-p, min-p kept it"),
                 Column("p", lambda r: f"{r.probability:.1%}", numeric=True,
                        bar=lambda r: r.probability,
                        tip=lambda r: "final probability in the draw"),
             ],
             emphasis=lambda r: CHOSEN_COLOUR if r.chosen else None,
         )
-        self.reasons_table = table_view(self.reasons_model, stretch_column=0)
+        self.reasons_table = table_view(self.reasons_model, stretch_column=4)
         self.reasons_table.setItemDelegateForColumn(5, BarDelegate(self.reasons_table))
+        # token and numbers stay whole; "kept" takes the room left (elided, its tooltip
+        # says it all)
+        fix_columns(self.reasons_table, {0: "<0xE4><0xBD>", 1: "-99.99", 2: "-99.99",
+                                         3: "-99.99", 5: "100.0%"})
         self.reasons_table.setMinimumHeight(26 * 6)
         layout.addWidget(self.reasons_table)
         layout.addWidget(section("Along the reply"))
@@ -281,11 +317,28 @@ class DebugPanel(QDockWidget):
     def start_reply(self) -> None:
         """A new answer begins: the chart along the reply starts over."""
         self.reply = []
+        self._latest = None
+        self._frame.stop()
         self.reply_chart.set_selected(None)
         self.reply_chart.set_series([])
 
-    def add_reply_token(self, event) -> None:
+    def stream_token(self, event) -> None:
+        """A token of the answer being streamed: kept now, shown with the next frame (the
+        tables and the chart take milliseconds to fill, and tokens may come faster)."""
         self.reply.append(event)
+        self._latest = event
+        if not self._frame.isActive():
+            self._frame.start()
+
+    def flush(self) -> None:
+        """Show what streamed since the last frame now (the answer ended)."""
+        self._frame.stop()
+        if self._latest is not None:
+            event, self._latest = self._latest, None
+            self.show_token(event, latest=True)
+            self._show_reply()
+
+    def _show_reply(self) -> None:
         series = [Series("p", [math.exp(e.logprob) for e in self.reply], PROBABILITY_COLOUR)]
         entropy = [e.entropy for e in self.reply]
         with_entropy = any(math.isfinite(v) for v in entropy)   # a server reports none
@@ -330,8 +383,8 @@ class DebugPanel(QDockWidget):
             self.token_title.setText("This conversation's history holds no per-token data "
                                      "for its latest answer: send a message to see it.")
             return
-        for event in tokens:
-            self.add_reply_token(event)
+        self.reply = list(tokens)
+        self._show_reply()
         self.show_token(tokens[-1], latest=True)
         self.timing_label.setText("from the history: log-probabilities and the best "
                                   "alternatives were kept, logits and reasons were not")

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from PySide6.QtGui import QFont, QFontDatabase, QFontMetrics, QGuiApplication
 
 from engine.chat.prompt_tokens import PromptTokens
 from engine.chat.reasons import FILTERS
@@ -18,8 +20,27 @@ TOP_ROWS = 5
 
 
 def visible_piece(piece: str) -> str:
-    """Show whitespace so ' the' and 'the' and '\\n' are told apart."""
-    return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥") or "∅"
+    """Show whitespace so ' the' and 'the' and '\\n' are told apart, and a character no
+    installed font can draw (or a control character) as its code point: an empty box tells
+    nothing."""
+    marked = piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "⇥")
+    return "".join(c if c.isprintable() and (c.isascii() or drawable(c))
+                   else f"<U+{ord(c):04X}>" for c in marked) or "∅"
+
+
+@lru_cache(maxsize=4096)
+def drawable(character: str) -> bool:
+    """Some installed font has a glyph for ``character`` (without an application, which
+    the font database needs, every character counts as drawable)."""
+    if QGuiApplication.instance() is None:
+        return True
+    code = ord(character)
+    return any(QFontMetrics(QFont(family)).inFontUcs4(code) for family in _families())
+
+
+@lru_cache(maxsize=1)
+def _families() -> tuple[str, ...]:
+    return tuple(QFontDatabase.families())
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,11 @@ from PySide6.QtGui import QBrush, QColor, QFont
 
 BAR_ROLE = Qt.UserRole + 1          # float 0..1 drawn as a bar behind the cell text
 RECORD_ROLE = Qt.UserRole + 2       # the row's record
+DISPLAY, ALIGNMENT, BACKGROUND, FONT, TOOLTIP = (
+    int(role) for role in (Qt.DisplayRole, Qt.TextAlignmentRole, Qt.BackgroundRole,
+                           Qt.FontRole, Qt.ToolTipRole))
+RIGHT = int((Qt.AlignRight | Qt.AlignVCenter).value)
+LEFT = int((Qt.AlignLeft | Qt.AlignVCenter).value)
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class RecordTableModel(QAbstractTableModel):
         self.records: list[object] = []
         self._emphasis = emphasis or (lambda record: None)
         self._bold = bold
+        self._bold_font = QFont()
+        self._bold_font.setBold(True)
 
     def set_records(self, records: Sequence[object]) -> None:
         if len(records) == len(self.records) and records:
@@ -60,25 +67,24 @@ class RecordTableModel(QAbstractTableModel):
 
     def data(self, index: QModelIndex | QPersistentModelIndex,
              role: int = Qt.DisplayRole) -> object:
+        # called for every painted cell and role: the common roles are answered first
         if not index.isValid():
             return None
         record, column = self.records[index.row()], self.columns[index.column()]
-        if role == Qt.DisplayRole:
+        if role == DISPLAY:
             return column.text(record)
-        if role == Qt.TextAlignmentRole:
-            return int(Qt.AlignRight | Qt.AlignVCenter) if column.numeric \
-                else int(Qt.AlignLeft | Qt.AlignVCenter)
-        if role == Qt.ToolTipRole and column.tip is not None:
-            return column.tip(record)
-        if role == BAR_ROLE and column.bar is not None:
-            return column.bar(record)
-        if role == RECORD_ROLE:
-            return record
-        if role == Qt.BackgroundRole:
+        if role == ALIGNMENT:
+            return RIGHT if column.numeric else LEFT
+        if role == BACKGROUND:
             colour = self._emphasis(record)
             return QBrush(colour) if colour is not None else None
-        if role == Qt.FontRole and self._bold and self._emphasis(record) is not None:
-            font = QFont()
-            font.setBold(True)
-            return font
+        if role == FONT:
+            return self._bold_font if self._bold and self._emphasis(record) is not None \
+                else None
+        if role == BAR_ROLE:
+            return column.bar(record) if column.bar is not None else None
+        if role == TOOLTIP and column.tip is not None:
+            return column.tip(record)
+        if role == RECORD_ROLE:
+            return record
         return None

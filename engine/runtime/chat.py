@@ -231,15 +231,32 @@ class ChatSession:
                       limit // 4)
         system = [m for m in self.messages if m.role == "system"]
         turns = [m for m in self.messages if m.role != "system"]
-        for dropped in range(len(turns)):
-            prompt = self.model.tokenize_chat(system + turns[dropped:], system=self.system,
-                                              think=self.think,
-                                              tools=[t.api() for t in self.tools] or None)
-            if len(prompt) + reserve <= limit or dropped == len(turns) - 1:
-                if len(prompt) >= limit:
-                    raise GenerationError(
-                        f"the last message alone is {len(prompt)} tokens, more than the context "
-                        f"of {limit} (num_ctx): shorten it or raise num_ctx"
-                    )
-                return prompt, dropped
-        raise GenerationError("there is nothing to answer: send a message first")
+        if not turns:
+            raise GenerationError("there is nothing to answer: send a message first")
+
+        def render(dropped: int) -> PromptTokens:
+            return self.model.tokenize_chat(system + turns[dropped:], system=self.system,
+                                            think=self.think,
+                                            tools=[t.api() for t in self.tools] or None)
+
+        # the prompt only shrinks as turns are dropped: the fewest drops that fit are found
+        # by bisection (a long conversation is rendered a few times, not once per turn)
+        prompt, dropped = render(0), 0
+        if len(prompt) + reserve > limit:
+            fitting: tuple[PromptTokens, int] | None = None
+            low, high = 1, len(turns) - 1
+            while low <= high:
+                middle = (low + high) // 2
+                candidate = render(middle)
+                if len(candidate) + reserve <= limit:
+                    fitting, high = (candidate, middle), middle - 1
+                else:
+                    low = middle + 1
+            # none leaves room for an answer: the latest message alone, if it fits at all
+            prompt, dropped = fitting or (render(len(turns) - 1), len(turns) - 1)
+        if len(prompt) >= limit:
+            raise GenerationError(
+                f"the last message alone is {len(prompt)} tokens, more than the context "
+                f"of {limit} (num_ctx): shorten it or raise num_ctx"
+            )
+        return prompt, dropped

@@ -7,6 +7,7 @@ and sampling reach the engine and show in its header."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import QApplication
 from app.conversations.history import History
 from app.settings.store import Settings
 from app.window import MainWindow
+from app.workers import BATCH_S
 from engine.catalog.importer import import_gguf
 from engine.chat.events import DoneEvent, TokenEvent
 from engine.store import Store
@@ -135,10 +137,12 @@ THINKING_REPLY = ["<think>", "\n", "Count", " the", " r", "s", ".", "\n", "</thi
 @pytest.fixture
 def scripted_reply(monkeypatch):
     """The decode loop's raw events replaced by a thinking model's reply (each token 0.1 s
-    of engine time): everything after it (the engine's splitter, the job, the controller,
-    the view) runs as in the app."""
+    of engine time, and apart long enough to reach the window one by one, not batched):
+    everything after it (the engine's splitter, the job, the controller, the view) runs as
+    in the app."""
     def run(self, prompt, options, **_):
         for index, piece in enumerate(THINKING_REPLY):
+            time.sleep(BATCH_S * 1.5)
             yield TokenEvent(index, 1000 + index, piece, piece, 1.0, -0.5, 0.1, (),
                              100_000_000)
         yield DoneEvent("stop", "".join(THINKING_REPLY), "", len(prompt), 1, 14, 1, 0, 2)
@@ -154,6 +158,7 @@ def test_thinking_streams_into_its_section_and_folds_when_the_answer_starts(
         section = window.chat.answer.thinking
         seen.append((event.thinking, not section.isHidden(), section.folded,
                      window.chat.answer.text))
+        window.panel.flush()                 # what the panel shows with the next frame
         titles.append(window.panel.token_title.text())
     window.controller.token.connect(look)
     panel_tokens = []

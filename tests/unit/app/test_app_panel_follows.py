@@ -74,13 +74,16 @@ def test_tabs_follow_switches_new_chats_and_imports(qtbot, tmp_path, tiny_store)
     check(qtbot, window)
     window.panel.inside.title.setText("Position 7 (clicked)")
 
+    assert "tok/s" in window.status_speed.text()
     window.new_chat()
     assert_panel_empty(window)
+    assert window.status_speed.text() == ""              # the speed was the other chat's
 
     send(qtbot, window, "Another")
     second = window.controller.conversation_id
     window.open_conversation(first)
     assert_saved_answer_shown(window)
+    assert window.status_speed.text() == ""
     # the reopened conversation can be checked at once (no "send a message first")
     check(qtbot, window)
     assert "could not run" not in window.panel.verdict.text()

@@ -87,3 +87,11 @@ def test_every_panel_tab_stays_in_sight_when_narrow(qtbot):
     bar = panel.tabs.tabBar()
     last = bar.tabRect(bar.count() - 1)
     assert not panel.tabs.usesScrollButtons() and last.right() <= bar.width()
+
+
+def test_a_piece_no_font_can_draw_shows_its_code_point(qtbot):
+    from app.inspector.rows import visible_piece
+
+    # U+10FFFD is a private-use code point no font draws; é is in every text font
+    assert visible_piece(" caf\u00e9\U0010fffd") == "·café<U+10FFFD>"
+    assert visible_piece("a\x01\tb\n") == "a<U+0001>⇥b⏎"          # a control character too

@@ -1,4 +1,5 @@
-"""Settings fits the screen it opens on: its groups scroll, OK and Cancel stay in view."""
+"""Settings, About and the window fit small screens: groups and the Token tab scroll, long
+lines wrap, OK and Cancel stay in view."""
 
 from PySide6.QtWidgets import QDialogButtonBox
 
@@ -19,3 +20,26 @@ def test_settings_is_never_taller_than_the_screen(qtbot, tmp_path):
     buttons = dialog.findChild(QDialogButtonBox)
     bottom = buttons.mapTo(dialog, buttons.rect().bottomLeft()).y()
     assert buttons.isVisible() and bottom <= dialog.height()
+
+
+def test_the_window_fits_a_1280x720_screen(qtbot, tmp_path):
+    # the panel's Token tab scrolls: its fixed-height tables made the window taller
+    from app.conversations.history import History
+    from app.window import MainWindow
+
+    window = MainWindow(Settings(models_dir=str(tmp_path)), History(tmp_path / "h.sqlite3"),
+                        auto_load=False)
+    qtbot.addWidget(window)
+    smallest = window.minimumSizeHint()
+    assert smallest.width() <= 1280 and smallest.height() <= 720 - 40   # a task bar's room
+
+
+def test_about_wraps_a_long_line_within_a_small_screen(qtbot, tmp_path):
+    from app.desktop.about import AboutDialog, AboutFacts
+
+    cpu = "CPU AMD EPYC (AVX2); kernels: " + "a long list of kernel choices, " * 8
+    dialog = AboutDialog(AboutFacts((("CPU", cpu),), (("Log", str(tmp_path)),)))
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    assert dialog.width() <= 1280 and cpu.split(";")[0] in dialog.label.text()

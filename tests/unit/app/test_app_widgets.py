@@ -158,6 +158,9 @@ def test_text_model_gets_a_notice_for_images_and_keeps_them(qtbot, tmp_path, syn
     window.chat.input.attach([image_file(tmp_path / "cat.png")])
     assert window.banner.isVisibleTo(window) and window.banner.level == "warning"
     assert "cannot see images" in window.banner.text.text()
+    window.chat.input.remove_image(window.chat.input.images[0])
+    assert not window.banner.isVisibleTo(window)     # the warning goes with the image
+    window.chat.input.attach([image_file(tmp_path / "cat.png")])
     window.banner.dismiss()
 
     window.chat.input.editor.setPlainText("What is this?")

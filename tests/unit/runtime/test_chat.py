@@ -85,6 +85,22 @@ def test_overflow_drops_oldest_turns_and_says_so(tiny):
     assert chat.messages[-2].content.startswith("turn 5")
 
 
+def test_overflow_drops_the_fewest_turns_that_fit_with_few_renders(tiny, monkeypatch):
+    model = load_model(tiny, num_ctx=256)
+    chat = ChatSession(model, Options(temperature=0, num_predict=16, num_ctx=256))
+    chat.messages = [Message("user" if i % 2 == 0 else "assistant", f"turn {i}: the world")
+                     for i in range(121)]
+    renders = []
+    tokenize = model.tokenize_chat
+    monkeypatch.setattr(model, "tokenize_chat",
+                        lambda messages, **kw: renders.append(1) or tokenize(messages, **kw))
+    prompt, dropped = chat._fit()
+    # the rule, one render per count: the fewest oldest turns dropped that leave 16 tokens
+    lengths = [len(tokenize(chat.messages[d:])) for d in range(len(chat.messages))]
+    assert dropped == next(d for d, n in enumerate(lengths) if n + 16 <= 256) > 0
+    assert len(prompt) == lengths[dropped] and len(renders) <= 9
+
+
 def test_a_message_longer_than_the_context_is_a_clear_error(tiny):
     from engine.errors import GenerationError
 
