@@ -21,6 +21,7 @@ from engine.gguf.reader import Metadata, TensorInfo, read_gguf
 from engine.gguf.vision_config import (
     canonical_projector_tensors,
     inline_vision_config,
+    projector_tower,
     projector_vision_config,
     vision_tensor_shapes,
 )
@@ -57,17 +58,19 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     vision: VisionConfig | None = None
     projector_metadata: Metadata | None = None
     projector_keys: list[str] = []
+    projected: dict[str, TensorInfo] = {}
     if projector_path is not None:
         projector_path = Path(projector_path)
         if arch.vision != "projector":
             raise UnsupportedModel(
                 f"{projector_path}: a separate projector is not used by {arch.name!r} models "
-                "(only by llama.cpp's qwen2vl layout)"
+                "(only by llama.cpp's qwen2vl and qwen3vl layouts)"
             )
         projector_file = read_gguf(projector_path)
         projector_metadata = projector_file.metadata
         pkeys = Keys(projector_metadata, projector_path)
-        projected = canonical_projector_tensors(projector_file.tensors, projector_path)
+        projected = canonical_projector_tensors(projector_file.tensors, projector_path,
+                                                projector_tower(pkeys))
         vision = projector_vision_config(pkeys, projected, text.hidden_size)
         clash = sorted(set(projected) & set(tensors))
         if clash:
@@ -78,7 +81,8 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
         vision = inline_vision_config(keys, tensors, text.hidden_size)
 
     expected = text_tensor_shapes(text) | (vision_tensor_shapes(vision) if vision else {})
-    used = {name: t for name, t in tensors.items() if not name.startswith(arch.unused_prefixes)}
+    used = {name: t for name, t in tensors.items()  # an inline tower Lantern leaves unread
+            if name in projected or not name.startswith(arch.unused_prefixes)}
     _check_inventory(used, expected, path, projector_path)
     _check_heads(text, vision, path)
 
@@ -131,6 +135,9 @@ def _check_heads(text: TextConfig, vision: VisionConfig | None, path: Path) -> N
         raise CorruptModel(f"{path}: head_dim {text.head_dim} is odd; rotary needs pairs")
     if vision is None:
         return
+    if len(vision.deepstack_layers) >= text.n_layers:
+        raise CorruptModel(f"{path}: {len(vision.deepstack_layers)} DeepStack feature maps "
+                           f"for {text.n_layers} text layers")
     if vision.n_heads <= 0 or vision.hidden_size % vision.n_heads:
         raise CorruptModel(
             f"{path}: vision width {vision.hidden_size} does not split into {vision.n_heads} heads"

@@ -75,6 +75,7 @@ def continued(prompt: PromptTokens, reply: Sequence[int]) -> PromptTokens:
         next_position=prompt.next_position + len(ids),
         image_rows=prompt.image_rows,
         image_embeds=prompt.image_embeds,
+        image_deepstack=prompt.image_deepstack,
     )
 
 
@@ -108,7 +109,8 @@ def inspect_context(
     report("Reference forward", 0.0)
     probe = AttentionProbe(np.array([position]), parts=True)
     out = forward(model, None if embeds is not None else ids, positions, embeds,
-                  weights=weights, probe=probe, on_layer=on_layer)
+                  weights=weights, probe=probe, on_layer=on_layer,
+                  deepstack=context.deepstack(0, position + 1))
     report("Logit lens", n_layers / (n_layers + 1))
     states = np.stack([h[position] for h in out.hidden_states])  # [L + 1, H]
     lens = logit_lens(lens_logits(states, weights), piece, top)

@@ -91,11 +91,16 @@ def occlusion(
     if embeds is None:
         embeds = weights.embed(context.ids[: position + 1])
     positions = np.asarray(context.positions)[..., : position + 1]
+    deepstack = context.deepstack(0, position + 1)  # Qwen3-VL's image features, or None
+
+    def rows(start: int, stop: int | None = None) -> np.ndarray | None:
+        return None if deepstack is None else deepstack[:, start:stop]
 
     def last_logprobs(j: int, cache: KVCache, hidden: np.ndarray | None) -> np.ndarray:
         probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
         logits = forward(model, None, positions[..., j:], embeds[j:], weights=weights,
-                         cache=cache, probe=probe).logits[-1].astype(np.float64)
+                         cache=cache, probe=probe, deepstack=rows(j)
+                         ).logits[-1].astype(np.float64)
         peak = logits.max()
         return logits - peak - np.log(np.exp(logits - peak).sum())
 
@@ -112,7 +117,8 @@ def occlusion(
         first = int(unit.min())
         if first > prefix.length:
             forward(model, None, positions[..., prefix.length:first],
-                    embeds[prefix.length:first], weights=weights, cache=prefix)
+                    embeds[prefix.length:first], weights=weights, cache=prefix,
+                    deepstack=rows(prefix.length, first))
         cache = KVCache()
         cache.keys, cache.values = list(prefix.keys), list(prefix.values)
         delta[unit] = last_logprobs(first, cache, unit)[token] - clean[token]

@@ -202,6 +202,7 @@ def forward(
     attention_rows: ArrayLike | None = None,
     probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
+    deepstack: ArrayLike | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -211,7 +212,8 @@ def forward(
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
     those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
     its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
-    each block (progress; it may raise to cancel).
+    each block (progress; it may raise to cancel). ``deepstack`` [K, S, H]: Qwen3-VL's image
+    features, added to the output of block k < K (zero at text rows).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -236,6 +238,8 @@ def forward(
     for i in range(cfg.n_layers):
         layer_angles = local_angles if cfg.slides(i) else angles
         x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe)
+        if deepstack is not None and i < len(deepstack):
+            x = x + np.asarray(deepstack[i], dtype=x.dtype)
         hidden_states.append(x)
         if on_layer is not None:
             on_layer(i)

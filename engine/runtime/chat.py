@@ -28,7 +28,7 @@ from engine.runtime.drafters import Drafter
 from engine.runtime.generate import Generator
 from engine.runtime.loader import LoadedModel
 from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
-from engine.vision.preprocess import ImageInput, preprocess
+from engine.vision.preprocess import ImageInput, preprocess_for
 
 
 @dataclass
@@ -78,7 +78,7 @@ class ChatSession:
 
     def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
         """An image file as this backend takes it: preprocessed for the vision tower."""
-        return preprocess(path, max_pixels=max_pixels)
+        return preprocess_for(self.model.gguf.config.vision, path, max_pixels)
 
     def raw(self, text: str) -> Iterator[Event]:
         """Answer a raw prompt sent verbatim (control tokens parsed); no template, no history."""

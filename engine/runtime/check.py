@@ -112,7 +112,7 @@ def check_against_reference(
         embeds = decoder.embed(prompt.ids)
         embeds[prompt.image_rows] = prompt.image_embeds
         step = decoder.forward(inputs_embeds=embeds, positions=prompt.positions,
-                               cancel=cancel)
+                               cancel=cancel, deepstack=prompt.deepstack())
     else:
         step = decoder.forward(input_ids=prompt.ids, positions=prompt.positions, cancel=cancel)
     decoder.reset()
@@ -123,7 +123,7 @@ def check_against_reference(
 
     reference = forward(model, input_ids=None if embeds is not None else prompt.ids,
                         inputs_embeds=embeds, positions=prompt.positions,
-                        on_layer=check_cancel)
+                        on_layer=check_cancel, deepstack=prompt.deepstack())
     expected = [h[-1:] for h in reference.hidden_states]       # [1, H] per layer
     actual = [row[None, :] for row in step.hidden]             # [1, H] per layer
     rtol, atol = EXACT_TOLERANCE if exact else FAST_TOLERANCE

@@ -107,6 +107,7 @@ class DecoderSession:
         # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
         self.row_invariant = exact or options.row_invariant_graph
         self._token_embd = model.tensors["token_embd.weight"]
+        self._deepstack = graph.deepstack_count(model)  # Qwen3-VL: feature maps fed per step
 
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -156,7 +157,8 @@ class DecoderSession:
               started: float) -> ort.InferenceSession:
         """The session, from the graph cache when it holds this build; sets build_seconds and
         cache_state ("hit", "stored", "off" or "off (why)")."""
-        key = None if store is None or not store.enabled else entry_key(model.path, options)
+        key = None if store is None or not store.enabled else entry_key(
+            model.path, options, self._deepstack)
         path = store.lookup(key) if key else None
         self.cache_state = "hit" if path else "off"
         if path is None:
@@ -189,14 +191,16 @@ class DecoderSession:
 
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
                 rows: int | None = None, keys: Sequence[Hashable] | None = None,
-                cancel: threading.Event | None = None) -> DecoderStep:
+                cancel: threading.Event | None = None,
+                deepstack: np.ndarray | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
         runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
         by default the ids fed (embeddings: keys no prompt matches). Setting ``cancel``
         (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
-        Cancelled; the cache is left as it was."""
+        Cancelled; the cache is left as it was. ``deepstack`` [K, S, H]: Qwen3-VL's image
+        features for the first K blocks (zero rows for text; default all zero)."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -227,6 +231,11 @@ class DecoderSession:
             binding.bind_cpu_input(rows_of.sin_name, rows_of.sin[:total])
         binding.bind_cpu_input(graph.INPUTS_EMBEDS,
                                np.ascontiguousarray(x, dtype=self._dtype).reshape(1, n, -1))
+        if self._deepstack:
+            if deepstack is None:
+                deepstack = np.zeros((self._deepstack, n, self.config.hidden_size))
+            binding.bind_cpu_input(graph.DEEPSTACK,
+                                   np.ascontiguousarray(deepstack, dtype=self._dtype))
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))

@@ -64,7 +64,7 @@ class Generator:
                                         cancel=cancel)
         else:
             step = self.decoder.forward(inputs_embeds=embeds, positions=positions, keys=keys,
-                                        cancel=cancel)
+                                        cancel=cancel, deepstack=prompt.deepstack(reuse))
         return step, len(ids)
 
     def run(
