@@ -7,6 +7,8 @@ greedy tokens through the engine in exact mode.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -15,19 +17,24 @@ from transformers.models.qwen2_vl import image_processing_pil_qwen2_vl as hf_pil
 from transformers.models.qwen3_vl import modeling_qwen3_vl as hf_modeling
 
 from app.models.list_model import described_entry, listed_entry
+from engine.chat.events import TokenEvent
+from engine.chat.options import Options
 from engine.modelmath.vision_grid import position_interpolation
 from engine.reference import qwen3vl_tower
 from engine.reference.text import forward
+from engine.runtime.chat import ChatSession
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import Store
-from engine.vision.preprocess import QWEN3VL_MIN_PIXELS, preprocess_for
+from engine.vision.preprocess import MAX_PIXELS, QWEN3VL_MIN_PIXELS, preprocess_for
 from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_qwen3vl import DEEPSTACK, PREPROCESSOR, Qwen3VL, qwen3vl
 from tests.fixtures.stores import StoreBuilder
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
 GREEDY = 10
+TEMPLATE = Path(__file__).parents[2] / "data" / "templates" / "qwen2.5vl.gotmpl"
 
 
 @pytest.fixture(scope="module")
@@ -155,11 +162,27 @@ def test_image_prompt_logits_and_greedy_tokens_are_hfs(qwen, image):
     assert tokens == hf_tokens.tolist()
 
 
-def test_lists_as_runnable_with_vision(qwen, tmp_path):
+def test_lists_as_runnable_with_vision_and_chats_about_an_image_as_hf(qwen, tmp_path):
+    """From a store (text GGUF + projector layer, a Qwen-style Go template): the model list
+    says runnable with vision; a chat turn with a picture answers HF's greedy tokens."""
     builder = StoreBuilder(tmp_path / "models")
     builder.add("qwen3-vl:tiny", qwen.text.path, projector=qwen.projector,
+                template=TEMPLATE.read_text(encoding="utf-8"),
                 config={"model_format": "gguf", "model_family": "qwen3vl",
                         "model_type": "1M", "file_type": "F32"})
     [local] = Store.open(tmp_path / "models").list()
     entry = described_entry(listed_entry(local))
     assert entry.runnable and entry.family == "qwen3vl" and entry.vision
+    path = tmp_path / "photo.png"
+    noise(90, 60, seed=3).save(path)
+    chat = ChatSession(load_model(local, exact=True, num_ctx=256),
+                       Options(temperature=0, num_predict=GREEDY))
+    image = chat.prepare_image(str(path), MAX_PIXELS)
+    assert image.grid == (1, 14, 20)  # 60x90 grown to the processor's 65,536-pixel minimum
+    events = list(chat.send("what is this?", (image,)))
+    answer = [e.id for e in events if isinstance(e, TokenEvent)]
+    ids = chat.last_prompt.ids.tolist()
+    with torch.no_grad():
+        expected = qwen.hf.generate(**hf_inputs(qwen, ids, image), max_new_tokens=GREEDY,
+                                    min_new_tokens=GREEDY, do_sample=False)[0, len(ids):]
+    assert answer == expected.tolist()
