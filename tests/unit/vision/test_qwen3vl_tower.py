@@ -19,14 +19,17 @@ from transformers.models.qwen3_vl import modeling_qwen3_vl as hf_modeling
 from app.models.list_model import described_entry, listed_entry
 from engine.chat.events import TokenEvent
 from engine.chat.options import Options
+from engine.inspect.inspection import inspect_context
 from engine.modelmath.vision_grid import position_interpolation
 from engine.reference import qwen3vl_tower
 from engine.reference.text import forward
 from engine.runtime.chat import ChatSession
+from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import Store
+from engine.tokenizer import load_tokenizer
 from engine.vision.preprocess import MAX_PIXELS, QWEN3VL_MIN_PIXELS, preprocess_for
 from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_qwen3vl import DEEPSTACK, PREPROCESSOR, Qwen3VL, qwen3vl
@@ -160,6 +163,22 @@ def test_image_prompt_logits_and_greedy_tokens_are_hfs(qwen, image):
         tokens.append(int(step.argmax()))
         step = session.forward([tokens[-1]], positions=[prompt.next_position + k]).logits[-1]
     assert tokens == hf_tokens.tolist()
+
+
+def test_reference_check_and_inside_tab_on_an_image_prompt(qwen, image):
+    """Fast and exact graphs pass the layer-by-layer check with DeepStack fed; the Inside
+    tab's lens ends on HF's top-1 and its attention reaches the image rows."""
+    prompt = image_prompt(image_ids(qwen), [image], qwen.paired.config,
+                          VisionEncoder(qwen.paired, threads=1).encode)
+    piece = load_tokenizer(qwen.paired.path).id_to_piece
+    for exact in (True, False):
+        report = check_against_reference(qwen.paired, prompt, piece, exact=exact)
+        assert report.first_off is None, (exact, [(r.label, r.max_abs_diff) for r in report.rows])
+    with torch.no_grad():
+        expected = qwen.hf(**hf_inputs(qwen, prompt.ids.tolist(), image)).logits[0, -1]
+    inspection = inspect_context(qwen.paired, prompt, piece)
+    assert inspection.lens[-1].top[0].id == int(expected.argmax())
+    assert inspection.attention[:, :, prompt.image_rows].sum() > 0
 
 
 def test_lists_as_runnable_with_vision_and_chats_about_an_image_as_hf(qwen, tmp_path):
