@@ -187,10 +187,10 @@ def _first_number(keys: Keys, names: tuple[str, ...], default: float) -> float:
 
 
 def _mrope_sections(arch: Architecture, keys: Keys, head_dim: int) -> tuple[int, ...] | None:
-    present = [f"{arch.name}.{k}" for k in arch.mrope_keys if keys.has(f"{arch.name}.{k}")]
     if not arch.mrope_keys:
         return None
-    key = present[0] if present else f"{arch.name}.{arch.mrope_keys[0]}"
+    names = [f"{arch.name}.{suffix}" for suffix in arch.mrope_keys]
+    key = next((name for name in names if keys.has(name)), names[0])  # absent: its error
     sections = list(keys.integers(key))
     while sections and sections[-1] == 0:  # llama.cpp pads to four sections
         sections.pop()
