@@ -28,9 +28,8 @@ class Architecture:
     # key suffixes that may hold the M-RoPE sections, the first present wins
     mrope_keys: tuple[str, ...] = ()
     mrope_interleaved: bool = False  # Qwen3-VL's t, h, w frequencies taking turns
-    vision: str | None = None      # "inline" (same file) or "projector" (separate mmproj)
-    # a layout whose vision tower is left unread: images are refused with a "not yet"
-    images_not_yet: bool = False
+    # "inline" (same file), "projector" (separate mmproj) or "either" (Qwen3-VL)
+    vision: str | None = None
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
     fused: bool = False            # attn_qkv and ffn_up = gate|up, as Phi-3 stores them
     windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
@@ -59,12 +58,11 @@ ARCHITECTURES: dict[str, Architecture] = {
             mrope_keys=("rope.dimension_sections",), vision="projector",
         ),
         # Qwen3 text with interleaved M-RoPE; llama.cpp writes rope.dimension_sections and
-        # the tower as an mmproj (run, DeepStack included), Ollama mrope_sections and the
-        # tower inline (v.*, left unread: that layout runs as text for now).
+        # the tower as an mmproj, Ollama mrope_sections and the tower inline (v.*)
         Architecture(
             "qwen3vl", qkv_bias=False, qk_norm=True, rope_interleaved=False,
             mrope_keys=("rope.dimension_sections", "mrope_sections"), mrope_interleaved=True,
-            vision="projector", images_not_yet=True, unused_prefixes=("v.", "mm."),
+            vision="either",
         ),
     )
 }

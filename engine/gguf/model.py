@@ -23,6 +23,7 @@ from engine.gguf.vision_config import (
     inline_vision_config,
     projector_tower,
     projector_vision_config,
+    qwen3vl_inline,
     vision_tensor_shapes,
 )
 
@@ -61,7 +62,7 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     projected: dict[str, TensorInfo] = {}
     if projector_path is not None:
         projector_path = Path(projector_path)
-        if arch.vision != "projector":
+        if arch.vision not in ("projector", "either"):
             raise UnsupportedModel(
                 f"{projector_path}: a separate projector is not used by {arch.name!r} models "
                 "(only by llama.cpp's qwen2vl and qwen3vl layouts)"
@@ -79,6 +80,8 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
         projector_keys = pkeys.assumed
     elif arch.vision == "inline":
         vision = inline_vision_config(keys, tensors, text.hidden_size)
+    elif arch.vision == "either" and keys.has(f"{arch.name}.vision.block_count"):
+        vision, tensors = qwen3vl_inline(keys, tensors, text.hidden_size)
 
     expected = text_tensor_shapes(text) | (vision_tensor_shapes(vision) if vision else {})
     used = {name: t for name, t in tensors.items()  # an inline tower Lantern leaves unread

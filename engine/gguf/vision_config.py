@@ -1,7 +1,9 @@
-"""The Qwen2.5-VL vision tower in either GGUF layout, and Qwen3-VL's in llama.cpp's mmproj,
-parsed into one ``VisionConfig`` and one set of canonical (Ollama inline) tensor names.
+"""The Qwen2.5-VL and Qwen3-VL vision towers in either GGUF layout, parsed into one
+``VisionConfig`` and one set of canonical tensor names (Ollama's inline Qwen2.5-VL names;
+for Qwen3-VL, llama.cpp's mmproj names, Ollama's inline ones mapped onto them).
 
-- Ollama, inline: keys ``qwen25vl.vision.*`` in the model file; tensors ``v.*``.
+- Ollama, inline: keys ``qwen25vl.vision.*`` (``qwen3vl.vision.*``) in the model file;
+  tensors ``v.*``.
 - llama.cpp, projector: an mmproj file (arch ``clip``, ``clip.projector_type =
   "qwen2.5vl_merger"`` or ``"qwen3vl_merger"``, keys ``clip.vision.*``) whose tensor names
   are mapped here.
@@ -11,6 +13,8 @@ Defaults are the Qwen2.5-VL values (ARCHITECTURE.md §6) and are recorded as ass
 from __future__ import annotations
 
 import re
+
+import numpy as np
 
 from engine.errors import CorruptModel, UnsupportedModel
 from engine.gguf.config import VisionConfig
@@ -265,3 +269,95 @@ def qwen3vl_tensor_shapes(vision: VisionConfig) -> dict[str, tuple[int, ...]]:
                    prefix + "fc1.weight": (merged, merged), prefix + "fc1.bias": (merged,),
                    prefix + "fc2.weight": (out, merged), prefix + "fc2.bias": (out,)}
     return shapes
+
+
+# Ollama's inline qwen3vl names (its converter: q|k|v split, the Conv3d kept whole as
+# [D*C, T, P, P], DeepStack mergers numbered by list position) -> canonical suffixes
+_OLLAMA_QWEN3VL = (
+    (re.compile(r"v\.blk\.(\d+)\.norm([12])\.(weight|bias)$"), r"v.blk.\1.ln\2.\3"),
+    (re.compile(r"v\.blk\.(\d+)\.mlp\.linear_fc1\.(weight|bias)$"), r"v.blk.\1.ffn_up.\2"),
+    (re.compile(r"v\.blk\.(\d+)\.mlp\.linear_fc2\.(weight|bias)$"), r"v.blk.\1.ffn_down.\2"),
+    (re.compile(r"v\.blk\.(\d+)\.attn_out\.(weight|bias)$"), r"v.blk.\1.attn_out.\2"),
+    (re.compile(r"v\.merger\.norm\.(weight|bias)$"), r"v.merger.norm.\1"),
+    (re.compile(r"v\.merger\.linear_fc([12])\.(weight|bias)$"), r"v.merger.fc\1.\2"),
+    (re.compile(r"v\.pos_embed\.weight$"), POSITION_EMBD),
+    (re.compile(r"v\.patch_embed\.bias$"), "v.patch_embd.bias"),
+)
+_OLLAMA_QKV = re.compile(r"v\.blk\.(\d+)\.attn_([qkv])\.(weight|bias)$")
+_OLLAMA_DEEPSTACK = re.compile(
+    r"v\.deepstack_merger\.(\d+)\.(norm|linear_fc1|linear_fc2)\.(weight|bias)$")
+
+
+def qwen3vl_inline(keys: Keys, tensors: dict[str, TensorInfo],
+                   text_hidden: int) -> tuple[VisionConfig, dict[str, TensorInfo]]:
+    """Ollama's one-file qwen3vl: the tower's config and the file's tensors under canonical
+    names (q|k|v fused again, the Conv3d split into its two temporal halves)."""
+    p = "qwen3vl.vision."
+    indexes = keys.integers(p + "deepstack_visual_indexes", ())
+    out: dict[str, TensorInfo] = {}
+    qkv: dict[tuple[str, str], dict[str, TensorInfo]] = {}
+    for name, tensor in tensors.items():
+        if not name.startswith("v."):
+            out[name] = tensor
+        elif match := _OLLAMA_QKV.match(name):
+            qkv.setdefault((match[1], match[3]), {})[match[2]] = tensor
+        elif match := _OLLAMA_DEEPSTACK.match(name):
+            part = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}[match[2]]
+            out[f"v.deepstack.{indexes[int(match[1])]}.{part}.{match[3]}"] = tensor
+        elif name == "v.patch_embed.weight":
+            out |= _patch_halves(tensor, keys)
+        else:
+            canonical = next((pattern.sub(target, name) for pattern, target in _OLLAMA_QWEN3VL
+                              if pattern.match(name)), None)
+            if canonical is None:
+                raise UnsupportedModel(
+                    f"{keys.path}: tensor {name} is not part of a Qwen3-VL tower")
+            out[canonical] = tensor
+    for (block, kind), parts in qkv.items():
+        out[f"v.blk.{block}.attn_qkv.{kind}"] = _stacked(parts, f"v.blk.{block}.attn_qkv.{kind}",
+                                                         keys)
+    width = _ffn_width(out, keys.path)
+    side = round((out[POSITION_EMBD].shape[0]) ** 0.5) if POSITION_EMBD in out else 0
+    config = VisionConfig(
+        layout="inline",
+        n_layers=keys.integer(p + "block_count"),
+        hidden_size=keys.integer(p + "embedding_length"),
+        intermediate_size=width,
+        n_heads=keys.integer(p + "attention.head_count", 16),
+        num_channels=_channels(keys, p + "num_channels"),
+        patch_size=keys.integer(p + "patch_size", 16),
+        spatial_merge_size=keys.integer(p + "spatial_merge_size", 2),
+        temporal_patch_size=_temporal(keys, keys.integer(p + "temporal_patch_size", 2)),
+        window_size=0,
+        eps=keys.number(p + "attention.layer_norm_epsilon", 1e-6),
+        rope_theta=keys.number(p + "rope.freq_base", 1e4),
+        fullatt_block_indexes=(),
+        out_hidden_size=text_hidden,
+        tower="qwen3vl",
+        position_side=side,
+        deepstack_layers=tuple(indexes),
+    )
+    return config, out
+
+
+def _stacked(parts: dict[str, TensorInfo], name: str, keys: Keys) -> TensorInfo:
+    """q, k and v rows one under the other, as the mmproj stores attn_qkv."""
+    if set(parts) != {"q", "k", "v"} or len({t.ggml_type for t in parts.values()}) != 1:
+        raise UnsupportedModel(f"{keys.path}: {name}: q, k and v differ in type or are missing")
+    q, k, v = parts["q"], parts["k"], parts["v"]
+    raw = np.concatenate([q.raw, k.raw, v.raw], axis=0)
+    shape = (q.shape[0] + k.shape[0] + v.shape[0], *q.shape[1:])
+    return TensorInfo(name, q.ggml_type, shape, raw, q.n_elements + k.n_elements + v.n_elements)
+
+
+def _patch_halves(tensor: TensorInfo, keys: Keys) -> dict[str, TensorInfo]:
+    """Ollama's Conv3d [D*C, T, P, P] -> the mmproj's two temporal halves [D, C, P, P]."""
+    channels = _channels(keys, "qwen3vl.vision.num_channels")
+    rows, temporal, ps, _ = tensor.shape
+    raw = tensor.raw.reshape(rows // channels, channels, temporal, ps, -1)
+    return {
+        f"v.patch_embd_{t}.weight": TensorInfo(
+            f"v.patch_embd_{t}.weight", tensor.ggml_type, (rows // channels, channels, ps, ps),
+            np.ascontiguousarray(raw[:, :, t]), tensor.n_elements // temporal)
+        for t in range(temporal)
+    }

@@ -17,7 +17,6 @@ from engine.chat.backend import Capability
 from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
-from engine.gguf.architectures import ARCHITECTURES
 from engine.gguf.requantize import SPECS, Requantization
 from engine.graph.kernels import Kernels
 from engine.prompt import render_prompt
@@ -113,13 +112,6 @@ class LoadedModel:
     def vision_encoder(self) -> VisionEncoder:
         """The vision tower's session, built on first use (one per model, reused)."""
         if not self.has_vision:
-            arch = self.gguf.config.architecture
-            if ARCHITECTURES[arch].images_not_yet:
-                raise ImageError(
-                    f"{self.name} runs as text only: reading images with {arch} models in "
-                    "this layout is not supported yet. Send text only, or pick a vision "
-                    "model such as qwen2.5vl"
-                )
             raise ImageError(
                 f"{self.name} has no vision: it cannot read images. Send text only, or pick "
                 "a vision model such as qwen2.5vl"

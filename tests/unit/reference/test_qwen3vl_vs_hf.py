@@ -1,35 +1,30 @@
 """Qwen3-VL's text model against HF transformers: a random-weight
 Qwen3VLForConditionalGeneration (tiny sizes) converted by llama.cpp's convert_hf_to_gguf.py
-(tests/fixtures/hf_qwen3vl.py), and the same file rewritten into Ollama's one-file layout
+(tests/fixtures/hf_qwen3vl.py), and the same weights in Ollama's one-file layout
 (``mrope_sections``, tower inline).
 
 Text prompts: reference = HF, exact-mode logits within the demo models' tolerance and
 greedy tokens = HF's. Prompts with image pad tokens (their token embeddings kept, the tower
 aside): the 3-D positions are HF's get_rope_index, and the interleaved M-RoPE (the t, h, w
 streams taking turns) gives HF's logits, where Qwen2-VL's chunked sections would not.
-Ollama's inline tower is left unread: that file runs as text and refuses images.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-import gguf
 import numpy as np
 import pytest
 import torch
-from gguf import GGUFValueType
 
-from engine.errors import ImageError
 from engine.gguf import open_model
 from engine.modelmath.rope import mrope_streams
 from engine.reference.text import forward
 from engine.reference.weights import ReferenceWeights
 from engine.runtime.decoder import DecoderSession
-from engine.runtime.loader import load_model
 from engine.tokenizer import load_tokenizer
 from engine.vision.mrope import mrope_positions
-from tests.fixtures.hf_qwen3vl import SECTIONS, Qwen3VL, qwen3vl
+from tests.fixtures.hf_qwen3vl import SECTIONS, Qwen3VL, qwen3vl, write_ollama_layout
 from tests.fixtures.sentencepiece_models import corpus_lines
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
@@ -140,35 +135,11 @@ def test_interleaved_mrope_on_image_positions_is_hfs(qwen):
     assert np.abs(chunked - expected).max() > 50 * EXACT_ATOL
 
 
-def ollama_layout(qwen: Qwen3VL, path):
-    """The text GGUF with Ollama's key for the sections and an inline tower (v.*, mm.*)."""
-    reader = gguf.GGUFReader(str(qwen.text.path))
-    writer = gguf.GGUFWriter(str(path), arch="qwen3vl")
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name in (
-                "general.architecture", "qwen3vl.rope.dimension_sections"):
-            continue
-        writer.add_key_value(field.name, field.contents(), field.types[0],
-                             field.types[-1] if field.types[0] == GGUFValueType.ARRAY else None)
-    writer.add_array("qwen3vl.mrope_sections", list(SECTIONS))
-    writer.add_uint32("qwen3vl.vision.block_count", 1)
-    for tensor in reader.tensors:
-        writer.add_tensor(tensor.name, np.array(tensor.data))
-    writer.add_tensor("v.blk.0.attn_q.weight", np.zeros((8, 8), np.float32))
-    writer.add_tensor("mm.0.weight", np.zeros((8, 64), np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
-def test_ollamas_one_file_layout_runs_as_text_and_refuses_images(qwen, tmp_path):
-    model = open_model(ollama_layout(qwen, tmp_path / "ollama-qwen3vl.gguf"))
-    assert model.config.vision is None and model.config.text == qwen.text.config.text
+def test_ollamas_one_file_layout_reads_alike(qwen, tmp_path):
+    """Ollama's key for the sections (mrope_sections) and its inline tower: the same text
+    model, the same logits."""
+    model = open_model(write_ollama_layout(qwen, tmp_path / "ollama-qwen3vl.gguf"))
+    assert model.config.text == qwen.text.config.text
+    assert model.config.vision is not None and model.config.vision.layout == "inline"
     np.testing.assert_array_equal(forward(model, qwen.prompt).logits,
                                   forward(qwen.text, qwen.prompt).logits)
-    loaded = load_model(model.path, exact=True, num_ctx=64)
-    assert not loaded.has_vision
-    with pytest.raises(ImageError, match="in this layout is not supported yet"):
-        loaded.vision_encoder()

@@ -7,6 +7,7 @@ greedy tokens through the engine in exact mode.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from transformers.models.qwen3_vl import modeling_qwen3_vl as hf_modeling
 from app.models.list_model import described_entry, listed_entry
 from engine.chat.events import TokenEvent
 from engine.chat.options import Options
+from engine.gguf import open_model
 from engine.inspect.inspection import inspect_context
 from engine.modelmath.vision_grid import position_interpolation
 from engine.reference import qwen3vl_tower
@@ -32,7 +34,13 @@ from engine.store import Store
 from engine.tokenizer import load_tokenizer
 from engine.vision.preprocess import MAX_PIXELS, QWEN3VL_MIN_PIXELS, preprocess_for
 from engine.vision.prompt import image_prompt
-from tests.fixtures.hf_qwen3vl import DEEPSTACK, PREPROCESSOR, Qwen3VL, qwen3vl
+from tests.fixtures.hf_qwen3vl import (
+    DEEPSTACK,
+    PREPROCESSOR,
+    Qwen3VL,
+    qwen3vl,
+    write_ollama_layout,
+)
 from tests.fixtures.stores import StoreBuilder
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
@@ -120,6 +128,16 @@ def test_graph_tower_equals_the_reference(qwen, image):
     assert encoded.shape == (3, image.n_tokens, 64)
     np.testing.assert_allclose(encoded[0], expected.embeds, atol=1e-5, rtol=0)
     np.testing.assert_allclose(encoded[1:], expected.deepstack, atol=1e-5, rtol=0)
+
+
+def test_ollamas_one_file_tower_encodes_as_the_mmproj(qwen, image, tmp_path):
+    """Ollama's inline tower (q|k|v split, the Conv3d whole, DeepStack mergers numbered by
+    position) reads into the same config and gives the same features as llama.cpp's."""
+    inline = open_model(write_ollama_layout(qwen, tmp_path / "ollama-qwen3vl.gguf"))
+    assert inline.config.vision == replace(qwen.paired.config.vision, layout="inline")
+    ours = VisionEncoder(inline, threads=1).encode(image)
+    np.testing.assert_allclose(ours, VisionEncoder(qwen.paired, threads=1).encode(image),
+                               atol=1e-6, rtol=0)
 
 
 def image_ids(qwen: Qwen3VL) -> list[int]:
