@@ -209,6 +209,7 @@ def forward(
     probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
     image_groups: ArrayLike | None = None,
+    deepstack: ArrayLike | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -220,6 +221,8 @@ def forward(
     its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
     each block (progress; it may raise to cancel). ``image_groups`` [S]
     (PromptTokens.image_groups): rows of one image attend to each other both ways.
+    ``deepstack`` [K, S, H]: Qwen3-VL's image features, added to the output of block k < K
+    (zero at text rows).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -245,6 +248,8 @@ def forward(
     for i in range(cfg.n_layers):
         layer_angles = local_angles if cfg.slides(i) else angles
         x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe, groups)
+        if deepstack is not None and i < len(deepstack):
+            x = x + np.asarray(deepstack[i], dtype=x.dtype)
         hidden_states.append(x)
         if on_layer is not None:
             on_layer(i)
