@@ -21,6 +21,7 @@ from app.models.list_model import described_entry, listed_entry
 from engine.chat.events import TokenEvent
 from engine.chat.options import Options
 from engine.gguf import open_model
+from engine.graph.kernels import kernels_for
 from engine.inspect.inspection import inspect_context
 from engine.modelmath.vision_grid import position_interpolation
 from engine.reference import qwen3vl_tower
@@ -181,6 +182,32 @@ def test_image_prompt_logits_and_greedy_tokens_are_hfs(qwen, image):
         tokens.append(int(step.argmax()))
         step = session.forward([tokens[-1]], positions=[prompt.next_position + k]).logits[-1]
     assert tokens == hf_tokens.tolist()
+
+
+def test_a_last_row_run_apart_keeps_its_deepstack_row(qwen):
+    """Where a many-token forward runs its last row alone (engine.graph.kernels, 3.), that
+    row still takes its own DeepStack features: logits as one run's and the reference's,
+    unlike the reference's without that row's features."""
+    model = qwen.paired
+    n, k = 6, len(model.config.vision.deepstack_layers)
+    ids = np.asarray(qwen.prompt[:n])
+    positions = np.broadcast_to(np.arange(n), (3, n))
+    features = np.random.default_rng(0).standard_normal(
+        (k, n, model.config.text.hidden_size)).astype(np.float32)
+    logits = {}
+    for apart in ((4, 8), ()):
+        session = DecoderSession(model, max_cache_len=16, cache=False,
+                                 kernels=replace(kernels_for(), rows_apart_bits=apart))
+        assert session.kernels.rows_apart_bits == apart
+        logits[apart] = session.forward(input_ids=ids, positions=positions,
+                                        deepstack=features).logits
+    np.testing.assert_allclose(logits[(4, 8)], logits[()], atol=1e-4, rtol=0)
+    reference = forward(model, ids, positions, deepstack=features).logits[-1]
+    np.testing.assert_allclose(logits[(4, 8)], reference, atol=1e-3, rtol=0)
+    cut = features.copy()
+    cut[:, -1] = 0
+    without = forward(model, ids, positions, deepstack=cut).logits[-1]
+    assert np.abs(without - reference).max() > 0.1  # the last row's features matter
 
 
 def test_reference_check_and_inside_tab_on_an_image_prompt(qwen, image):
