@@ -24,6 +24,7 @@ class PromptTokens:
     next_position: int
     image_rows: np.ndarray | None = None    # int64 [R]: rows whose embedding is replaced
     image_embeds: np.ndarray | None = None  # float32 [R, H]
+    image_deepstack: np.ndarray | None = None  # float32 [K, R, H]: Qwen3-VL's DeepStack
     # Gemma 3: the rows of one image also attend to the later rows of that image
     bidirectional_images: bool = False
 
@@ -46,3 +47,16 @@ class PromptTokens:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def deepstack(self, start: int = 0, stop: int | None = None) -> np.ndarray | None:
+        """DeepStack features of rows start..stop as the decoder takes them, float32
+        [K, stop - start, H] with zero text rows; None when the prompt carries none."""
+        if self.image_deepstack is None or self.image_rows is None:
+            return None
+        stop = len(self) if stop is None else stop
+        k, _, hidden = self.image_deepstack.shape
+        out = np.zeros((k, stop - start, hidden), np.float32)
+        rows = self.image_rows - start
+        inside = (rows >= 0) & (rows < stop - start)
+        out[:, rows[inside]] = self.image_deepstack[:, inside]
+        return out

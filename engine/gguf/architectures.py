@@ -2,8 +2,8 @@
 ``{arch}.*`` metadata into a ``TextConfig`` plus the tensor inventory it implies.
 
 The supported families share one decoder shape (pre-norm RMSNorm, GQA, gated MLP); a record
-says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE key, where its
-vision tower lives, whether q|k|v and gate|up are stored fused (Phi-3) and where a sliding
+says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE keys and layout,
+where its vision tower lives, whether q|k|v and gate|up are stored fused (Phi-3) and where a sliding
 window holds, and whether it is a Gemma 3 block (scaled embeddings, post-norms, GELU,
 sliding-window layers with their own rotary base).
 """
@@ -25,9 +25,12 @@ class Architecture:
     qkv_bias: bool
     qk_norm: bool
     rope_interleaved: bool         # llama GGUF rows are permuted for (2i, 2i+1) pairs
-    mrope_key: str | None = None   # key suffix holding the M-RoPE sections
-    vision: str | None = None      # "inline" (same file), "projector" (separate mmproj) or
-    #                                "either" (inline when the file has vision keys; Gemma 3)
+    # key suffixes that may hold the M-RoPE sections, the first present wins
+    mrope_keys: tuple[str, ...] = ()
+    mrope_interleaved: bool = False  # Qwen3-VL's t, h, w frequencies taking turns
+    # "inline" (same file), "projector" (separate mmproj) or "either" (inline when the file
+    # has vision keys: Gemma 3, Qwen3-VL)
+    vision: str | None = None
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
     fused: bool = False            # attn_qkv and ffn_up = gate|up, as Phi-3 stores them
     windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
@@ -50,11 +53,18 @@ ARCHITECTURES: dict[str, Architecture] = {
                      vision="either", unused_prefixes=("v.", "mm.")),
         Architecture(
             "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
-            mrope_key="rope.mrope_section", vision="inline",
+            mrope_keys=("rope.mrope_section",), vision="inline",
         ),
         Architecture(
             "qwen2vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
-            mrope_key="rope.dimension_sections", vision="projector",
+            mrope_keys=("rope.dimension_sections",), vision="projector",
+        ),
+        # Qwen3 text with interleaved M-RoPE; llama.cpp writes rope.dimension_sections and
+        # the tower as an mmproj, Ollama mrope_sections and the tower inline (v.*)
+        Architecture(
+            "qwen3vl", qkv_bias=False, qk_norm=True, rope_interleaved=False,
+            mrope_keys=("rope.dimension_sections", "mrope_sections"), mrope_interleaved=True,
+            vision="either",
         ),
     )
 }
@@ -111,6 +121,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         qk_norm=arch.qk_norm,
         rope_interleaved=arch.rope_interleaved,
         mrope_sections=_mrope_sections(arch, keys, head_dim),
+        mrope_interleaved=arch.mrope_interleaved,
         rope_linear_factor=linear_factor,
         fused_projections=arch.fused,
     )
@@ -201,9 +212,10 @@ def _first_number(keys: Keys, names: tuple[str, ...], default: float) -> float:
 
 
 def _mrope_sections(arch: Architecture, keys: Keys, head_dim: int) -> tuple[int, ...] | None:
-    if arch.mrope_key is None:
+    if not arch.mrope_keys:
         return None
-    key = f"{arch.name}.{arch.mrope_key}"
+    names = [f"{arch.name}.{suffix}" for suffix in arch.mrope_keys]
+    key = next((name for name in names if keys.has(name)), names[0])  # absent: its error
     sections = list(keys.integers(key))
     while sections and sections[-1] == 0:  # llama.cpp pads to four sections
         sections.pop()

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class TextConfig:
-    """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama /
-    Phi-3 / Gemma 3)."""
+    """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 /
+    Qwen3-VL text / Llama / Phi-3 / Gemma 3)."""
 
     architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, ...
     n_layers: int                # {arch}.block_count
@@ -29,6 +29,7 @@ class TextConfig:
     qk_norm: bool                # per-head RMSNorm on q and k (Qwen3: attn_q_norm / attn_k_norm)
     rope_interleaved: bool       # rotary pairs (2i, 2i+1) (llama GGUF) instead of NeoX (i, i+d/2)
     mrope_sections: tuple[int, ...] | None = None  # (t, h, w) frequency split, e.g. (16, 24, 24)
+    mrope_interleaved: bool = False  # Qwen3-VL: streams take turns t, h, w (modelmath.rope)
     # Gemma 3 and Phi-3 (defaults: the Qwen / Llama block)
     embedding_scale: float = 1.0       # embeddings are multiplied by sqrt(hidden_size)
     post_norms: bool = False           # RMSNorm of the attention and MLP outputs before the add
@@ -62,9 +63,10 @@ class TextConfig:
 
 @dataclass(frozen=True)
 class VisionConfig:
-    """A vision tower, from either GGUF layout: Qwen2.5-VL's windowed tower, or Gemma 3's
-    SigLIP tower with its average-pool projector (``tower == "siglip"``: no windows, no
-    rotary, no temporal patch; the window and rotary fields then hold neutral values)."""
+    """A vision tower, from either GGUF layout: Qwen2.5-VL's windowed tower, Qwen3-VL's
+    (learned positions, DeepStack), or Gemma 3's SigLIP tower with its average-pool
+    projector (``tower == "siglip"``: no windows, no rotary, no temporal patch; the window
+    and rotary fields then hold neutral values)."""
 
     layout: str                  # "inline" (Ollama, one file) or "projector" (llama.cpp mmproj)
     n_layers: int
@@ -80,9 +82,13 @@ class VisionConfig:
     rope_theta: float
     fullatt_block_indexes: tuple[int, ...]
     out_hidden_size: int         # the text decoder's hidden size (merger output)
-    tower: str = "qwen25vl"      # "qwen25vl" or "siglip" (Gemma 3)
+    tower: str = "qwen25vl"      # "qwen25vl", "qwen3vl" or "siglip" (Gemma 3)
     image_size: int = 0          # SigLIP: every image is resized to this square
     tokens_per_image: int = 0    # SigLIP: pooled tokens per image (mm_tokens_per_image)
+    # Qwen3-VL: learned positions, LayerNorm blocks with a GELU MLP, no windows, DeepStack
+    position_side: int = 0       # the learned position table holds side x side cells
+    deepstack_layers: tuple[int, ...] = ()  # blocks whose merged output the k-th decoder
+    #                                         layer adds at the image rows (k = 0, 1, ...)
 
     @property
     def siglip(self) -> bool:

@@ -28,7 +28,9 @@ from engine.gguf.siglip_config import (
 from engine.gguf.vision_config import (
     canonical_projector_tensors,
     inline_vision_config,
+    projector_tower,
     projector_vision_config,
+    qwen3vl_inline,
     vision_tensor_shapes,
 )
 
@@ -71,7 +73,7 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
         if arch.vision not in ("projector", "either"):
             raise UnsupportedModel(
                 f"{projector_path}: a separate projector is not used by {arch.name!r} models "
-                "(only by llama.cpp's qwen2vl and gemma3 layouts)"
+                "(only by llama.cpp's qwen2vl, qwen3vl and gemma3 layouts)"
             )
         projector_file = read_gguf(projector_path)
         projector_metadata = projector_file.metadata
@@ -86,11 +88,14 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     elif arch.vision == "inline":
         vision = inline_vision_config(keys, tensors, text.hidden_size)
     elif arch.vision == "either" and keys.has(f"{arch.name}.vision.block_count"):
-        vision = inline_siglip_config(keys, tensors, text.hidden_size)
+        if arch.gemma3:
+            vision = inline_siglip_config(keys, tensors, text.hidden_size)
+        else:
+            vision, tensors = qwen3vl_inline(keys, tensors, text.hidden_size)
 
     shapes = siglip_tensor_shapes if vision and vision.siglip else vision_tensor_shapes
     expected = text_tensor_shapes(text) | (shapes(vision) if vision else {})
-    unused = arch.unused_prefixes if vision is None else ()
+    unused = arch.unused_prefixes if vision is None else ()  # an inline tower left unread
     used = {name: t for name, t in tensors.items() if not name.startswith(unused)}
     _check_inventory(used, expected, path, projector_path)
     _check_heads(text, vision, path)
@@ -144,6 +149,9 @@ def _check_heads(text: TextConfig, vision: VisionConfig | None, path: Path) -> N
         raise CorruptModel(f"{path}: head_dim {text.head_dim} is odd; rotary needs pairs")
     if vision is None:
         return
+    if len(vision.deepstack_layers) >= text.n_layers:
+        raise CorruptModel(f"{path}: {len(vision.deepstack_layers)} DeepStack feature maps "
+                           f"for {text.n_layers} text layers")
     if vision.n_heads <= 0 or vision.hidden_size % vision.n_heads:
         raise CorruptModel(
             f"{path}: vision width {vision.hidden_size} does not split into {vision.n_heads} heads"
@@ -162,7 +170,7 @@ def _projector(gemma3: bool, keys: Keys, tensors: dict[str, TensorInfo],
         check_projector_type(keys)
         projected = canonical_siglip_tensors(tensors, keys.path)
         return projector_siglip_config(keys, projected, text_hidden), projected
-    projected = canonical_projector_tensors(tensors, keys.path)
+    projected = canonical_projector_tensors(tensors, keys.path, projector_tower(keys))
     return projector_vision_config(keys, projected, text_hidden), projected
 
 

@@ -7,6 +7,9 @@ in-memory ONNX graph.
         residual, h = residual + mlp(h),        rms_norm(...)   # the next block's attn_norm
     logits = lm_head(h)                                         # h normed by output_norm
 
+Qwen3-VL with its tower: blocks k < K add input deepstack[k] (the image rows' features
+from the tower, zero elsewhere) with their MLP output.
+
 Gemma 3 (config flags, ``gemma3_*`` below): embeds times sqrt(H) first; attention(h) and
 mlp(h) pass their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP
 gates with GELU-tanh; sliding layers read cos_local/sin_local and a window; the logits
@@ -49,7 +52,7 @@ from engine.graph.attention import (
     last_position,
     last_rows,
 )
-from engine.graph.builder import GraphBuilder
+from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
 from engine.graph.linear import RowsApart, linear
@@ -64,6 +67,7 @@ COS_LOCAL, SIN_LOCAL = "cos_local", "sin_local"  # the sliding layers' rotary ro
 ROWS_APART = "rows_apart"  # bool [1]: a verify step (engine.graph.kernels, 3.)
 # two-way image attention (Gemma 3 with images): additive masks [S, T] and each row's slot
 MASK, MASK_LOCAL, QUERY_SLOTS = "attention_mask", "attention_mask_local", "query_slots"
+DEEPSTACK = "deepstack"  # [K, S, H]: added after block k < K (Qwen3-VL's image features)
 LOGITS = "logits"
 HIDDEN_STATES = "hidden_states"
 
@@ -205,6 +209,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         local_step = replace(local_step, mask=MASK_LOCAL)
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
+    deepstack = deepstack_count(model)
 
     x = INPUTS_EMBEDS  # [1, S, H]
     if cfg.embedding_scale != 1.0:
@@ -227,6 +232,8 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn", cfg.activation)
         if cfg.post_norms:
             m = rms_norm(g, m, w.post_ffw_norm(i), eps, f"blk.{i}.post_ffw_norm", dtype)
+        if i < deepstack:
+            m = deepstack_features(g, m, i)
         if i + 1 < cfg.n_layers:
             next_norm, next_name = w.attn_norm(i + 1), f"blk.{i + 1}.attn_norm"
         else:
@@ -242,6 +249,22 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
 
     cache_shape = (1, cfg.n_kv_heads, options.max_cache_len, cfg.head_dim)
     buffer = [1, cfg.n_kv_heads, "max_cache_len", cfg.head_dim]  # any length: one graph per model
+    inputs = step_inputs(cfg, options, bool(apart), deepstack)
+    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
+    for c in caches:
+        inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
+        outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]
+    if options.layer_stats:
+        states = last_token_states(g, hidden_states, dtype)
+        outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
+    return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+
+
+def step_inputs(cfg: TextConfig, options: DecoderOptions, apart: bool,
+                deepstack: int) -> list[ValueSpec]:
+    """The graph inputs besides the KV buffers: embeddings, cache bookkeeping, rotary rows,
+    and those a build adds (rows apart, two-way image masks, DeepStack features)."""
+    dtype = options.dtype
     inputs = [
         (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
         (SEQLENS_K, np.int32, [1]),
@@ -259,14 +282,24 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         inputs += [(QUERY_SLOTS, np.int64, [1, "S"]), (MASK, dtype, ["S", "T"])]
         if cfg.has_sliding_layers:
             inputs.append((MASK_LOCAL, dtype, ["S", "T"]))
-    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
-    for c in caches:
-        inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
-        outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]
-    if options.layer_stats:
-        states = last_token_states(g, hidden_states, dtype)
-        outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
-    return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+    if deepstack:
+        inputs.append((DEEPSTACK, dtype, [deepstack, "S", cfg.hidden_size]))
+    return inputs
+
+
+def deepstack_count(model: GGUFModel) -> int:
+    """How many first blocks add image features to their output (Qwen3-VL's DeepStack)."""
+    vision = model.config.vision
+    return len(vision.deepstack_layers) if vision is not None else 0
+
+
+def deepstack_features(g: GraphBuilder, m: str, i: int) -> str:
+    """Block i's MLP output plus DEEPSTACK[i] (zero outside the image rows), so the residual
+    stream takes the features with the MLP's add."""
+    index = g.add_initializer(f"blk.{i}.deepstack_index", np.array(i, np.int64))
+    [features] = g.add_node("Gather", [DEEPSTACK, index], [f"blk.{i}/deepstack"], axis=0)
+    [m] = g.add_node("Add", [m, features], [f"blk.{i}/ffn_deepstack"])  # [1, S, H]
+    return m
 
 
 def layer_caches(cfg: TextConfig) -> tuple[LayerCache, ...]:

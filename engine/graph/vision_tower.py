@@ -139,7 +139,7 @@ def attention(g: GraphBuilder, x: str, b: _Blocks, vision: VisionConfig, project
         q, k, v = g.add_node("Split", [qkv], [f"{name}/q", f"{name}/k", f"{name}/v"], axis=-1,
                              num_outputs=3)
     batch = g.add_initializer(f"{name}.batch_shape", np.array([1, -1, d], np.int64))
-    q, k = (_rotary(g, y, batch, vision.n_heads, f"{name}/{p}_rot")
+    q, k = (rotary(g, y, batch, vision.n_heads, f"{name}/{p}_rot")
             for p, y in (("q", q), ("k", k)))
     if windowed:
         out = _window_attention(g, q, k, v, d, vision.n_heads, name)
@@ -152,7 +152,7 @@ def attention(g: GraphBuilder, x: str, b: _Blocks, vision: VisionConfig, project
     return project(out, b.matrix("attn_out"), f"{name}.out", bias=b.vector("attn_out_bias"))
 
 
-def _rotary(g: GraphBuilder, x: str, batch: str, n_heads: int, name: str) -> str:
+def rotary(g: GraphBuilder, x: str, batch: str, n_heads: int, name: str) -> str:
     """NeoX rotary of x [S, D] by the host's per-row cos/sin -> [1, S, D]."""
     [x] = g.add_node("Reshape", [x, batch], [f"{name}/batch"])  # [1, S, D]
     [y] = g.add_node("RotaryEmbedding", [x, POSITION_IDS, COS, SIN], [name],

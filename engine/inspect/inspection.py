@@ -75,6 +75,7 @@ def continued(prompt: PromptTokens, reply: Sequence[int]) -> PromptTokens:
         next_position=prompt.next_position + len(ids),
         image_rows=prompt.image_rows,
         image_embeds=prompt.image_embeds,
+        image_deepstack=prompt.image_deepstack,
         bidirectional_images=prompt.bidirectional_images,
     )
 
@@ -111,7 +112,8 @@ def inspect_context(
     groups = context.image_groups()
     out = forward(model, None if embeds is not None else ids, positions, embeds,
                   weights=weights, probe=probe, on_layer=on_layer,
-                  image_groups=None if groups is None else groups[: position + 1])
+                  image_groups=None if groups is None else groups[: position + 1],
+                  deepstack=context.deepstack(0, position + 1))
     report("Logit lens", n_layers / (n_layers + 1))
     states = np.stack([h[position] for h in out.hidden_states])  # [L + 1, H]
     lens = logit_lens(lens_logits(states, weights), piece, top)

@@ -92,17 +92,19 @@ def occlusion(
         embeds = weights.embed(context.ids[: position + 1])
     positions = np.asarray(context.positions)[..., : position + 1]
     groups = context.image_groups()  # Gemma 3: an image's rows see each other
+    deepstack = context.deepstack(0, position + 1)  # Qwen3-VL's image features, or None
 
-    def rows(start: int, stop: int | None = None) -> np.ndarray | None:
-        return None if groups is None else groups[start:stop]
+    def rows(start: int, stop: int) -> dict[str, np.ndarray | None]:
+        """The image groups and DeepStack features of rows start..stop, for ``forward``."""
+        return {"image_groups": None if groups is None else groups[start:stop],
+                "deepstack": None if deepstack is None else deepstack[:, start:stop]}
     length = int(positions.max()) + 1  # every run turns as the whole context does (LongRoPE)
 
     def last_logprobs(j: int, cache: KVCache, hidden: np.ndarray | None) -> np.ndarray:
         probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
         logits = forward(model, None, positions[..., j:], embeds[j:], weights=weights,
                          cache=cache, probe=probe, rope_length=length,
-                         image_groups=rows(j, position + 1)).logits[-1]
-        logits = logits.astype(np.float64)
+                         **rows(j, position + 1)).logits[-1].astype(np.float64)
         peak = logits.max()
         return logits - peak - np.log(np.exp(logits - peak).sum())
 
@@ -122,7 +124,7 @@ def occlusion(
         if first > prefix.length:
             forward(model, None, positions[..., prefix.length:first],
                     embeds[prefix.length:first], weights=weights, cache=prefix,
-                    image_groups=rows(prefix.length, first), rope_length=length)
+                    rope_length=length, **rows(prefix.length, first))
         cache = KVCache()
         cache.keys, cache.values = list(prefix.keys), list(prefix.values)
         delta[unit] = last_logprobs(first, cache, unit)[token] - clean[token]

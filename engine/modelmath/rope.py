@@ -1,5 +1,5 @@
-"""Rotary position embedding: NeoX halves, llama-GGUF interleaved pairs, Qwen2-VL M-RoPE,
-LongRoPE.
+"""Rotary position embedding: NeoX halves, llama-GGUF interleaved pairs, Qwen2-VL M-RoPE
+(sections in a row), Qwen3-VL's (sections taking turns), LongRoPE.
 
 Interleaved: llama.cpp's converter permutes each head's Q/K rows so that HF row i lands at
 2i and row i + D/2 at 2i + 1 (transformers' GGUF loader undoes it). Rotating pairs
@@ -34,16 +34,32 @@ def inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
     return theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
 
 
+def mrope_streams(sections: Sequence[int], interleaved: bool = False) -> np.ndarray:
+    """Which position stream (0 = t, 1 = h, 2 = w) each frequency j < sum(sections) reads.
+
+    Chunked (Qwen2-VL): sections in a row, e.g. (16, 24, 24): j < 16 -> t, then h, then w.
+    Interleaved (Qwen3-VL): the streams take turns, j % 3 == 1 -> h while j < 3 * h_section,
+    j % 3 == 2 -> w while j < 3 * w_section, every other frequency t; e.g. (24, 20, 20):
+    t h w t h w ... up to j = 59, then t for j = 60..63.
+    """
+    if not interleaved:
+        return np.repeat(np.arange(len(sections)), sections)
+    j = np.arange(sum(sections))
+    stream = np.zeros_like(j)
+    for axis in (1, 2):
+        stream[(j % 3 == axis) & (j < 3 * sections[axis])] = axis
+    return stream
+
+
 def rope_angles(
     positions: np.ndarray, head_dim: int, theta: float, sections: Sequence[int] | None = None,
-    factors: Sequence[float] | None = None,
+    factors: Sequence[float] | None = None, interleaved: bool = False,
 ) -> np.ndarray:
     """Rotation angle of every (token, frequency) -> [S, D/2] float64.
 
     positions [S]: one index per token. positions [3, S] (M-RoPE, needs ``sections``):
-    frequency j reads the (t, h, w) stream its section assigns it, e.g. sections
-    (16, 24, 24) over D/2 = 64: j < 16 -> t, 16 <= j < 40 -> h, 40 <= j < 64 -> w.
-    ``factors`` [D/2] divide the frequencies (LongRoPE).
+    frequency j reads the (t, h, w) stream ``mrope_streams`` assigns it (chunked, or with
+    ``interleaved`` taking turns). ``factors`` [D/2] divide the frequencies (LongRoPE).
     """
     inv_freq = inverse_frequencies(head_dim, theta)  # [D/2]
     if factors is not None:
@@ -53,7 +69,7 @@ def rope_angles(
         return positions[:, None] * inv_freq  # [S, D/2]
     if sections is None:
         raise ValueError(f"positions of shape {positions.shape} need a model with M-RoPE")
-    stream = np.repeat(np.arange(len(sections)), sections)  # [D/2]: 0 = t, 1 = h, 2 = w
+    stream = mrope_streams(sections, interleaved)  # [D/2]: 0 = t, 1 = h, 2 = w
     if positions.shape[0] != 3 or stream.shape != inv_freq.shape:
         raise ValueError(
             f"M-RoPE needs positions [3, S] and sections summing to {len(inv_freq)}; "
@@ -72,7 +88,8 @@ def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = Fals
         return rope_angles(positions, text.head_dim, text.rope_theta_local or text.rope_theta)
     positions = np.asarray(positions, dtype=np.float64)
     return rope_angles(positions / text.rope_linear_factor, text.head_dim, text.rope_theta,
-                       text.mrope_sections, longrope_factors(positions, text, length))
+                       text.mrope_sections, longrope_factors(positions, text, length),
+                       text.mrope_interleaved)
 
 
 def longrope_factors(positions: np.ndarray, text: TextConfig,

@@ -1,8 +1,8 @@
-"""Qwen2.5-VL's vision grid and tensors, shared by the ONNX vision graph, the runtime that
-feeds it and the numpy reference: the GGUF ``v.*`` tensor names, the Conv3d kernel as a
-matrix, patch positions and the window layout. The indices are checked against HF
-transformers (tests/unit/vision/test_vision_tower.py), since the reference cannot check
-what it shares.
+"""The vision grids and tensors of Qwen2.5-VL and Qwen3-VL, shared by the ONNX vision graph,
+the runtime that feeds it and the numpy reference: the GGUF ``v.*`` tensor names, the Conv3d
+kernel as a matrix, patch positions, the window layout and Qwen3-VL's interpolated position
+table. The indices are checked against HF transformers (tests/unit/vision/test_vision_tower.py,
+tests/unit/vision/test_qwen3vl_tower.py), since the reference cannot check what it shares.
 """
 
 from __future__ import annotations
@@ -124,3 +124,28 @@ def check_grid(grid: tuple[int, int, int], vision: VisionConfig) -> tuple[int, i
             f"of {m}; preprocess the image with engine.vision.preprocess"
         )
     return gh, gw
+
+
+def merge_block_order(values: np.ndarray, merge: int) -> np.ndarray:
+    """[..., gh, gw] in raster order -> [..., gh*gw] in merge-block order (each merged
+    cell's merge x merge patches together, cells in raster order)."""
+    *lead, gh, gw = values.shape
+    blocks = values.reshape(*lead, gh // merge, merge, gw // merge, merge)
+    return np.swapaxes(blocks, -3, -2).reshape(*lead, gh * gw)
+
+
+def position_interpolation(grid_h: int, grid_w: int, side: int,
+                           merge: int) -> tuple[np.ndarray, np.ndarray]:
+    """Qwen3-VL's learned position table (side x side cells) read bilinearly at a
+    grid_h x grid_w image, corners aligned (HF's fast_pos_embed_interpolate): the four
+    neighbouring table rows of each patch, int64 [4, S], and their weights, float32 [4, S],
+    both in merge-block order; the patch's embedding is sum_k table[rows[k]] * weights[k]."""
+    ys = np.linspace(0, side - 1, grid_h, dtype=np.float32)
+    xs = np.linspace(0, side - 1, grid_w, dtype=np.float32)
+    y0, x0 = ys.astype(np.int64), xs.astype(np.int64)  # floor: both are >= 0
+    y1, x1 = np.minimum(y0 + 1, side - 1), np.minimum(x0 + 1, side - 1)
+    dy, dx = (ys - y0)[:, None], (xs - x0)[None, :]  # [gh, 1], [1, gw]
+    rows = np.stack([y0[:, None] * side + x0, y0[:, None] * side + x1,
+                     y1[:, None] * side + x0, y1[:, None] * side + x1])  # [4, gh, gw]
+    weights = np.stack([(1 - dy) * (1 - dx), (1 - dy) * dx, dy * (1 - dx), dy * dx])
+    return merge_block_order(rows, merge), merge_block_order(weights, merge).astype(np.float32)

@@ -211,6 +211,7 @@ def forward(
     on_layer: Callable[[int], None] | None = None,
     image_groups: ArrayLike | None = None,
     rope_length: int | None = None,
+    deepstack: ArrayLike | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -224,6 +225,8 @@ def forward(
     (PromptTokens.image_groups): rows of one image attend to each other both ways.
     ``rope_length``: the length of the whole sequence a cached run belongs to, which picks
     LongRoPE's factor set (default: this call's last position + 1).
+    ``deepstack`` [K, S, H]: Qwen3-VL's image features, added to the output of block k < K
+    (zero at text rows).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -249,6 +252,8 @@ def forward(
     for i in range(cfg.n_layers):
         layer_angles = local_angles if cfg.slides(i) else angles
         x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe, groups)
+        if deepstack is not None and i < len(deepstack):
+            x = x + np.asarray(deepstack[i], dtype=x.dtype)
         hidden_states.append(x)
         if on_layer is not None:
             on_layer(i)

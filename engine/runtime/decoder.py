@@ -110,6 +110,7 @@ class DecoderSession:
         self.row_invariant = exact or options.row_invariant_graph
         self._two_way = options.two_way_images
         self._token_embd = model.tensors["token_embd.weight"]
+        self._deepstack = graph.deepstack_count(model)  # Qwen3-VL: feature maps fed per step
 
         session_options = ort.SessionOptions()
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -161,7 +162,8 @@ class DecoderSession:
               started: float) -> ort.InferenceSession:
         """The session, from the graph cache when it holds this build; sets build_seconds and
         cache_state ("hit", "stored", "off" or "off (why)")."""
-        key = None if store is None or not store.enabled else entry_key(model.path, options)
+        key = None if store is None or not store.enabled else entry_key(
+            model.path, options, self._deepstack)
         path = store.lookup(key) if key else None
         self.cache_state = "hit" if path else "off"
         if path is None:
@@ -195,7 +197,8 @@ class DecoderSession:
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
                 rows: int | None = None, keys: Sequence[Hashable] | None = None,
                 cancel: threading.Event | None = None,
-                image_groups: np.ndarray | None = None) -> DecoderStep:
+                image_groups: np.ndarray | None = None,
+                deepstack: np.ndarray | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
@@ -204,6 +207,8 @@ class DecoderSession:
         (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
         Cancelled; the cache is left as it was. ``image_groups`` [S]
         (PromptTokens.image_groups): the rows of one image attend to each other both ways.
+        ``deepstack`` [K, S, H]: Qwen3-VL's image features for the first K blocks (zero
+        rows for text; default all zero).
 
         Where a verify step runs its matmuls row by row (engine.graph.kernels, 3.), the last
         position of a many-token forward runs on its own too, so its logits are a one-token
@@ -229,26 +234,30 @@ class DecoderSession:
         if len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} tokens")
         groups = None if image_groups is None else np.asarray(image_groups)
+        features = None if deepstack is None else np.asarray(deepstack)
+        if features is not None and features.shape[1:2] != (n,):
+            raise ValueError(f"deepstack of shape {features.shape} does not match {n} tokens")
         if self._rows_apart and rows is None and n > 1 and not self._all_logits:
-            return self._last_row_apart(x, positions, keys, cancel, groups)
-        return self._run(x, positions, rows, keys, cancel, groups)
+            return self._last_row_apart(x, positions, keys, cancel, groups, features)
+        return self._run(x, positions, rows, keys, cancel, groups, features)
 
     def _last_row_apart(self, x: np.ndarray, positions: np.ndarray, keys: list[Hashable],
-                        cancel: threading.Event | None,
-                        groups: np.ndarray | None) -> DecoderStep:
+                        cancel: threading.Event | None, groups: np.ndarray | None,
+                        deepstack: np.ndarray | None) -> DecoderStep:
         """All rows but the last, then the last alone (forward's docstring says why)."""
         past = self.cache_len
         head, tail = (None, None) if groups is None else (groups[:-1], groups[-1:])
-        self._run(x[:-1], positions[..., :-1], None, keys[:-1], cancel, head)
+        first, last = (None, None) if deepstack is None else (deepstack[:, :-1], deepstack[:, -1:])
+        self._run(x[:-1], positions[..., :-1], None, keys[:-1], cancel, head, first)
         try:
-            return self._run(x[-1:], positions[..., -1:], None, keys[-1:], cancel, tail)
+            return self._run(x[-1:], positions[..., -1:], None, keys[-1:], cancel, tail, last)
         except Cancelled:
             self.truncate(past)
             raise
 
     def _run(self, x: np.ndarray, positions: np.ndarray, rows: int | None,
              keys: list[Hashable], cancel: threading.Event | None,
-             image_groups: np.ndarray | None) -> DecoderStep:
+             image_groups: np.ndarray | None, deepstack: np.ndarray | None) -> DecoderStep:
         """One session run appending the rows ``x`` (checked by forward)."""
         n, past = len(x), self.cache_len
         total = past + n
@@ -267,6 +276,11 @@ class DecoderSession:
             binding.bind_cpu_input(rows_of.sin_name, rows_of.sin[:total])
         binding.bind_cpu_input(graph.INPUTS_EMBEDS,
                                np.ascontiguousarray(x, dtype=self._dtype).reshape(1, len(x), -1))
+        if self._deepstack:  # zero at text rows (and at cached rows run again)
+            features = np.zeros((self._deepstack, len(x), cfg.hidden_size), self._dtype)
+            if deepstack is not None:
+                features[:, len(x) - n:] = deepstack
+            binding.bind_cpu_input(graph.DEEPSTACK, features)
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))

@@ -66,7 +66,8 @@ class Generator:
                                         cancel=cancel, image_groups=groups)
         else:
             step = self.decoder.forward(inputs_embeds=embeds, positions=positions, keys=keys,
-                                        cancel=cancel, image_groups=groups)
+                                        cancel=cancel, image_groups=groups,
+                                        deepstack=prompt.deepstack(reuse))
         return step, len(ids)
 
     def run(

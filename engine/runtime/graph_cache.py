@@ -76,11 +76,14 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def entry_key(model_path: Path, options: graph.DecoderOptions) -> str:
+def entry_key(model_path: Path, options: graph.DecoderOptions, deepstack: int = 0) -> str:
     """The entry name for ``model_path`` built with ``options`` (cache length excluded:
-    the graph's KV buffers have a symbolic length)."""
+    the graph's KV buffers have a symbolic length); ``deepstack``: the graph takes that many
+    DeepStack feature maps (the model was opened with its Qwen3-VL tower)."""
     fields = dataclasses.asdict(dataclasses.replace(options, max_cache_len=0))
     text = f"{source_identity(model_path)}|{sorted(fields.items())}|{code_digest()}"
+    if deepstack:
+        text += f"|deepstack={deepstack}"
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

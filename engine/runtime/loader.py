@@ -26,7 +26,7 @@ from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
 from engine.vision.gemma3 import GEMMA3_IMAGE_PLACEHOLDER, preprocess_square, soft_token_prompt
-from engine.vision.preprocess import ImageInput, preprocess
+from engine.vision.preprocess import ImageInput, preprocess_for
 from engine.vision.prompt import image_prompt
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
@@ -85,11 +85,11 @@ class LoadedModel:
 
     def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
         """An image file as this model's vision tower takes it (Gemma 3: one fixed square,
-        so ``max_pixels`` does not apply)."""
+        so ``max_pixels`` does not apply; Qwen3-VL: its own processor's sizes)."""
         vision = self.gguf.config.vision
         if vision is not None and vision.siglip:
             return preprocess_square(path, vision)
-        return preprocess(path, max_pixels=max_pixels)
+        return preprocess_for(vision, path, max_pixels)
 
     @property
     def may_think(self) -> bool:

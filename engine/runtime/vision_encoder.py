@@ -1,7 +1,7 @@
-"""Image -> embeddings for the text decoder (Qwen2.5-VL's tower, or Gemma 3's SigLIP tower
-and projector): one ONNX Runtime session per model, reused across images, and a small LRU
-cache so a picture re-sent in a later turn is not encoded again (keyed by
-ImageInput.digest, which hashes the resized pixels)."""
+"""Image -> embeddings for the text decoder (Qwen2.5-VL's tower, Qwen3-VL's with its
+DeepStack features, or Gemma 3's SigLIP tower and projector): one ONNX Runtime session
+per model, reused across images, and a small LRU cache so a picture re-sent in a later
+turn is not encoded again (keyed by ImageInput.digest, which hashes the resized pixels)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,17 @@ import onnxruntime as ort
 
 from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
+from engine.graph import qwen3vl_tower
 from engine.graph import vision_tower as graph
 from engine.graph.builder import create_session
 from engine.graph.siglip_tower import build_siglip
 from engine.modelmath.rope import vision_rope_angles
-from engine.modelmath.vision_grid import check_grid, patch_positions, window_layout
+from engine.modelmath.vision_grid import (
+    check_grid,
+    patch_positions,
+    position_interpolation,
+    window_layout,
+)
 from engine.vision.preprocess import ImageInput
 
 
@@ -51,6 +57,24 @@ def grid_feeds(grid: tuple[int, int, int], model: GGUFModel) -> dict[str, np.nda
     }
 
 
+def qwen3vl_grid_feeds(grid: tuple[int, int, int], model: GGUFModel) -> dict[str, np.ndarray]:
+    """Qwen3-VL's position-table rows and weights and rotary cos/sin for one grid, rows in
+    merge-block order (no windows)."""
+    vision = model.config.vision
+    gh, gw = check_grid(grid, vision)
+    rows, weights = position_interpolation(gh, gw, vision.position_side,
+                                           vision.spatial_merge_size)
+    angles = vision_rope_angles(patch_positions(gh, gw, vision.spatial_merge_size),
+                                vision.hidden_size // vision.n_heads, vision.rope_theta)
+    return {
+        qwen3vl_tower.POSITION_ROWS: rows,
+        qwen3vl_tower.POSITION_WEIGHTS: weights[..., None],
+        graph.COS: np.cos(angles).astype(np.float32),
+        graph.SIN: np.sin(angles).astype(np.float32),
+        graph.POSITION_IDS: np.arange(gh * gw, dtype=np.int64)[None],
+    }
+
+
 class VisionEncoder:
     """Encodes images with the vision tower of ``model`` (fp32 activations, exact weights)."""
 
@@ -59,8 +83,14 @@ class VisionEncoder:
             raise UnsupportedModel(f"{model.path} has no vision tower; it cannot read images")
         started = time.perf_counter()
         self.model = model
-        siglip = model.config.vision.siglip
-        built = build_siglip(model) if siglip else graph.build_vision(model)
+        tower = model.config.vision.tower
+        self._qwen3vl = tower == "qwen3vl"
+        if tower == "siglip":
+            built = build_siglip(model)
+        elif self._qwen3vl:
+            built = qwen3vl_tower.build_qwen3vl_tower(model)
+        else:
+            built = graph.build_vision(model)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:
@@ -73,14 +103,22 @@ class VisionEncoder:
         self._cache_size = cache_size
 
     def encode(self, image: ImageInput) -> np.ndarray:
-        """float32 [image.n_tokens, text hidden], raster order of merged cells."""
+        """float32 [image.n_tokens, text hidden], raster order of merged cells; with
+        DeepStack (Qwen3-VL) [1 + K, n_tokens, text hidden]: the embeddings, then the
+        features the first K decoder layers add (engine.vision.prompt.Encode)."""
         cached = self._cache.get(image.digest)
         if cached is not None:
             self._cache.move_to_end(image.digest)
             return cached
-        feeds = {} if self.model.config.vision.siglip else grid_feeds(image.grid, self.model)
+        if self.model.config.vision.siglip:
+            feeds = {}
+        else:
+            feeds = (qwen3vl_grid_feeds if self._qwen3vl else grid_feeds)(image.grid, self.model)
         feeds[graph.PIXEL_VALUES] = np.ascontiguousarray(image.pixel_values, np.float32)
-        [embeds] = self._session.run([graph.EMBEDS], feeds)
+        names = [output.name for output in self._session.get_outputs()]
+        embeds, *deepstack = self._session.run(names, feeds)
+        if deepstack:
+            embeds = np.concatenate([embeds[None], deepstack[0]])
         embeds.setflags(write=False)  # shared by every prompt that shows this image
         self._cache[image.digest] = embeds
         if len(self._cache) > self._cache_size:

@@ -44,7 +44,7 @@ def preprocess_square(image: Image.Image | str | bytes, vision: VisionConfig) ->
     key.update(repr(("siglip", rgb.shape, p, SIGLIP_MEAN, SIGLIP_STD)).encode())
     return ImageInput(pixel_values=np.ascontiguousarray(x.reshape(g * g, c * p * p)),
                       grid=(1, g, g), digest=key.hexdigest(),
-                      merge=vision.spatial_merge_size, raster=True,
+                      merge=vision.spatial_merge_size, raster=True, patch_size=p,
                       mean=SIGLIP_MEAN, std=SIGLIP_STD)
 
 

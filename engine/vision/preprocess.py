@@ -23,6 +23,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from engine.errors import ImageError
+from engine.gguf.config import VisionConfig
 
 PATCH_SIZE = 14
 MERGE_SIZE = 2
@@ -36,6 +37,10 @@ MAX_IMAGE_PIXELS = 100_000_000
 # OpenAI CLIP statistics, the ones Qwen2-VL was trained with.
 IMAGE_MEAN = (0.48145466, 0.4578275, 0.40821073)
 IMAGE_STD = (0.26862954, 0.26130258, 0.27577711)
+# Qwen3-VL's processor (its preprocessor config, which neither GGUF layout records):
+# at least 65,536 pixels (size.shortest_edge), statistics 0.5
+QWEN3VL_MIN_PIXELS = 65_536
+QWEN3VL_MEAN = QWEN3VL_STD = (0.5, 0.5, 0.5)
 
 _SIXTEEN_BIT_MODES = frozenset({"I", "I;16", "I;16L", "I;16B", "I;16N"})
 
@@ -50,6 +55,7 @@ class ImageInput:
     digest: str  # sha256 of the resized pixels and layout: the key for cached embeddings
     merge: int = MERGE_SIZE  # one prompt token per merge x merge patches (SigLIP: the pool)
     raster: bool = False     # rows in raster order, one frame (SigLIP) instead of merge blocks
+    patch_size: int = PATCH_SIZE  # the layout and statistics it was made with (``pixels``)
     mean: tuple[float, float, float] = IMAGE_MEAN
     std: tuple[float, float, float] = IMAGE_STD
 
@@ -173,7 +179,20 @@ def preprocess(
 
     key = hashlib.sha256(rgb.tobytes())
     key.update(repr((rgb.shape, patch_size, merge_size, temporal_patch_size, mean, std)).encode())
-    return ImageInput(pixel_values=pixel_values, grid=(1, gh, gw), digest=key.hexdigest())
+    return ImageInput(pixel_values=pixel_values, grid=(1, gh, gw), digest=key.hexdigest(),
+                      merge=merge_size, patch_size=patch_size, mean=mean, std=std)
+
+
+def preprocess_for(vision: VisionConfig | None, image: Image.Image | Path | str | bytes,
+                   max_pixels: int = MAX_PIXELS) -> ImageInput:
+    """``image`` as the model's own processor prepares it: Qwen3-VL's (patches of its
+    patch size, at least QWEN3VL_MIN_PIXELS, statistics 0.5), else Qwen2.5-VL's."""
+    if vision is not None and vision.tower == "qwen3vl":
+        return preprocess(image, max_pixels=max(max_pixels, QWEN3VL_MIN_PIXELS),
+                          min_pixels=QWEN3VL_MIN_PIXELS, patch_size=vision.patch_size,
+                          merge_size=vision.spatial_merge_size, mean=QWEN3VL_MEAN,
+                          std=QWEN3VL_STD)
+    return preprocess(image, max_pixels=max_pixels)
 
 
 def normalise(rgb: np.ndarray, mean: tuple[float, float, float],
@@ -195,11 +214,11 @@ def _check_size(name: str, width: int, height: int) -> None:
         )
 
 
-def pixels(image: ImageInput, patch_size: int = PATCH_SIZE) -> np.ndarray:
+def pixels(image: ImageInput) -> np.ndarray:
     """The picture the model saw (resized, before normalising): uint8 [H, W, 3], undoing
     ``preprocess``'s layout, so inspection draws attention over exactly these pixels."""
     t, gh, gw = image.grid
-    p = patch_size
+    p = image.patch_size
     if image.raster:
         x = image.pixel_values.reshape(gh, gw, 3, p, p).transpose(0, 3, 1, 4, 2)
     else:

@@ -20,7 +20,9 @@ from engine.gguf.config import ModelConfig
 from engine.vision.mrope import mrope_positions
 from engine.vision.preprocess import ImageInput
 
-Encode = Callable[[ImageInput], np.ndarray]  # image -> float32 [n_tokens, text hidden]
+# image -> float32 [n_tokens, text hidden], or for a DeepStack tower (Qwen3-VL)
+# [1 + K, n_tokens, text hidden]: the embeddings, then the K DeepStack features
+Encode = Callable[[ImageInput], np.ndarray]
 
 
 def image_prompt(ids: Sequence[int], images: Sequence[ImageInput], config: ModelConfig,
@@ -43,7 +45,7 @@ def image_prompt(ids: Sequence[int], images: Sequence[ImageInput], config: Model
     out: list[int] = []
     keys: list[Hashable] = []
     rows: list[np.ndarray] = []
-    embeds: list[np.ndarray] = []
+    features: list[np.ndarray] = []  # [1 + K, n, H] per image
     previous = 0
     for slot, image in zip(slots, images, strict=True):
         text = ids[previous:slot]
@@ -61,11 +63,12 @@ def image_prompt(ids: Sequence[int], images: Sequence[ImageInput], config: Model
         if not closed:
             out.append(end)
             keys.append(end)
-        embedding = encode(image)  # [n, H]
-        if embedding.shape != (n, config.text.hidden_size):
-            raise ImageError(f"image embeddings of shape {embedding.shape}; the prompt needs "
+        encoded = np.asarray(encode(image))
+        encoded = encoded[None] if encoded.ndim == 2 else encoded  # [1 + K, n, H]
+        if encoded.shape[1:] != (n, config.text.hidden_size):
+            raise ImageError(f"image embeddings of shape {encoded.shape}; the prompt needs "
                              f"({n}, {config.text.hidden_size})")
-        embeds.append(embedding)
+        features.append(encoded)
         previous = slot + 1
     out += ids[previous:]
     keys += ids[previous:]
@@ -78,5 +81,8 @@ def image_prompt(ids: Sequence[int], images: Sequence[ImageInput], config: Model
         keys=tuple(keys),
         next_position=mrope.next_position,
         image_rows=np.concatenate(rows) if rows else None,
-        image_embeds=np.concatenate(embeds).astype(np.float32) if embeds else None,
+        image_embeds=np.concatenate([f[0] for f in features]).astype(np.float32)
+        if features else None,
+        image_deepstack=np.concatenate([f[1:] for f in features], axis=1).astype(np.float32)
+        if features and len(features[0]) > 1 else None,
     )
