@@ -202,6 +202,7 @@ def forward(
     attention_rows: ArrayLike | None = None,
     probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
+    steering: np.ndarray | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -211,7 +212,8 @@ def forward(
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
     those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
     its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
-    each block (progress; it may raise to cancel).
+    each block (progress; it may raise to cancel). ``steering`` [n_layers, H]: row i is
+    added to block i's output (control vectors, engine.gguf.control_vector).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -236,6 +238,10 @@ def forward(
     for i in range(cfg.n_layers):
         layer_angles = local_angles if cfg.slides(i) else angles
         x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe)
+        if steering is not None:  # joins the MLP's output, as in the graph (and its part)
+            x = x + steering[i].astype(x.dtype)
+            if probe is not None and probe.parts:
+                probe.mlps[-1] = probe.mlps[-1] + steering[i].astype(x.dtype)
         hidden_states.append(x)
         if on_layer is not None:
             on_layer(i)
@@ -264,16 +270,18 @@ def output_logits(x: np.ndarray, weights: ReferenceWeights) -> np.ndarray:
 def greedy(
     model: GGUFModel, input_ids: ArrayLike, n_tokens: int,
     weights: ReferenceWeights | None = None, stop_ids: Collection[int] = (),
+    steering: np.ndarray | None = None,
 ) -> list[int]:
     """The argmax continuation of a text prompt with a KV cache: n_tokens, or fewer when a
-    token of ``stop_ids`` is produced (it is included)."""
+    token of ``stop_ids`` is produced (it is included); ``steering`` as forward's."""
     if weights is None:
         weights = ReferenceWeights(model, keep=True)
     cache = KVCache()
-    logits = forward(model, input_ids, weights=weights, cache=cache).logits
+    logits = forward(model, input_ids, weights=weights, cache=cache, steering=steering).logits
     tokens: list[int] = []
     while True:
         tokens.append(int(logits[-1].argmax()))
         if len(tokens) == n_tokens or tokens[-1] in stop_ids:
             return tokens
-        logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits
+        logits = forward(model, tokens[-1:], weights=weights, cache=cache,
+                         steering=steering).logits
