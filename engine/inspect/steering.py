@@ -59,7 +59,7 @@ def make_control_vector(
     n_layers = model.config.text.n_layers
     if n_layers < 2:
         raise GenerationError("a model of one block has no layer a control vector can steer")
-    weights = ReferenceWeights(model)
+    weights = ReferenceWeights(model, keep=True)  # de-quantized once, not per prompt
     rows: list[list[np.ndarray]] = [[] for _ in range(n_layers - 1)]
     for done, (pos_text, neg_text) in enumerate(zip(positive, negative, strict=True)):
         if cancel is not None and cancel.is_set():
