@@ -89,3 +89,25 @@ def test_made_vector_is_the_mean_method_over_hfs_hidden_states(tiny):
         mean = np.concatenate(rows[block]).mean(axis=0)
         np.testing.assert_allclose(got[block + 1], mean / np.linalg.norm(mean), atol=1e-4)
         assert abs(np.linalg.norm(got[block + 1]) - 1) < 1e-5
+
+
+def test_inspection_of_a_steered_answer_runs_with_its_vectors(tiny):
+    """The lens ends at the steered logits, and the contributions still add up: each
+    steering row counts in its block's MLP part."""
+    from engine.chat.prompt_tokens import PromptTokens
+    from engine.inspect import inspect_context
+
+    model, _ = tiny
+    cfg = model.config.text
+    table = np.random.default_rng(2).standard_normal((cfg.n_layers, cfg.hidden_size))
+    table[0] = 0
+    table = table.astype(np.float32)
+    ids = np.random.default_rng(3).integers(0, cfg.vocab_size, 9)
+    steered = inspect_context(model, PromptTokens.text(ids), str, steering=table)
+    plain = inspect_context(model, PromptTokens.text(ids), str)
+    logits = forward(model, ids, steering=table).logits[-1]
+    assert steered.lens[-1].top[0].id == int(logits.argmax())
+    assert abs(steered.lens[-1].top[0].logit - float(logits.max())) < 1e-3
+    split = steered.contributions.logit
+    assert abs(split.bias) < 1e-3 * abs(split.total)
+    assert abs(split.total - plain.contributions.logit.total) > 0.1
