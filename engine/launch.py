@@ -13,18 +13,19 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.chat.backend import Capability, ChatBackend
 from engine.chat.options import Options
 from engine.errors import ControlVectorMismatch, GenerationError
-from engine.gguf.control_vector import Steering
 from engine.remote.session import RemoteChatSession, RemoteModel
-from engine.runtime.chat import ChatSession
-from engine.runtime.loader import LoadedModel, Progress, load_model
-from engine.runtime.speculation import drafter_for, speculation_note
 from engine.store import LocalModel, Store
 
-Model = LoadedModel | RemoteModel
+if TYPE_CHECKING:  # the runtime is imported where a local model is made: a server's chat
+    from engine.gguf.control_vector import Steering  # needs none of it
+    from engine.runtime.loader import LoadedModel, Progress
+
+    Model = LoadedModel | RemoteModel
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ def load_local(source: LocalModel | Path, choices: EngineChoices, num_ctx: int, 
                progress: Progress | None = None,
                cancel: threading.Event | None = None) -> LoadedModel:
     """``source`` loaded as ``choices`` say, its KV cache holding ``num_ctx`` tokens."""
+    from engine.runtime.loader import load_model
+
     return load_model(source, exact=choices.exact, provider=choices.provider,
                       num_ctx=num_ctx, layer_stats=choices.layer_stats,
                       requantize=choices.requantize, progress=progress, cancel=cancel)
@@ -59,6 +62,8 @@ def open_chat(model: Model, options: Options, *, system: str | None = None,
     if isinstance(model, RemoteModel):
         chat: ChatBackend = RemoteChatSession(model, options, system, num_top=num_top)
     else:
+        from engine.runtime.chat import ChatSession
+
         chat = ChatSession(model, options, system, num_top=num_top)
     chat.think = think
     return chat
@@ -71,6 +76,8 @@ def speculate(chat: ChatBackend, choice: str, store: Store | None,
     A chat that cannot speculate (a server's) is left as it is."""
     if Capability.SPECULATION not in chat.capabilities:
         return None
+    from engine.runtime.speculation import drafter_for, speculation_note
+
     chat.drafter = drafter_for(choice, chat.model, store, requantize=requantize)
     return speculation_note(choice, chat.model.row_invariant)
 
@@ -78,6 +85,8 @@ def speculate(chat: ChatBackend, choice: str, store: Store | None,
 def steer(chat: ChatBackend, steering: Steering) -> None:
     """Steer a local ``chat``'s answers by control vectors from its next answer on;
     ControlVectorMismatch when one was made for another model (checked now, not later)."""
+    from engine.runtime.chat import ChatSession
+
     if not isinstance(chat, ChatSession):
         raise GenerationError("control vectors steer a model Lantern runs, not a server's")
     previous, chat.steering = chat.steering, steering

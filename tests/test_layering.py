@@ -17,6 +17,7 @@ LAYERS = (
     {"engine.runtime", "engine.inspect"},
     {"engine.remote"},          # above runtime only for remote.crosscheck (Lantern vs a server)
     {"engine.launch"},
+    {"engine.serve"},           # `lantern serve`: keeps models loaded, Ollama's API
     {"engine.cli"},
     {"app"},
 )

@@ -19,6 +19,7 @@ from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
+from engine.inspect.llama_layers import llama_layers
 from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
 from engine.vision.preprocess import pixels
@@ -41,6 +42,7 @@ class Inspector(QObject):
         self.inspection: Inspection | None = None
         self._shown: tuple[str, str, list] = ("", "", [])   # how to show the running job's result
         self.opinion_job: Job | None = None
+        self.layers_job: Job | None = None
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
@@ -51,6 +53,8 @@ class Inspector(QObject):
         panel.promptRowClicked.connect(lambda row: self.select_row(row, "prompt token"))
         panel.replyPointClicked.connect(self.select_reply)
         panel.opinion.requested.connect(self.ask_llama)
+        panel.opinion.layers.requested.connect(self.compare_layers)
+        panel.opinion.layers.cancelRequested.connect(self.cancel_layers)
         if (hint := missing()) is not None:
             panel.opinion.show_missing(hint)
 
@@ -67,6 +71,7 @@ class Inspector(QObject):
     def _busy(self, busy: bool) -> None:
         if busy and self.conversation.busy:
             self.cancel()            # the stream comes first
+            self.cancel_layers()
             self.prompt, self.events = None, []      # a server's answer brings no prompt
             self.panel.start_reply()
             self.panel.clear_check()   # a verdict (or its error) was about the last answer
@@ -82,6 +87,7 @@ class Inspector(QObject):
         if self.opinion_job is not None:
             self.opinion_job.cancel()
             self.opinion_job = None
+        self.cancel_layers()
         self.prompt, self.events, self.inspection, self.pending = None, [], None, None
 
     # -- choosing a position --------------------------------------------------------------
@@ -237,3 +243,45 @@ class Inspector(QObject):
         if self.sender() is self.opinion_job:
             self.opinion_job = None
             self.panel.opinion.show_failed(message)
+
+    def compare_layers(self) -> None:
+        """Every block's output in llama.cpp and in the reference over the latest context
+        (a job with progress and cancel, never while an answer streams)."""
+        model, context, section = self.conversation.model, self.context, self.panel.opinion.layers
+        if model is None or context is None or self.conversation.busy:
+            section.show_failed("Send a message first; the layers are compared over the "
+                                "latest context when no answer is streaming.")
+            return
+        if image_grids(context):
+            section.show_failed("llama.cpp's layers are compared on text contexts only; "
+                                "this one holds an image.")
+            return
+        self.cancel_layers()
+        gguf, ids = model.gguf, list(context.ids)
+
+        def run(progress, cancel):
+            return llama_layers(gguf.path, gguf, ids, progress=progress, cancel=cancel)
+
+        job = ProgressJob(run)
+        job.progress.connect(section.show_progress)
+        job.result.connect(self._layers)
+        job.failed.connect(self._layers_failed)
+        self.layers_job = job
+        section.show_running()
+        self.runner.start(job)
+
+    def cancel_layers(self) -> None:
+        if self.layers_job is not None:
+            self.layers_job.cancel()
+            self.layers_job = None
+            self.panel.opinion.layers.show_failed("Cancelled.")
+
+    def _layers(self, layers) -> None:
+        if self.sender() is self.layers_job:
+            self.layers_job = None
+            self.panel.opinion.layers.show_layers(layers)
+
+    def _layers_failed(self, message: str) -> None:
+        if self.sender() is self.layers_job:
+            self.layers_job = None
+            self.panel.opinion.layers.show_failed(message)

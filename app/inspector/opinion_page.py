@@ -2,7 +2,8 @@
 
 Top-5 of Lantern's fp32 reference and of llama.cpp side by side at the inspected
 position, and |Δ logprob| of the token that came next at every earlier position
-(teacher-forced) as a chart. Without llama-cpp-python it says how to get it.
+(teacher-forced) as a chart; below, every block's output compared
+(app/inspector/llama_layers_section.py). Without llama-cpp-python it says how to get it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHeaderView, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHeaderView, QScrollArea, QVBoxLayout, QWidget
 
 from app.inspector.charts import LineChart, Series
+from app.inspector.llama_layers_section import LlamaLayersSection
 from app.inspector.rows import TOP_ROWS, visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import action_row, hint, section
@@ -62,7 +64,15 @@ class OpinionPage(QWidget):
 
     def __init__(self, table_factory, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        layout = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.NoFrame)
+        outer.addWidget(scroll)
+        body = QWidget()
+        scroll.setWidget(body)
+        layout = QVBoxLayout(body)
         layout.setContentsMargins(12, 12, 12, 12)
         layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
                               "(the Inside tab's position, else the latest token) and "
@@ -96,11 +106,13 @@ class OpinionPage(QWidget):
         layout.addWidget(section("Teacher-forced |Δ logprob| per position"))
         self.chart = LineChart("|Δ logprob| of the token that came next", height=150)
         layout.addWidget(self.chart)
-        layout.addStretch(1)
+        self.layers = LlamaLayersSection(table_factory)
+        layout.addWidget(self.layers, 1)
 
     def show_missing(self, text: str) -> None:
         self.status.setText(text)
         self.button.setEnabled(False)
+        self.layers.show_missing(text)
 
     def show_running(self) -> None:
         self.button.setEnabled(False)
@@ -117,6 +129,7 @@ class OpinionPage(QWidget):
             self.status.setText(IDLE)
         self.pairs.set_records([])
         self.chart.set_series([])
+        self.layers.clear()
 
     def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...]) -> None:
         self.button.setEnabled(True)

@@ -6,11 +6,16 @@ sampling transform. A remote server reports log-probabilities only: its events c
 ``logit=None``, ``id=-1`` (no token ids) and a NaN entropy, never invented values.
 """
 
-from dataclasses import dataclass, field
+from __future__ import annotations
 
-import numpy as np
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.chat.reasons import SamplerReasons
+
+if TYPE_CHECKING:       # numpy is not imported for a server's chat (ARCHITECTURE.md §12)
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -22,7 +27,7 @@ class TopToken:
 
     @property
     def probability(self) -> float:
-        return float(np.exp(self.logprob))
+        return math.exp(self.logprob)
 
 
 @dataclass(frozen=True)

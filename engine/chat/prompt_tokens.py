@@ -24,12 +24,25 @@ class PromptTokens:
     next_position: int
     image_rows: np.ndarray | None = None    # int64 [R]: rows whose embedding is replaced
     image_embeds: np.ndarray | None = None  # float32 [R, H]
+    # Gemma 3: the rows of one image also attend to the later rows of that image
+    bidirectional_images: bool = False
 
     @classmethod
     def text(cls, ids: Sequence[int]) -> PromptTokens:
         array = np.asarray(ids, dtype=np.int64)
         return cls(array, np.arange(len(array), dtype=np.int64), tuple(int(i) for i in array),
                    len(array))
+
+    def image_groups(self) -> np.ndarray | None:
+        """int64 [S]: for each row the image it belongs to (-1: none) where rows of one
+        image attend to each other both ways; None where attention is causal throughout.
+        Each run of consecutive image rows is one image."""
+        if not self.bidirectional_images or self.image_rows is None or not len(self.image_rows):
+            return None
+        rows = np.asarray(self.image_rows)
+        groups = np.full(len(self.ids), -1, dtype=np.int64)
+        groups[rows] = np.cumsum(np.diff(rows, prepend=-2) != 1) - 1
+        return groups
 
     def __len__(self) -> int:
         return len(self.ids)

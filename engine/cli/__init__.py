@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "engine.cli.pull_commands",    # pull, rm, cp
     "engine.cli.tokenize_commands",  # tokenize
     "engine.cli.run_command",      # run
+    "engine.cli.serve_command",    # serve
     "engine.cli.debug_command",    # debug
     "engine.cli.inspect_command",  # inspect
     "engine.cli.prompt_commands",  # prompt
@@ -27,7 +28,8 @@ COMMAND_MODULES = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
+    """The parser of ``modules``' commands (all of them unless told)."""
     parser = argparse.ArgumentParser(
         prog="lantern",
         description="Chat with, and see inside, the models in your Ollama store.",
@@ -36,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--install-desktop-entry", action="store_true",
                         help="add Lantern (and .gguf files) to this user's application menu")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
+    for module_name in modules:
         importlib.import_module(module_name).register(sub)
     return parser
 
@@ -80,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if wants_desktop(argv):
         return launch_desktop("app.main", argv)
-    parser = build_parser()
+    # `lantern run` parses with its own module only: a run that a server answers then
+    # imports little more than the chat client (BENCHMARKS.md, '2026-11-25')
+    parser = build_parser(("engine.cli.run_command",) if argv[0] == "run" else COMMAND_MODULES)
     args = parser.parse_args(argv)
     if args.install_desktop_entry:
         return launch_desktop("app.desktop.desktop_entry")

@@ -8,11 +8,18 @@ top-5 next tokens of both side by side. Exits 1 when they disagree beyond tolera
 manifest (engine/reference/dump.py, README "Your engine against Lantern"); `--against DIR`
 reads another engine's dump in that format, runs the reference over its ids and names the
 first layer off, by how much, and the usual suspects for the pattern; exits 1 when one is.
+
+`--llama-layers` runs the same ids through llama.cpp (needs lantern[llama]) and the
+reference and prints every block's output side by side (mean and std of the last token,
+max |Δ|, relative and cosine over every position) and the first block that diverges
+(engine/inspect/llama_layers.py); `--json` prints that as one object; exits 1 when one does.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 from engine.cli import add_models_dir
@@ -32,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tolerance", type=float, default=1e-2, metavar="T",
                    help="--against: max |Δ| allowed per layer, relative to each position's "
                         "largest value (default 1e-2)")
+    p.add_argument("--llama-layers", action="store_true",
+                   help="compare every block's output with llama.cpp's (needs lantern[llama])")
+    p.add_argument("--json", action="store_true", help="--llama-layers: one JSON object")
     add_models_dir(p)
     p.set_defaults(func=run)
 
@@ -39,15 +49,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.chat.messages import Message
     from engine.cli.run_command import resolve_source
+    from engine.inspect.second_opinion import SecondOpinionUnavailable, missing
     from engine.runtime.check import check_against_reference
     from engine.runtime.loader import load_model
 
+    if args.json and not args.llama_layers:
+        print("--json goes with --llama-layers", file=sys.stderr)
+        return 2
+    if args.llama_layers and (hint := missing()) is not None:
+        raise SecondOpinionUnavailable(hint)   # before loading the model, not after
     source = resolve_source(args.model, args.models_dir)
-    model = load_model(source, exact=args.exact, layer_stats=not (args.dump or args.against))
+    model = load_model(source, exact=args.exact, layer_stats=not (args.dump or args.against
+                                                                 or args.llama_layers))
     if args.raw:
         prompt = model.tokenize_raw(args.prompt)
     else:
         prompt = model.tokenize_chat([Message("user", args.prompt)], system=args.system)
+    if args.llama_layers:
+        return _llama_layers(args, model, prompt.ids)
     if args.dump or args.against:
         return _dump_or_against(args, model, prompt.ids)
     report = check_against_reference(
@@ -99,5 +118,34 @@ def _dump_or_against(args: argparse.Namespace, model, ids) -> int:
     print()
     print(result.verdict())
     for suspect in result.suspects:
+        print(f"  suspect: {suspect}")
+    return 0 if result.ok else 1
+
+
+def _llama_layers(args: argparse.Namespace, model, ids) -> int:
+    from engine.inspect.llama_layers import llama_layers
+
+    result = llama_layers(model.gguf.path, model.gguf, ids)
+    if args.json:
+        json.dump(result.to_json(), sys.stdout)
+        print()
+        return 0 if result.ok else 1
+    print(f"{len(ids)} tokens through llama-cpp-python {result.version} and Lantern's fp32 "
+          f"reference; mean and std of the last token")
+    print(f"{'layer':<20}{'mean':>10}{'llama.cpp':>11}{'std':>10}{'llama.cpp':>11}"
+          f"{'max |Δ|':>11}{'relative':>10}{'cosine':>10}")
+    for i, side in enumerate(result.rows):
+        d = side.delta
+        mark = "   <-- first off" if i == result.first_off else ""
+        print(f"{d.label:<20}{side.ours[0]:>10.4g}{side.theirs[0]:>11.4g}{side.ours[1]:>10.4g}"
+              f"{side.theirs[1]:>11.4g}{d.max_abs:>11.4g}{d.relative:>10.3g}"
+              f"{d.cosine:>10.5f}{mark}")
+    if (logits := result.result.logits) is not None:
+        mark = "   <-- first off" if result.first_off == len(result.rows) else ""
+        print(f"{'logits':<62}{logits.max_abs:>11.4g}{logits.relative:>10.3g}"
+              f"{logits.cosine:>10.5f}{mark}")
+    print()
+    print(result.verdict())
+    for suspect in result.result.suspects:
         print(f"  suspect: {suspect}")
     return 0 if result.ok else 1

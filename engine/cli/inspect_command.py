@@ -52,13 +52,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.inspect.occlusion import occlusion
     from engine.inspect.second_opinion import SecondOpinionUnavailable, missing, second_opinion
     from engine.runtime.loader import load_model
-    from engine.vision.preprocess import preprocess
 
     if args.llama and (hint := missing()) is not None:
         raise SecondOpinionUnavailable(hint)   # before minutes of work, not after
     model = load_model(resolve_source(args.model, args.models_dir), exact=args.exact)
-    images = load_images(model, args.image, args.raw,
-                          lambda path, limit: preprocess(path, max_pixels=limit))
+    images = load_images(model, args.image, args.raw, model.prepare_image)
     if args.raw:
         prompt = model.tokenize_raw(args.prompt)
     else:

@@ -23,8 +23,8 @@ from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
 from engine.cli.tools_option import HELP as TOOLS_HELP
 from engine.errors import GenerationError, ImageError, LanternError
+from engine.remote.connection import Connection
 from engine.remote.records import chosen_options
-from engine.runtime.loader import REQUANTIZATIONS
 from engine.store import LocalModel, Store
 
 OPTION_FLAGS = {  # CLI flag -> Ollama option name
@@ -58,6 +58,23 @@ HELP = """Available commands:
   /clear                      forget the conversation
   /bye                        exit
 Use \"\"\" to begin and end a multi-line message. Ctrl-C stops an answer."""
+
+
+class Requantizations:
+    """--requantize's choices, read from the runtime only when the flag is given or help
+    printed: parsing `lantern run` imports no runtime (a server may answer)."""
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._all()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    @staticmethod
+    def _all() -> tuple[str, ...]:
+        from engine.runtime.loader import REQUANTIZATIONS
+
+        return tuple(REQUANTIZATIONS)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,8 +115,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--provider", choices=["cpu", "cuda", "coreml"], default="cpu",
                    help="where ONNX Runtime runs the model (default: cpu; falls back to cpu "
                         "when this build lacks the one asked for)")
-    p.add_argument("--requantize", choices=REQUANTIZATIONS,
-                   help="faster 4-bit weights re-quantized from the GGUF: NOT its exact weights")
+    p.add_argument("--requantize", choices=Requantizations(), metavar="SPEC",
+                   help="faster 4-bit weights re-quantized from the GGUF: NOT its exact "
+                        "weights (%(choices)s)")
     p.add_argument("--speculate", default="auto", metavar="auto|off|ngram|MODEL",
                    help="speculative decoding, the same answer faster where text repeats: "
                         "auto (default: prompt lookup, or a draft model from the store when "
@@ -112,6 +130,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    metavar=("FILE", "STRENGTH"), help="the same, as llama.cpp spells it")
     add_models_dir(p)
     add_server(p)
+    p.add_argument("--no-server", action="store_true",
+                   help="load the model in this process even when `lantern serve` runs")
     p.set_defaults(func=run)
 
 
@@ -130,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
     args.format, answer_format = split_formats(args.format)
     overrides = _overrides(args)
     num_top = max(5, args.top_logprobs)
-    model = _remote_model(args) if args.server else _local_model(args, overrides)
+    connection = _server_connection(args)
+    model = _remote_model(args, connection) if connection else _local_model(args, overrides)
     chat = open_chat(model, options_for(model, overrides), system=args.system,
                      num_top=num_top, think=args.think)
     chat.format = answer_format
@@ -138,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         from engine.cli.tools_option import attach_tools
 
         attach_tools(chat, args.tools, args.share, args.yes)
-    if not args.server:
+    if connection is None:
         _speculate(args, chat)
         _steer(args, chat)
     images = load_images(model, args.image, args.raw, chat.prepare_image)
@@ -162,16 +183,48 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remote_model(args: argparse.Namespace):
+def _runs_here(args: argparse.Namespace) -> bool:
+    """Whether a flag asks for the model to run in this process, as Lantern runs it."""
+    return bool(args.no_server or args.raw or args.exact or args.requantize
+                or args.provider != "cpu" or args.speculate != "auto"
+                or args.control_vector or args.control_vector_scaled
+                or args.think is not None or str(args.model).endswith(".gguf"))
+
+
+def _server_connection(args: argparse.Namespace) -> Connection | None:
+    """--server's connection; else that of a `lantern serve` serving this store, when one
+    answers at $LANTERN_HOST (default 127.0.0.1:11435) and no flag asks for the model to
+    run here; else None: the model loads in this process."""
+    if args.server:
+        return connection_of(args)
+    if _runs_here(args):
+        return None
+    from engine.serve.address import find_server, server_url
+
+    return find_server(server_url(), Store.open(args.models_dir).root)
+
+
+def _remote_model(args: argparse.Namespace, connection: Connection):
+    from dataclasses import replace
+
     from engine.remote.session import open_remote_model
 
     if args.control_vector or args.control_vector_scaled:
         raise GenerationError("--control-vector steers a model Lantern runs; a server's "
                               "model cannot be steered from here")
-    if args.exact or args.requantize or args.provider != "cpu" or args.speculate != "auto":
+    if args.server and (args.exact or args.requantize or args.provider != "cpu"
+                        or args.speculate != "auto"):
         print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
               "runs a model; with --server the server runs it", file=sys.stderr)
-    return open_remote_model(connection_of(args), args.model)
+    if args.server:
+        return open_remote_model(connection, args.model)
+    # the same store: a missing model is the store's error, and the params layer resolves
+    # here as it would in-process
+    params = dict(Store.open(args.models_dir).get(args.model).params)
+    if args.verbose:
+        print(f"note: answered by the Lantern server at {connection.host}, which keeps the "
+              "model loaded (--no-server: load it in this process)", file=sys.stderr)
+    return replace(open_remote_model(connection, args.model), params=params)
 
 
 def _local_model(args: argparse.Namespace, overrides: dict[str, object]):

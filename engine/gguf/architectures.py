@@ -26,11 +26,12 @@ class Architecture:
     qk_norm: bool
     rope_interleaved: bool         # llama GGUF rows are permuted for (2i, 2i+1) pairs
     mrope_key: str | None = None   # key suffix holding the M-RoPE sections
-    vision: str | None = None      # "inline" (same file) or "projector" (separate mmproj)
+    vision: str | None = None      # "inline" (same file), "projector" (separate mmproj) or
+    #                                "either" (inline when the file has vision keys; Gemma 3)
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
     fused: bool = False            # attn_qkv and ffn_up = gate|up, as Phi-3 stores them
     windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
-    # tensors of a part Lantern does not run yet, left unread (the model runs as text)
+    # tensors of a tower the file does not describe, left unread (the model runs as text)
     unused_prefixes: tuple[str, ...] = ()
 
 
@@ -43,9 +44,10 @@ ARCHITECTURES: dict[str, Architecture] = {
         # Phi-3's window as HF applies it (llama.cpp ignores it for now)
         Architecture("phi3", qkv_bias=False, qk_norm=False, rope_interleaved=False, fused=True,
                      windowed=True),
-        # Ollama's gemma3 files carry the SigLIP tower and projector inline (v.*, mm.*)
+        # Ollama's gemma3 files carry the SigLIP tower and projector inline (v.*, mm.*);
+        # llama.cpp's put them in an mmproj
         Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True,
-                     unused_prefixes=("v.", "mm.")),
+                     vision="either", unused_prefixes=("v.", "mm.")),
         Architecture(
             "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
             mrope_key="rope.mrope_section", vision="inline",

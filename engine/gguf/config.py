@@ -57,9 +57,11 @@ class TextConfig:
 
 @dataclass(frozen=True)
 class VisionConfig:
-    """The Qwen2.5-VL vision tower, from either GGUF layout."""
+    """A vision tower, from either GGUF layout: Qwen2.5-VL's windowed tower, or Gemma 3's
+    SigLIP tower with its average-pool projector (``tower == "siglip"``: no windows, no
+    rotary, no temporal patch; the window and rotary fields then hold neutral values)."""
 
-    layout: str                  # "inline" (Ollama qwen25vl) or "projector" (llama.cpp clip mmproj)
+    layout: str                  # "inline" (Ollama, one file) or "projector" (llama.cpp mmproj)
     n_layers: int
     hidden_size: int
     intermediate_size: int       # read from the shape of the first block's ffn_up
@@ -73,6 +75,13 @@ class VisionConfig:
     rope_theta: float
     fullatt_block_indexes: tuple[int, ...]
     out_hidden_size: int         # the text decoder's hidden size (merger output)
+    tower: str = "qwen25vl"      # "qwen25vl" or "siglip" (Gemma 3)
+    image_size: int = 0          # SigLIP: every image is resized to this square
+    tokens_per_image: int = 0    # SigLIP: pooled tokens per image (mm_tokens_per_image)
+
+    @property
+    def siglip(self) -> bool:
+        return self.tower == "siglip"
 
 
 @dataclass(frozen=True)
@@ -84,9 +93,9 @@ class SpecialTokens:
     eos_ids: tuple[int, ...] = ()        # tokenizer.ggml.eos_token_ids, when present
     pad: int | None = None
     add_bos: bool = False
-    image_pad: int | None = None         # <|image_pad|>
-    vision_start: int | None = None      # <|vision_start|>
-    vision_end: int | None = None        # <|vision_end|>
+    image_pad: int | None = None         # <|image_pad|> (Gemma 3: <image_soft_token>)
+    vision_start: int | None = None      # <|vision_start|> (Gemma 3: <start_of_image>)
+    vision_end: int | None = None        # <|vision_end|> (Gemma 3: <end_of_image>)
 
 
 @dataclass(frozen=True)

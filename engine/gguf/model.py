@@ -18,6 +18,13 @@ from engine.gguf.config import ModelConfig, SpecialTokens, TextConfig, VisionCon
 from engine.gguf.keys import Keys
 from engine.gguf.labels import human_number, parameter_count, quantization_label
 from engine.gguf.reader import Metadata, TensorInfo, read_gguf
+from engine.gguf.siglip_config import (
+    canonical_siglip_tensors,
+    check_projector_type,
+    inline_siglip_config,
+    projector_siglip_config,
+    siglip_tensor_shapes,
+)
 from engine.gguf.vision_config import (
     canonical_projector_tensors,
     inline_vision_config,
@@ -27,6 +34,8 @@ from engine.gguf.vision_config import (
 
 VISION_TOKENS = {"image_pad": "<|image_pad|>", "vision_start": "<|vision_start|>",
                  "vision_end": "<|vision_end|>"}
+SIGLIP_TOKENS = {"image_pad": "<image_soft_token>", "vision_start": "<start_of_image>",
+                 "vision_end": "<end_of_image>"}
 
 
 @dataclass(frozen=True)
@@ -59,16 +68,16 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     projector_keys: list[str] = []
     if projector_path is not None:
         projector_path = Path(projector_path)
-        if arch.vision != "projector":
+        if arch.vision not in ("projector", "either"):
             raise UnsupportedModel(
                 f"{projector_path}: a separate projector is not used by {arch.name!r} models "
-                "(only by llama.cpp's qwen2vl layout)"
+                "(only by llama.cpp's qwen2vl and gemma3 layouts)"
             )
         projector_file = read_gguf(projector_path)
         projector_metadata = projector_file.metadata
         pkeys = Keys(projector_metadata, projector_path)
-        projected = canonical_projector_tensors(projector_file.tensors, projector_path)
-        vision = projector_vision_config(pkeys, projected, text.hidden_size)
+        vision, projected = _projector(arch.gemma3, pkeys, projector_file.tensors,
+                                       text.hidden_size)
         clash = sorted(set(projected) & set(tensors))
         if clash:
             raise CorruptModel(f"{path}: holds vision tensor {clash[0]} and also has a projector")
@@ -76,13 +85,17 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
         projector_keys = pkeys.assumed
     elif arch.vision == "inline":
         vision = inline_vision_config(keys, tensors, text.hidden_size)
+    elif arch.vision == "either" and keys.has(f"{arch.name}.vision.block_count"):
+        vision = inline_siglip_config(keys, tensors, text.hidden_size)
 
-    expected = text_tensor_shapes(text) | (vision_tensor_shapes(vision) if vision else {})
-    used = {name: t for name, t in tensors.items() if not name.startswith(arch.unused_prefixes)}
+    shapes = siglip_tensor_shapes if vision and vision.siglip else vision_tensor_shapes
+    expected = text_tensor_shapes(text) | (shapes(vision) if vision else {})
+    unused = arch.unused_prefixes if vision is None else ()
+    used = {name: t for name, t in tensors.items() if not name.startswith(unused)}
     _check_inventory(used, expected, path, projector_path)
     _check_heads(text, vision, path)
 
-    special = _special_tokens(keys, text_file.metadata, vision is not None)
+    special = _special_tokens(keys, text_file.metadata, vision)
     config = ModelConfig(
         architecture=arch.name,
         text=text,
@@ -142,17 +155,29 @@ def _check_heads(text: TextConfig, vision: VisionConfig | None, path: Path) -> N
         )
 
 
-def _special_tokens(keys: Keys, metadata: Metadata, needs_vision: bool) -> SpecialTokens:
+def _projector(gemma3: bool, keys: Keys, tensors: dict[str, TensorInfo],
+               text_hidden: int) -> tuple[VisionConfig, dict[str, TensorInfo]]:
+    """An mmproj's config and its tensors under canonical names."""
+    if gemma3:
+        check_projector_type(keys)
+        projected = canonical_siglip_tensors(tensors, keys.path)
+        return projector_siglip_config(keys, projected, text_hidden), projected
+    projected = canonical_projector_tensors(tensors, keys.path)
+    return projector_vision_config(keys, projected, text_hidden), projected
+
+
+def _special_tokens(keys: Keys, metadata: Metadata, vision: VisionConfig | None) -> SpecialTokens:
     """Ids from tokenizer.ggml.*; vision tokens looked up by their text in the vocabulary."""
+    texts = SIGLIP_TOKENS if vision is not None and vision.siglip else VISION_TOKENS
     found = {
         field: metadata.string_index("tokenizer.ggml.tokens", text)
-        for field, text in VISION_TOKENS.items()
+        for field, text in texts.items()
     }
-    if needs_vision:
+    if vision is not None:
         for field, index in found.items():
             if index is None:
                 raise CorruptModel(
-                    f"{keys.path}: vision model without {VISION_TOKENS[field]} in its vocabulary"
+                    f"{keys.path}: vision model without {texts[field]} in its vocabulary"
                 )
     eos_ids = keys.integers("tokenizer.ggml.eos_token_ids") if keys.has(
         "tokenizer.ggml.eos_token_ids") else ()

@@ -10,6 +10,8 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
   tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D) (or the model's);
 causal, and for a sliding layer (Gemma 3) limited to the last sliding_window keys.
+With a mask (Gemma 3 with images) GQA only writes the cache; the rows attend again
+through plain ops under the host's mask, since GQA is causal by construction.
 Row-invariant (fast CPU mode, engine.graph.kernels, 3.): GQA gets a spare row, S + 1 rows
 and lengths one longer, so probabilities x V never has a single row; the spare row lands
 in slot past+S, which the next step overwrites, and its output is dropped.
@@ -21,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight
@@ -53,6 +56,8 @@ class CacheStep:
     cos: str         # [T, D/2] rows per cache slot
     sin: str         # [T, D/2]
     row_invariant: bool = False  # a spare row after the new tokens, counted in the lengths
+    mask: str | None = None         # [S, T] additive mask: attention recomputed with it
+    query_slots: str | None = None  # int64 [1, S]: cache slot of each new row (its cos/sin)
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,53 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
     )  # [1, S, n_heads * D] (S + 1 with the spare row)
     if step.row_invariant:
         out = drop_last_row(g, out, f"{name}/real_rows")
+    if step.mask is not None:
+        out = masked_attention(g, q, cache, cfg, step, name, dtype)
     if rows is not None:
         out = last_rows(g, out, rows, f"{name}/last")  # [1, N, n_heads * D]
     return linear(out, w.output, f"{name}.output")
+
+
+def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig,
+                     step: CacheStep, name: str, dtype: type) -> str:
+    """Attention of the new rows q [1, S, heads * D] over the keys GQA just wrote, with the
+    host's additive mask [S, T] in place of GQA's causal one (Gemma 3: the rows of one image
+    see each other) -> [1, S, heads * D]."""
+    d, heads, group = cfg.head_dim, cfg.n_heads, cfg.n_heads // cfg.n_kv_heads
+    [q] = g.add_node("RotaryEmbedding", [q, step.query_slots, step.cos, step.sin],
+                     [f"{name}/q_rot"], domain="com.microsoft", num_heads=heads,
+                     interleaved=int(cfg.rope_interleaved))
+    split = g.add_initializer(f"{name}.heads_shape", np.array([1, -1, heads, d], np.int64))
+    [q] = g.add_node("Reshape", [q, split], [f"{name}/q_heads"])
+    [q] = g.add_node("Transpose", [q], [f"{name}/q_bnsd"], perm=[0, 2, 1, 3])  # [1, h, S, D]
+    [total] = g.add_node("Cast", [step.total_len], [f"{name}/total"], to=onnx.TensorProto.INT64)
+    end = g.add_initializer(f"{name}.shape1", np.array([1], np.int64))
+    [end] = g.add_node("Reshape", [total, end], [f"{name}/end"])
+    start = g.add_initializer(f"{name}.start", np.array([0], np.int64))
+    axis = g.add_initializer(f"{name}.axis", np.array([2], np.int64))
+    expand = g.add_initializer(f"{name}.group", np.array([1, 1, group, 1, 1], np.int64))
+    merged = g.add_initializer(f"{name}.kv_shape", np.array([1, heads, -1, d], np.int64))
+    kv = []
+    for part, buffer in (("k", cache.present_key), ("v", cache.present_value)):
+        [t] = g.add_node("Slice", [buffer, start, end, axis], [f"{name}/{part}_used"])
+        [t] = g.add_node("Unsqueeze", [t, g.add_initializer(f"{name}.{part}_axis",
+                                                            np.array([2], np.int64))],
+                         [f"{name}/{part}_5d"])
+        [t] = g.add_node("Expand", [t, expand], [f"{name}/{part}_groups"])
+        [t] = g.add_node("Reshape", [t, merged], [f"{name}/{part}_heads"])  # [1, h, T, D]
+        kv.append(t)
+    [kt] = g.add_node("Transpose", [kv[0]], [f"{name}/k_t"], perm=[0, 1, 3, 2])
+    [scores] = g.add_node("MatMul", [q, kt], [f"{name}/scores"])  # [1, h, S, T]
+    scale = cfg.attention_scale or 1.0 / float(np.sqrt(d))
+    factor = g.add_initializer(f"{name}.scale", np.array(scale, dtype))
+    [scores] = g.add_node("Mul", [scores, factor], [f"{name}/scaled"])
+    [scores] = g.add_node("Add", [scores, step.mask], [f"{name}/masked"])
+    [probs] = g.add_node("Softmax", [scores], [f"{name}/probs"], axis=-1)
+    [out] = g.add_node("MatMul", [probs, kv[1]], [f"{name}/context"])  # [1, h, S, D]
+    [out] = g.add_node("Transpose", [out], [f"{name}/bsnd"], perm=[0, 2, 1, 3])
+    flat = g.add_initializer(f"{name}.out_shape", np.array([1, -1, heads * d], np.int64))
+    [out] = g.add_node("Reshape", [out, flat], [f"{name}/masked_out"])
+    return out
 
 
 def _scale_and_window(cfg: TextConfig, window: int | None) -> dict[str, float | int]:

@@ -10,15 +10,18 @@ in-memory ONNX graph.
 Gemma 3 (config flags, ``gemma3_*`` below): embeds times sqrt(H) first; attention(h) and
 mlp(h) pass their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP
 gates with GELU-tanh; sliding layers read cos_local/sin_local and a window; the logits
-may be soft-capped. Phi-3's fused q|k|v and gate|up matrices are split into the rows the
-graph fuses again (DecoderWeights); its window holds on every layer.
+may be soft-capped; with images, masks from the host let the rows of one image attend to
+each other (``two_way_images``, engine.graph.attention.masked_attention). Phi-3's fused
+q|k|v and gate|up matrices are split into the rows the graph fuses again (DecoderWeights);
+its window holds on every layer.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
-seqlens_k, total_sequence_length, num_logits, steering [n_layers, H] (what each block's
-output gets added: control vectors times their strengths, zeros when none steers, so a
-strength changes no graph; row i joins block i's MLP output before the residual add, so
-each row stays its own and row invariance holds) and each block's KV buffers. Outputs: logits
+seqlens_k, total_sequence_length, num_logits, rows_apart where the kernel choices run a
+verify step's matmuls row by row, steering [n_layers, H] (what each block's output
+gets added: control vectors times their strengths, zeros when none steers, so a
+strength changes no graph; row i joins block i's MLP output before the residual add,
+so each row stays its own and row invariance holds) and each block's KV buffers. Outputs: logits
 [1, N, V] of the last N = num_logits positions (a verify step of N drafted tokens asks for
 N; a prompt for 1) or [1, S, V] with all_logits, the updated KV buffers, and
 with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
@@ -52,7 +55,7 @@ from engine.graph.attention import (
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
-from engine.graph.linear import linear
+from engine.graph.linear import RowsApart, linear
 from engine.graph.norms import add_rms_norm, rms_norm
 
 INPUTS_EMBEDS = "inputs_embeds"
@@ -62,6 +65,9 @@ NUM_LOGITS = "num_logits"
 COS, SIN = "cos", "sin"
 COS_LOCAL, SIN_LOCAL = "cos_local", "sin_local"  # the sliding layers' rotary rows (Gemma 3)
 STEERING = "steering"
+ROWS_APART = "rows_apart"  # bool [1]: a verify step (engine.graph.kernels, 3.)
+# two-way image attention (Gemma 3 with images): additive masks [S, T] and each row's slot
+MASK, MASK_LOCAL, QUERY_SLOTS = "attention_mask", "attention_mask_local", "query_slots"
 LOGITS = "logits"
 HIDDEN_STATES = "hidden_states"
 
@@ -79,6 +85,7 @@ class DecoderOptions:
     requantize: Requantization | None = None  # opt-in 4-bit weights, NOT the GGUF's exact ones
     row_invariant: bool = True   # fast CPU mode: row i's logits do not depend on S (below)
     kernels: Kernels = Kernels()  # fast mode's kernel choices (engine.graph.kernels)
+    two_way_images: bool = False  # the host's masks let one image's rows see each other
 
     @property
     def dtype(self) -> type:
@@ -94,7 +101,8 @@ class DecoderOptions:
         into every matmul and a spare row in every attention. Exact mode is float
         throughout and agrees to ~1e-5 without them; float16 is the CUDA graph.
         """
-        return self.row_invariant and not self.exact and not self.float16
+        return (self.row_invariant and not self.exact and not self.float16
+                and not self.two_way_images)
 
 
 @dataclass(frozen=True)
@@ -190,9 +198,15 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     w = DecoderWeights(model, options.requantize,
                        fold_zero_points=options.kernels.fold_zero_points and not options.exact)
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
-    project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype)
+    apart = options.kernels.rows_apart_bits if options.row_invariant_graph else ()
+    project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype,
+                      rows_apart=RowsApart(ROWS_APART, apart) if apart else None)
     step = cache_step(g, options.row_invariant_graph)
+    if options.two_way_images:
+        step = replace(step, mask=MASK, query_slots=QUERY_SLOTS)
     local_step = local_cache_step(g, step) if cfg.local_rope else step
+    if options.two_way_images:
+        local_step = replace(local_step, mask=MASK_LOCAL)
     caches = layer_caches(cfg)
     eps = cfg.rms_eps
 
@@ -242,9 +256,15 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
+    if apart:
+        inputs.append((ROWS_APART, np.bool_, [1]))
     if cfg.local_rope:
         inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
                    (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
+    if options.two_way_images:
+        inputs += [(QUERY_SLOTS, np.int64, [1, "S"]), (MASK, dtype, ["S", "T"])]
+        if cfg.has_sliding_layers:
+            inputs.append((MASK_LOCAL, dtype, ["S", "T"]))
     outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
     for c in caches:
         inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]

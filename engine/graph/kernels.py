@@ -25,14 +25,19 @@ takes none of them: float activations and the GGUF's weights as they are.
    it is also the closer to exact mode (the 8 * scale share meets the float activations'
    block sums, not the int8 ones), so it wins a tie. EXPLICIT keeps zero point 0.
 3. Row invariance (speculative decoding's contract: a verify step computes each drafted
-   row to the same bits as a one-token step). With int8 activations every MatMulNBits and
-   dense MatMul gives a row the same bits alone or among others, so no matmul needs a
-   row-by-row pass, and prefill runs at full speed. GroupQueryAttention does not: for a
-   single row its probabilities x V takes a one-row kernel; so every attention gets one
-   spare row (engine.graph.attention.with_spare_row), which costs a one-token step the
-   packing of V and a prefill one row. It cannot be left to verify steps alone: a
-   one-token step must take the kernel a verify row takes. The runtime builds the
-   row-invariant graph on the CPU provider only (CUDA's and CoreML's kernels are others).
+   row to the same bits as a one-token step). With int8 activations a MatMulNBits of
+   several rows gives each row the same bits whatever the others are, and so does a dense
+   MatMul, so prefill runs at full speed. Two kernels take one row their own way:
+   GroupQueryAttention's probabilities x V on every CPU, so every attention gets one spare
+   row (engine.graph.attention.with_spare_row), which costs a one-token step the packing
+   of V and a prefill one row; and, where only AVX2 is present, the int8 MatMulNBits of
+   4-bit weights (its one-row kernel rounds unlike its many-row one). A one-token step
+   must take the kernel a verify row takes, and that kernel is the fast one-row kernel, so
+   a verify step runs the matmuls of the widths in ``rows_apart_bits`` one row at a time
+   (engine.graph.linear, a Scan that a prefill passes in one piece): only verify steps pay,
+   and there the one-row kernel costs about what the many-row one does per row. The
+   runtime builds the row-invariant graph on the CPU provider only (CUDA's and CoreML's
+   kernels are others).
 """
 
 from __future__ import annotations
@@ -49,19 +54,24 @@ from engine.gguf.repack import PackedWeight
 @dataclass(frozen=True)
 class Kernels:
     fold_zero_points: bool = True   # 2.: FOLDED (True) or EXPLICIT
+    rows_apart_bits: tuple[int, ...] = ()  # 3.: MatMulNBits widths a verify runs row by row
 
     def describe(self) -> str:
         zero_points = "folded into the offsets" if self.fold_zero_points else "explicit"
+        apart = "".join(f", {bits}-bit matmuls of a verify step one row at a time"
+                        for bits in self.rows_apart_bits)
         return (f"int8 activations into every quantized matmul, 4-bit zero points {zero_points}, "
-                "row-invariant attention (spare row)")
+                f"row-invariant attention (spare row){apart}")
 
 
 # CPU class -> the choices measured best there (benchmarks/kernels.py derives each row)
 TABLE: dict[str, Kernels] = {
-    "avx512-vnni": Kernels(fold_zero_points=True),  # AMD Zen 4
-    "avx2": Kernels(fold_zero_points=True),         # AMD Zen 3
+    "avx512-vnni": Kernels(fold_zero_points=True),                        # AMD Zen 4/5
+    "avx2": Kernels(fold_zero_points=True, rows_apart_bits=(4,)),         # AMD Zen 3
 }
-UNMEASURED = Kernels(fold_zero_points=True)  # other classes (ARM, older x86): not measured
+# other classes (ARM, older x86): not measured, so every quantized width of a verify step
+# runs row by row, which keeps the contract whatever the one-row kernels do
+UNMEASURED = Kernels(fold_zero_points=True, rows_apart_bits=(4, 8))
 
 
 def cpu_class(cpu: CpuInfo) -> str:

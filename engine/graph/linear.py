@@ -8,7 +8,11 @@ matrix. Dense weights (F16/BF16/F32 and de-quantized formats) use a plain MatMul
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import onnx
+from onnx import TensorProto, helper
 
 from engine.gguf.repack import PackedWeight, unpack
 from engine.graph.builder import GraphBuilder
@@ -16,8 +20,18 @@ from engine.graph.builder import GraphBuilder
 INT8_ACTIVATIONS = 4  # MatMulNBits accuracy_level that quantizes x to int8 per block
 
 
+@dataclass(frozen=True)
+class RowsApart:
+    """Which MatMulNBits widths run one row at a time when the bool graph input ``flag``
+    is set (a verify step; engine.graph.kernels, 3.)."""
+
+    flag: str
+    bits: tuple[int, ...]
+
+
 def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy_level: int,
-           bias: np.ndarray | None = None, float_dtype: type = np.float32) -> str:
+           bias: np.ndarray | None = None, float_dtype: type = np.float32,
+           rows_apart: RowsApart | None = None) -> str:
     """Add ``x [..., k] -> [..., n]`` to ``g`` the fastest exact way; return the output name.
 
     accuracy_level 4 runs every quantized weight through MatMulNBits with int8 activations.
@@ -27,8 +41,9 @@ def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy
     values (``unpack`` is bit-exact), at 4 bytes per weight.
     """
     if weight.dense is None and (weight.bits == 4 or accuracy_level == INT8_ACTIVATIONS):
+        apart = rows_apart if rows_apart and weight.bits in rows_apart.bits else None
         return matmul_nbits(g, x, weight, name, accuracy_level=accuracy_level, bias=bias,
-                            float_dtype=float_dtype)
+                            float_dtype=float_dtype, rows_apart=apart)
     dense = weight.dense if weight.dense is not None else unpack(weight)
     return dense_matmul(g, x, dense, name, bias=bias, float_dtype=float_dtype)
 
@@ -47,9 +62,11 @@ def dense_matmul(g: GraphBuilder, x: str, weight: np.ndarray, name: str, *,
 
 def matmul_nbits(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *,
                  accuracy_level: int, bias: np.ndarray | None = None,
-                 float_dtype: type = np.float32) -> str:
+                 float_dtype: type = np.float32, rows_apart: RowsApart | None = None) -> str:
     """MatMulNBits (+ the offset term). With float16 the scales and offsets are rounded to
-    float16: exact for Q4_0/Q5_0/Q8_0 (fp16 scales), not for the K-quant products."""
+    float16: exact for Q4_0/Q5_0/Q8_0 (fp16 scales), not for the K-quant products.
+    ``rows_apart``: the node runs inside a Scan that takes x one row at a time while its
+    flag is set, and all rows in one piece otherwise."""
     inputs = [
         x,
         g.add_initializer(f"{name}.qweight", weight.data),
@@ -61,11 +78,43 @@ def matmul_nbits(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *,
         inputs += ["", g.add_initializer(f"{name}.bias", bias.astype(float_dtype))]  # g_idx unused
     attrs = dict(K=weight.k, N=weight.n, bits=weight.bits, block_size=weight.block_size,
                  accuracy_level=accuracy_level)
-    [y] = g.add_node("MatMulNBits", inputs, [f"{name}/MatMulNBits"], domain="com.microsoft",
-                     **attrs)
+    if rows_apart is None:
+        [y] = g.add_node("MatMulNBits", inputs, [f"{name}/MatMulNBits"],
+                         domain="com.microsoft", **attrs)
+    else:
+        y = _rows_apart(g, x, inputs, attrs, rows_apart.flag, name)
     if weight.offsets is None:
         return y
     return _add_offsets(g, x, y, weight, name, float_dtype)
+
+
+def _rows_apart(g: GraphBuilder, x: str, inputs: list[str], attrs: dict, flag: str,
+               name: str) -> str:
+    """MatMulNBits over x [..., k] seen as [pieces, rows, k]: [S, 1, k] while ``flag`` is
+    set, [1, S, k] otherwise; a Scan runs the node once per piece with the weights of the
+    outer graph (packed once), and the result takes x's leading shape again."""
+    k, n = attrs["K"], attrs["N"]
+    apart = g.add_initializer(f"{name}.rows_apart", np.array([-1, 1, k], np.int64))
+    together = g.add_initializer(f"{name}.rows_together", np.array([1, -1, k], np.int64))
+    [shape] = g.add_node("Where", [flag, apart, together], [f"{name}/pieces_shape"])
+    [pieces] = g.add_node("Reshape", [x, shape], [f"{name}/pieces"])       # [P, S / P, k]
+    [y] = g.add_node("Scan", [pieces], [f"{name}/pieces_out"],            # [P, S / P, n]
+                     body=_piece_body(inputs, attrs, name), num_scan_inputs=1)
+    [lead] = g.add_node("Shape", [x], [f"{name}/x_lead_shape_rows"], end=-1)
+    width = g.add_initializer(f"{name}.out_width", np.array([n], np.int64))
+    [shape] = g.add_node("Concat", [lead, width], [f"{name}/out_shape"], axis=0)
+    [y] = g.add_node("Reshape", [y, shape], [f"{name}/rows"])
+    return y
+
+
+def _piece_body(inputs: list[str], attrs: dict, name: str) -> onnx.GraphProto:
+    """A Scan body: rows [R, k] -> MatMulNBits(rows, the outer graph's weights) [R, n]."""
+    rows, out = f"{name}/piece", f"{name}/piece_out"
+    node = helper.make_node("MatMulNBits", [rows, *inputs[1:]], [out], domain="com.microsoft",
+                            name=f"{name}/piece_matmul", **attrs)
+    return helper.make_graph([node], f"{name}/piece", [helper.make_tensor_value_info(
+        rows, TensorProto.FLOAT, None)], [helper.make_tensor_value_info(
+            out, TensorProto.FLOAT, None)])
 
 
 def _add_offsets(g: GraphBuilder, x: str, y: str, weight: PackedWeight, name: str,

@@ -4,11 +4,13 @@ The probabilities come from the numpy reference (engine.reference.text.Attention
 one row per layer and head over every earlier position. Image tokens are laid back on
 the merged patch grid of Qwen2.5-VL: under M-RoPE an image's token at merged row r and
 column c carries positions (t0, t0 + r, t0 + c), so the grid is read from the prompt's
-own positions and is the same for both GGUF layouts.
+own positions and is the same for both GGUF layouts. Gemma 3's images are squares of
+pooled cells in raster order, their positions 1-D.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,10 +44,14 @@ def image_grids(prompt: PromptTokens) -> tuple[ImageGrid, ...]:
     if prompt.image_rows is None or not len(prompt.image_rows):
         return ()
     rows = np.asarray(prompt.image_rows)
-    positions = np.asarray(prompt.positions)  # [3, S]
+    positions = np.asarray(prompt.positions)  # [3, S], or [S] (Gemma 3: square images)
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
     grids = []
     for run in np.split(rows, breaks):
+        if positions.ndim == 1:
+            side = math.isqrt(len(run))
+            grids.append(ImageGrid(int(run[0]), side, len(run) // max(side, 1)))
+            continue
         h = positions[1, run] - positions[1, run].min()  # merged row of each token
         w = positions[2, run] - positions[2, run].min()  # merged column
         grid = ImageGrid(int(run[0]), int(h.max()) + 1, int(w.max()) + 1)

@@ -75,6 +75,7 @@ def continued(prompt: PromptTokens, reply: Sequence[int]) -> PromptTokens:
         next_position=prompt.next_position + len(ids),
         image_rows=prompt.image_rows,
         image_embeds=prompt.image_embeds,
+        bidirectional_images=prompt.bidirectional_images,
     )
 
 
@@ -110,8 +111,11 @@ def inspect_context(
     embeds = image_embeds(context, position, weights)
     report("Reference forward", 0.0)
     probe = AttentionProbe(np.array([position]), parts=True)
+    groups = context.image_groups()
     out = forward(model, None if embeds is not None else ids, positions, embeds,
-                  weights=weights, probe=probe, on_layer=on_layer, steering=steering)
+                  weights=weights, probe=probe, on_layer=on_layer,
+                  image_groups=None if groups is None else groups[: position + 1],
+                  steering=steering)
     report("Logit lens", n_layers / (n_layers + 1))
     states = np.stack([h[position] for h in out.hidden_states])  # [L + 1, H]
     lens = logit_lens(lens_logits(states, weights), piece, top)

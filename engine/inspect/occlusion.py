@@ -91,11 +91,16 @@ def occlusion(
     if embeds is None:
         embeds = weights.embed(context.ids[: position + 1])
     positions = np.asarray(context.positions)[..., : position + 1]
+    groups = context.image_groups()  # Gemma 3: an image's rows see each other
+
+    def rows(start: int, stop: int | None = None) -> np.ndarray | None:
+        return None if groups is None else groups[start:stop]
 
     def last_logprobs(j: int, cache: KVCache, hidden: np.ndarray | None) -> np.ndarray:
         probe = AttentionProbe(np.zeros(0, dtype=np.int64), hidden_keys=hidden)
         logits = forward(model, None, positions[..., j:], embeds[j:], weights=weights,
-                         cache=cache, probe=probe).logits[-1].astype(np.float64)
+                         cache=cache, probe=probe,
+                         image_groups=rows(j, position + 1)).logits[-1].astype(np.float64)
         peak = logits.max()
         return logits - peak - np.log(np.exp(logits - peak).sum())
 
@@ -110,9 +115,12 @@ def occlusion(
             raise InspectionCancelled("the attribution was cancelled")
         report(f"Hiding {n + 1} of {len(units)}", n / len(units))
         first = int(unit.min())
+        if groups is not None and groups[first] >= 0:  # a two-way image runs whole
+            first = int(np.flatnonzero(groups == groups[first])[0])
         if first > prefix.length:
             forward(model, None, positions[..., prefix.length:first],
-                    embeds[prefix.length:first], weights=weights, cache=prefix)
+                    embeds[prefix.length:first], weights=weights, cache=prefix,
+                    image_groups=rows(prefix.length, first))
         cache = KVCache()
         cache.keys, cache.values = list(prefix.keys), list(prefix.values)
         delta[unit] = last_logprobs(first, cache, unit)[token] - clean[token]

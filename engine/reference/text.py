@@ -114,9 +114,11 @@ class AttentionProbe:
 def attention(
     x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
     cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
+    groups: np.ndarray | None = None,
 ) -> np.ndarray:
     """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, D/2] (this
-    layer's: sliding layers turn with their own base)."""
+    layer's: sliding layers turn with their own base). ``groups`` [S]: rows of one image
+    (same id >= 0) also see each other's later keys (Gemma 3)."""
     s, d = len(x), cfg.head_dim
     q = linear(x, w.attn_q, w.attn_q_bias).reshape(s, cfg.n_heads, d).transpose(1, 0, 2)
     k = linear(x, w.attn_k, w.attn_k_bias).reshape(s, cfg.n_kv_heads, d).transpose(1, 0, 2)
@@ -139,6 +141,9 @@ def attention(
     masked = distance < 0  # the key comes after the query
     if cfg.slides(layer):
         masked |= distance >= cfg.sliding_window
+    if groups is not None:  # keys from earlier calls belong to no image of this one
+        keys = np.concatenate([np.full(t - s, -1), groups])
+        masked &= ~((groups[:, None] >= 0) & (groups[:, None] == keys[None, :]))
     if probe is not None and probe.hidden_keys is not None:
         hidden = np.isin(np.arange(t), probe.hidden_keys)[None, :]  # [1, T]
         masked |= hidden & ~np.eye(s, t, t - s, dtype=bool)
@@ -170,10 +175,11 @@ def post_norm_gain(x: np.ndarray, weight: np.ndarray, cfg: TextConfig) -> np.nda
 def decoder_layer(
     x: np.ndarray, w: LayerWeights, cfg: TextConfig, angles: np.ndarray,
     cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
+    groups: np.ndarray | None = None,
 ) -> np.ndarray:
     residual = x
     x = rms_norm(x, w.attn_norm, cfg.rms_eps)
-    x = attention(x, w, cfg, angles, cache, layer, probe)
+    x = attention(x, w, cfg, angles, cache, layer, probe, groups)
     if cfg.post_norms:
         if probe is not None and probe.parts:  # the heads as the norm passes them on
             probe.heads[-1] = probe.heads[-1] * post_norm_gain(x[probe.rows],
@@ -202,6 +208,7 @@ def forward(
     attention_rows: ArrayLike | None = None,
     probe: AttentionProbe | None = None,
     on_layer: Callable[[int], None] | None = None,
+    image_groups: ArrayLike | None = None,
     steering: np.ndarray | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
@@ -212,8 +219,10 @@ def forward(
     and values so the next call can pass only the new tokens. ``attention_rows`` [R]: keep
     those rows' attention probabilities (``attentions``); ``probe`` instead: the same, with
     its other options (per-head and MLP outputs, hidden keys); ``on_layer(i)`` is called after
-    each block (progress; it may raise to cancel). ``steering`` [n_layers, H]: row i is
-    added to block i's output (control vectors, engine.gguf.control_vector).
+    each block (progress; it may raise to cancel). ``image_groups`` [S]
+    (PromptTokens.image_groups): rows of one image attend to each other both ways.
+    ``steering`` [n_layers, H]: row i is added to block i's output (control vectors,
+    engine.gguf.control_vector).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -231,13 +240,14 @@ def forward(
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
     angles, local_angles = rope_tables(positions, cfg)
+    groups = None if image_groups is None else np.asarray(image_groups, np.int64)[-len(x):]
 
     if probe is None and attention_rows is not None:
         probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
     hidden_states = [x]
     for i in range(cfg.n_layers):
         layer_angles = local_angles if cfg.slides(i) else angles
-        x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe)
+        x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe, groups)
         if steering is not None:  # joins the MLP's output, as in the graph (and its part)
             x = x + steering[i].astype(x.dtype)
             if probe is not None and probe.parts:

@@ -96,8 +96,8 @@ class VisionWeights:
 
 @dataclass(frozen=True)
 class VisionOutput:
-    hidden_states: list[np.ndarray]  # n_layers + 1 of [S, D] in window order: patch
-    #                                  embeddings, then each block's output
+    hidden_states: list[np.ndarray]  # n_layers + 1 of [S, D] in window order (SigLIP: raster
+    #                                  order): patch embeddings, then each block's output
     embeds: np.ndarray               # [S/4, text hidden], raster order of merged cells
 
 

@@ -9,8 +9,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.vision.preprocess import load_image
-
 
 @dataclass(frozen=True)
 class RemoteImage:
@@ -22,6 +20,8 @@ class RemoteImage:
 
 
 def read_image(source: Path | str | bytes, max_pixels: int) -> RemoteImage:
+    from engine.vision.preprocess import load_image  # Pillow, only for a chat with images
+
     image = load_image(source)
     pixels = image.width * image.height
     if pixels > max_pixels:

@@ -100,7 +100,7 @@ def parse_stream(lines: Iterable[bytes], host: str) -> Iterator[Delta | Finish]:
         if "error" in chunk:
             raise RemoteError(f"{host} stopped with an error: {chunk['error']}")
         delta, finish = parse_answer(chunk, host)
-        if delta.text or delta.tokens or delta.tool_calls:
+        if delta.text or delta.thinking or delta.tokens or delta.tool_calls:
             yield delta
         if finish is not None:
             yield finish
@@ -125,4 +125,4 @@ def parse_answer(chunk: dict, host: str) -> tuple[Delta, Finish | None]:
                         int(chunk.get("prompt_eval_duration") or 0),
                         int(chunk.get("eval_duration") or 0),
                         int(chunk.get("load_duration") or 0))
-    return Delta(text, tokens, calls), finish
+    return Delta(text, tokens, calls, str(message.get("thinking") or "")), finish

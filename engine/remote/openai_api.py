@@ -16,7 +16,6 @@ from engine.remote.connection import Connection
 from engine.remote.http import get_json
 from engine.remote.images import RemoteImage
 from engine.remote.records import Delta, Finish, RemoteModelInfo, ServerToken, chosen_options
-from engine.tokenizer.byte_level import shown_bytes
 
 CHAT_PATH = "/v1/chat/completions"
 MAX_TOP_LOGPROBS = 20           # the API's own limit
@@ -161,7 +160,11 @@ def piece_of(entry: dict) -> str:
     """A token's text; from its bytes where they are given (a token may be half a
     character, which the `token` string can only show mangled)."""
     raw = entry.get("bytes")
-    return shown_bytes(bytes(raw)) if raw else str(entry.get("token", ""))
+    if not raw:
+        return str(entry.get("token", ""))
+    from engine.tokenizer.byte_level import shown_bytes  # the tokenizer, only when needed
+
+    return shown_bytes(bytes(raw))
 
 
 def parse_answer(answer: object, host: str) -> tuple[Delta, Finish]:

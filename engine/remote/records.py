@@ -28,6 +28,7 @@ class Delta:
     text: str
     tokens: tuple[ServerToken, ...] = ()    # empty when the server sent no log-probabilities
     tool_calls: tuple = ()                  # engine.chat.tools ToolCall records the server parsed
+    thinking: str = ""                      # Ollama's "thinking": the model's thinking section
 
 
 @dataclass(frozen=True)

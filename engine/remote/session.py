@@ -183,7 +183,7 @@ class RemoteChatSession:
             self._stream = stream
         if self._cancel.is_set():
             stream.abort()
-        count, first_at, last_at, reply = 0, 0, start, ""
+        count, first_at, last_at, reply, thinking = 0, 0, start, "", ""
         finish = Finish("cancel")
         warned = self.num_top <= 0
         try:
@@ -192,7 +192,7 @@ class RemoteChatSession:
                     finish = item
                     break
                 calls.extend(item.tool_calls)
-                if not item.tokens and item.text and not warned:
+                if not item.tokens and (item.text or item.thinking) and not warned:
                     warned = True
                     yield NoticeEvent(f"{connection.host} sent no log-probabilities for "
                                       f"{self.model.name}: the panel has no candidates to show "
@@ -203,6 +203,7 @@ class RemoteChatSession:
                     first_at, last_at = first_at or now, now
                     count += 1
                     reply += event["text"]
+                    thinking += event["thinking_text"]
         except StreamCut:
             if not self._cancel.is_set():
                 raise StreamCut(
@@ -226,17 +227,21 @@ class RemoteChatSession:
             eval_duration=finish.eval_duration or end - first_at,
             load_duration=finish.load_duration,
             total_duration=end - start,
+            thinking=thinking,
         )
 
 
 def _token_events(delta: Delta, index: int, num_top: int) -> Iterator[dict]:
     """TokenEvent fields for a delta: one per reported token, the delta's text on the last;
     one token-less event carrying the text when the server sent no log-probabilities."""
-    tokens: tuple[ServerToken, ...] = delta.tokens or (ServerToken(delta.text, math.nan, ()),)
+    tokens: tuple[ServerToken, ...] = delta.tokens or (
+        ServerToken(delta.text or delta.thinking, math.nan, ()),)
     for i, token in enumerate(tokens):
         yield {
             "id": -1, "piece": token.piece, "logit": None,
             "text": delta.text if i == len(tokens) - 1 else "",
+            "thinking_text": delta.thinking if i == len(tokens) - 1 else "",
+            "thinking": bool(delta.thinking) and not delta.text,
             "logprob": token.logprob, "entropy": math.nan,
             "top": tuple(TopToken(-1, piece, None, logprob)
                          for piece, logprob in token.top[:num_top]),

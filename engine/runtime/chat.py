@@ -20,7 +20,7 @@ from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
-from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.tool_loop import RunTool, answer_with_tools, take_tool_calls
 from engine.chat.tools import Tool
 from engine.errors import GenerationError
 from engine.gguf.control_vector import Steering
@@ -31,7 +31,7 @@ from engine.runtime.drafters import Drafter
 from engine.runtime.generate import Generator
 from engine.runtime.loader import LoadedModel
 from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
-from engine.vision.preprocess import ImageInput, preprocess
+from engine.vision.preprocess import ImageInput
 
 
 @dataclass
@@ -76,13 +76,23 @@ class ChatSession:
         replace_last_user(self.messages, text)
         return self._answer()
 
+    def answer_once(self) -> Iterator[Event]:
+        """Answer the conversation as it stands, once: tool calls the answer makes are
+        recorded on its message, not run (a server hands them back to its client)."""
+        self.cancel_event.clear()
+        return self._answer_once()
+
+    def _answer_once(self) -> Iterator[Event]:
+        yield from self._one_answer()
+        take_tool_calls(self.messages, self.tools)
+
     @property
     def capabilities(self) -> frozenset[Capability]:
         return self.model.capabilities
 
     def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
         """An image file as this backend takes it: preprocessed for the vision tower."""
-        return preprocess(path, max_pixels=max_pixels)
+        return self.model.prepare_image(path, max_pixels)
 
     def raw(self, text: str) -> Iterator[Event]:
         """Answer a raw prompt sent verbatim (control tokens parsed); no template, no history."""

@@ -115,7 +115,7 @@ def check_against_reference(
         embeds = decoder.embed(prompt.ids)
         embeds[prompt.image_rows] = prompt.image_embeds
         step = decoder.forward(inputs_embeds=embeds, positions=prompt.positions,
-                               cancel=cancel)
+                               cancel=cancel, image_groups=prompt.image_groups())
     else:
         step = decoder.forward(input_ids=prompt.ids, positions=prompt.positions, cancel=cancel)
     decoder.reset()
@@ -126,7 +126,8 @@ def check_against_reference(
 
     reference = forward(model, input_ids=None if embeds is not None else prompt.ids,
                         inputs_embeds=embeds, positions=prompt.positions,
-                        on_layer=check_cancel, steering=steering)
+                        on_layer=check_cancel,
+                        image_groups=prompt.image_groups(), steering=steering)
     expected = [h[-1:] for h in reference.hidden_states]       # [1, H] per layer
     actual = [row[None, :] for row in step.hidden]             # [1, H] per layer
     rtol, atol = EXACT_TOLERANCE if exact else FAST_TOLERANCE

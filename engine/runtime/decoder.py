@@ -101,11 +101,13 @@ class DecoderSession:
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
                                        row_invariant=row_invariant and self.provider == "cpu",
-                                       kernels=self.kernels or Kernels(fold_zero_points=False))
+                                       kernels=self.kernels or Kernels(fold_zero_points=False),
+                                       two_way_images=two_way_images(model))
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
         # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
         self.row_invariant = exact or options.row_invariant_graph
+        self._two_way = options.two_way_images
         self._token_embd = model.tensors["token_embd.weight"]
 
         session_options = ort.SessionOptions()
@@ -144,6 +146,8 @@ class DecoderSession:
                 self._kv_buffers.append(buffer)
         half = self.config.head_dim // 2
         # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
+        # a verify step's matmuls one row at a time, where this CPU needs it (kernels, 3.)
+        self._rows_apart = graph.ROWS_APART in {i.name for i in self._session.get_inputs()}
         self._rotary = [_RotaryRows(graph.COS, graph.SIN, False, max_cache_len, half, self._dtype)]
         if self.config.local_rope:
             self._rotary.append(_RotaryRows(graph.COS_LOCAL, graph.SIN_LOCAL, True,
@@ -208,14 +212,20 @@ class DecoderSession:
 
     def forward(self, input_ids=None, positions=None, inputs_embeds=None,
                 rows: int | None = None, keys: Sequence[Hashable] | None = None,
-                cancel: threading.Event | None = None) -> DecoderStep:
+                cancel: threading.Event | None = None,
+                image_groups: np.ndarray | None = None) -> DecoderStep:
         """Append S tokens (ids [S] or embeddings [S, H]) at positions [S] or [3, S]
         (default: continuing the cache) and return the logits: of the last position [V],
         or with ``rows`` = N of the last N positions [N, V] (a verify step; the lm_head
         runs on those rows only). ``keys`` say what the new slots hold, for keep_prefix;
         by default the ids fed (embeddings: keys no prompt matches). Setting ``cancel``
         (a CancelEvent) stops the run mid-way (a long prefill is one run) and raises
-        Cancelled; the cache is left as it was."""
+        Cancelled; the cache is left as it was. ``image_groups`` [S]
+        (PromptTokens.image_groups): the rows of one image attend to each other both ways.
+
+        Where a verify step runs its matmuls row by row (engine.graph.kernels, 3.), the last
+        position of a many-token forward runs on its own too, so its logits are a one-token
+        step's: an answer does not depend on how much of its prompt was cached."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         x = self.embed(input_ids) if inputs_embeds is None else np.asarray(inputs_embeds)
@@ -236,6 +246,30 @@ class DecoderSession:
         keys = _slot_keys(input_ids, n) if keys is None else list(keys)
         if len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} tokens")
+        groups = None if image_groups is None else np.asarray(image_groups)
+        if self._rows_apart and rows is None and n > 1 and not self._all_logits:
+            return self._last_row_apart(x, positions, keys, cancel, groups)
+        return self._run(x, positions, rows, keys, cancel, groups)
+
+    def _last_row_apart(self, x: np.ndarray, positions: np.ndarray, keys: list[Hashable],
+                        cancel: threading.Event | None,
+                        groups: np.ndarray | None) -> DecoderStep:
+        """All rows but the last, then the last alone (forward's docstring says why)."""
+        past = self.cache_len
+        head, tail = (None, None) if groups is None else (groups[:-1], groups[-1:])
+        self._run(x[:-1], positions[..., :-1], None, keys[:-1], cancel, head)
+        try:
+            return self._run(x[-1:], positions[..., -1:], None, keys[-1:], cancel, tail)
+        except Cancelled:
+            self.truncate(past)
+            raise
+
+    def _run(self, x: np.ndarray, positions: np.ndarray, rows: int | None,
+             keys: list[Hashable], cancel: threading.Event | None,
+             image_groups: np.ndarray | None) -> DecoderStep:
+        """One session run appending the rows ``x`` (checked by forward)."""
+        n, past = len(x), self.cache_len
+        total = past + n
         cfg = self.config
         binding = self._binding
         for rows_of in self._rotary:
@@ -250,6 +284,12 @@ class DecoderSession:
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
         binding.bind_cpu_input(graph.STEERING, self._steering)
+        if self._rows_apart:
+            binding.bind_cpu_input(graph.ROWS_APART, np.array([rows is not None], np.bool_))
+        if self._two_way:
+            self._bind_masks(past, n, image_groups)
+        elif image_groups is not None and (np.asarray(image_groups) >= 0).any():
+            raise ValueError("this decoder was built without two-way image attention")
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
@@ -271,6 +311,22 @@ class DecoderSession:
             logits = logits[0] if rows is not None else logits[0, -1]
         hidden = outputs[1].numpy() if self.layer_stats else None
         return DecoderStep(logits=logits, hidden=hidden)
+
+    def _bind_masks(self, past: int, n: int, groups: np.ndarray | None) -> None:
+        """Additive masks [S, T]: causal (and windowed for sliding layers), the rows of
+        one image seeing each other."""
+        total = past + n
+        distance = np.arange(past, total)[:, None] - np.arange(total)[None, :]  # [S, T]
+        masks = {graph.MASK: distance < 0}
+        if self.config.has_sliding_layers:
+            masks[graph.MASK_LOCAL] = (distance < 0) | (distance >= self.config.sliding_window)
+        if groups is not None:
+            keys = np.concatenate([np.full(past, -1), groups])
+            same = (groups[:, None] >= 0) & (groups[:, None] == keys[None, :])
+            masks = {name: masked & ~same for name, masked in masks.items()}
+        for name, masked in masks.items():
+            self._binding.bind_cpu_input(name, np.where(masked, -np.inf, 0).astype(self._dtype))
+        self._binding.bind_cpu_input(graph.QUERY_SLOTS, np.arange(past, total)[None])
 
     def keep_prefix(self, keys: Sequence[Hashable]) -> int:
         """Keep the longest cached prefix that ``keys`` start with (a later turn of the
@@ -305,6 +361,11 @@ class _RotaryRows:
 
 class _Unmatched:
     """The key of a slot fed as an embedding without keys: equal to nothing but itself."""
+
+
+def two_way_images(model: GGUFModel) -> bool:
+    """Does the model's decoder let one image's rows see each other (Gemma 3)?"""
+    return model.config.vision is not None and model.config.vision.siglip
 
 
 def _slot_keys(input_ids, n: int) -> list[Hashable]:

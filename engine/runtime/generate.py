@@ -59,12 +59,14 @@ class Generator:
             if inside.any():
                 embeds = self.decoder.embed(ids)
                 embeds[rows[inside]] = prompt.image_embeds[inside]
+        groups = prompt.image_groups()
+        groups = None if groups is None else groups[reuse:]
         if embeds is None:
             step = self.decoder.forward(input_ids=ids, positions=positions, keys=keys,
-                                        cancel=cancel)
+                                        cancel=cancel, image_groups=groups)
         else:
             step = self.decoder.forward(inputs_embeds=embeds, positions=positions, keys=keys,
-                                        cancel=cancel)
+                                        cancel=cancel, image_groups=groups)
         return step, len(ids)
 
     def run(

@@ -19,11 +19,13 @@ from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.requantize import SPECS, Requantization
 from engine.graph.kernels import Kernels
-from engine.prompt import render_prompt
+from engine.prompt import QWEN_IMAGE_PLACEHOLDER, render_prompt
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import LocalModel
 from engine.tokenizer import Tokenizer, load_tokenizer
+from engine.vision.gemma3 import GEMMA3_IMAGE_PLACEHOLDER, preprocess_square, soft_token_prompt
+from engine.vision.preprocess import ImageInput, preprocess
 from engine.vision.prompt import image_prompt
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
@@ -63,13 +65,30 @@ class LoadedModel:
             system=system if system is not None else self.system,
             special_tokens=self.special_token_strings(),
             think=think,
+            image_placeholder=self._image_placeholder(),
             tools=tools,
         )
         ids = self.tokenizer.encode_prompt(rendered.segments)
         images = [image for m in messages for image in _images_of(m)]
         if not images:
             return PromptTokens.text(ids)
-        return image_prompt(ids, images, self.gguf.config, self.vision_encoder().encode)
+        config = self.gguf.config
+        if config.vision is not None and config.vision.siglip:
+            return soft_token_prompt(ids, images, config, self.vision_encoder().encode,
+                                     around=self.tokenizer.encode("\n\n"))
+        return image_prompt(ids, images, config, self.vision_encoder().encode)
+
+    def _image_placeholder(self) -> str:
+        vision = self.gguf.config.vision
+        return GEMMA3_IMAGE_PLACEHOLDER if vision and vision.siglip else QWEN_IMAGE_PLACEHOLDER
+
+    def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
+        """An image file as this model's vision tower takes it (Gemma 3: one fixed square,
+        so ``max_pixels`` does not apply)."""
+        vision = self.gguf.config.vision
+        if vision is not None and vision.siglip:
+            return preprocess_square(path, vision)
+        return preprocess(path, max_pixels=max_pixels)
 
     @property
     def has_vision(self) -> bool:

@@ -1,6 +1,7 @@
-"""Image -> embeddings for the text decoder: one ONNX Runtime session per model, reused
-across images, and a small LRU cache so a picture re-sent in a later turn is not encoded
-again (keyed by ImageInput.digest, which hashes the resized pixels)."""
+"""Image -> embeddings for the text decoder (Qwen2.5-VL's tower, or Gemma 3's SigLIP tower
+and projector): one ONNX Runtime session per model, reused across images, and a small LRU
+cache so a picture re-sent in a later turn is not encoded again (keyed by
+ImageInput.digest, which hashes the resized pixels)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
 from engine.graph import vision_tower as graph
 from engine.graph.builder import create_session
+from engine.graph.siglip_tower import build_siglip
 from engine.modelmath.rope import vision_rope_angles
 from engine.modelmath.vision_grid import check_grid, patch_positions, window_layout
 from engine.vision.preprocess import ImageInput
@@ -57,7 +59,8 @@ class VisionEncoder:
             raise UnsupportedModel(f"{model.path} has no vision tower; it cannot read images")
         started = time.perf_counter()
         self.model = model
-        built = graph.build_vision(model)
+        siglip = model.config.vision.siglip
+        built = build_siglip(model) if siglip else graph.build_vision(model)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:
@@ -75,7 +78,7 @@ class VisionEncoder:
         if cached is not None:
             self._cache.move_to_end(image.digest)
             return cached
-        feeds = grid_feeds(image.grid, self.model)
+        feeds = {} if self.model.config.vision.siglip else grid_feeds(image.grid, self.model)
         feeds[graph.PIXEL_VALUES] = np.ascontiguousarray(image.pixel_values, np.float32)
         [embeds] = self._session.run([graph.EMBEDS], feeds)
         embeds.setflags(write=False)  # shared by every prompt that shows this image

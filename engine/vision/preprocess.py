@@ -45,14 +45,20 @@ class ImageInput:
     """One image ready for the vision tower."""
 
     pixel_values: np.ndarray = field(repr=False)  # float32 [gh*gw, C*T*P*P], merge-block order
+    #                                               (SigLIP: [gh*gw, C*P*P], raster order)
     grid: tuple[int, int, int]  # (t, gh, gw) in patches
     digest: str  # sha256 of the resized pixels and layout: the key for cached embeddings
+    merge: int = MERGE_SIZE  # one prompt token per merge x merge patches (SigLIP: the pool)
+    raster: bool = False     # rows in raster order, one frame (SigLIP) instead of merge blocks
+    mean: tuple[float, float, float] = IMAGE_MEAN
+    std: tuple[float, float, float] = IMAGE_STD
 
     @property
     def n_tokens(self) -> int:
-        """Number of `<|image_pad|>` tokens (merged patches) this image takes in a prompt."""
+        """Number of `<|image_pad|>` (Gemma 3: `<image_soft_token>`) tokens this image takes
+        in a prompt: one per merged (pooled) cell."""
         t, gh, gw = self.grid
-        return t * gh * gw // (MERGE_SIZE * MERGE_SIZE)
+        return t * gh * gw // (self.merge * self.merge)
 
 
 def load_image(source: Path | str | bytes) -> Image.Image:
@@ -156,10 +162,7 @@ def preprocess(
     )
     resized = image.resize((width, height), Image.Resampling.BICUBIC)
     rgb = np.asarray(resized, dtype=np.uint8)  # [H, W, C]
-
-    # Same dtype path as HF: rescale in float64, store float32, normalise in float32.
-    x = (rgb.astype(np.float64) * (1 / 255)).astype(np.float32)
-    x = (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)  # [H, W, C]
+    x = normalise(rgb, mean, std)  # [H, W, C]
 
     gh, gw = height // patch_size, width // patch_size
     bh, bw, m, p, c = gh // merge_size, gw // merge_size, merge_size, patch_size, x.shape[2]
@@ -173,6 +176,14 @@ def preprocess(
     return ImageInput(pixel_values=pixel_values, grid=(1, gh, gw), digest=key.hexdigest())
 
 
+def normalise(rgb: np.ndarray, mean: tuple[float, float, float],
+              std: tuple[float, float, float]) -> np.ndarray:
+    """uint8 [H, W, C] -> float32, HF's dtype path: rescale in float64, store float32,
+    normalise in float32."""
+    x = (rgb.astype(np.float64) * (1 / 255)).astype(np.float32)
+    return (x - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+
+
 def _check_size(name: str, width: int, height: int) -> None:
     if width <= 0 or height <= 0:
         raise ImageError(f"{name} has zero size ({width}x{height}); use a non-empty image")
@@ -184,14 +195,17 @@ def _check_size(name: str, width: int, height: int) -> None:
         )
 
 
-def pixels(image: ImageInput, mean: tuple[float, float, float] = IMAGE_MEAN,
-           std: tuple[float, float, float] = IMAGE_STD,
-           patch_size: int = PATCH_SIZE, merge_size: int = MERGE_SIZE) -> np.ndarray:
+def pixels(image: ImageInput, patch_size: int = PATCH_SIZE) -> np.ndarray:
     """The picture the model saw (resized, before normalising): uint8 [H, W, 3], undoing
     ``preprocess``'s layout, so inspection draws attention over exactly these pixels."""
     t, gh, gw = image.grid
-    bh, bw, m, p = gh // merge_size, gw // merge_size, merge_size, patch_size
-    x = image.pixel_values.reshape(bh, bw, m, m, 3, -1, p, p)[:, :, :, :, :, 0]
-    x = x.transpose(0, 2, 5, 1, 3, 6, 4).reshape(gh * p, gw * p, 3)  # [H, W, C]
-    x = x * np.asarray(std, np.float32) + np.asarray(mean, np.float32)
+    p = patch_size
+    if image.raster:
+        x = image.pixel_values.reshape(gh, gw, 3, p, p).transpose(0, 3, 1, 4, 2)
+    else:
+        bh, bw, m = gh // image.merge, gw // image.merge, image.merge
+        x = image.pixel_values.reshape(bh, bw, m, m, 3, -1, p, p)[:, :, :, :, :, 0]
+        x = x.transpose(0, 2, 5, 1, 3, 6, 4)
+    x = x.reshape(gh * p, gw * p, 3)  # [H, W, C]
+    x = x * np.asarray(image.std, np.float32) + np.asarray(image.mean, np.float32)
     return np.clip(np.rint(x * 255), 0, 255).astype(np.uint8)

@@ -262,3 +262,20 @@ def test_crosscheck_needs_the_same_weights_blob(tmp_path, ollama):
         same_weights(gguf, "mine", no_digest, False)
     assert caught.value.remedy is Remedy.SAME_WEIGHTS
     assert "asserted by the user" in same_weights(gguf, "mine", no_digest, True)
+
+
+def test_ollama_thinking_arrives_as_the_thinking_section():
+    from engine.remote.ollama_api import parse_stream
+    from engine.remote.session import _token_events
+
+    lines = [json.dumps(chunk).encode() for chunk in (
+        {"message": {"role": "assistant", "content": "", "thinking": "Let me see."},
+         "logprobs": [{"token": "Let me see.", "logprob": -0.5, "top_logprobs": []}]},
+        {"message": {"role": "assistant", "content": "Four."},
+         "logprobs": [{"token": "Four.", "logprob": -0.1, "top_logprobs": []}]},
+        {"message": {"role": "assistant", "content": ""}, "done": True, "eval_count": 2})]
+    deltas = list(parse_stream(lines, "h"))
+    assert [(d.text, d.thinking) for d in deltas[:2]] == [("", "Let me see."), ("Four.", "")]
+    events = [e for d in deltas[:2] for e in _token_events(d, 0, 5)]
+    assert [(e["text"], e["thinking_text"], e["thinking"]) for e in events] == \
+        [("", "Let me see.", True), ("Four.", "", False)]

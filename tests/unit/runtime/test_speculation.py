@@ -20,7 +20,7 @@ from engine.chat.events import DoneEvent, TokenEvent
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import open_model
-from engine.graph.kernels import Kernels
+from engine.graph.kernels import kernels_for
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.drafters import DraftLength, PromptLookup, verify_cost
 from engine.runtime.generate import Generator
@@ -196,26 +196,49 @@ def test_a_verify_step_matches_one_token_steps_in_exact_mode(tmp_path):
 MIXED = {"ffn_down": T.Q4_K, "attn_q": T.Q4_0, "ffn_gate": T.Q5_K, "ffn_up": T.Q4_1}
 
 
+@pytest.mark.parametrize("apart", [None, (4, 8)], ids=["this-cpu", "all-apart"])
 @pytest.mark.parametrize("fold", [True, False], ids=["folded", "explicit"])
 @pytest.mark.parametrize("arch, default, types", [("qwen2", T.Q8_0, MIXED),
                                                   ("qwen3", T.Q8_0, MIXED),
                                                   ("qwen2", T.F16, {})], ids=["q2", "q3", "f16"])
 def test_a_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, arch, default,
-                                                                      types, fold):
+                                                                      types, fold, apart):
     """Fast mode's int8 activations amplify any rounding difference, so there the rows
-    must be identical, with either zero-point form (engine.graph.kernels): 4-bit ffn_down,
+    must be identical, with either zero-point form and with this CPU's way to row
+    invariance or every quantized width apart (engine.graph.kernels): 4-bit ffn_down,
     K-quant and Q4_1 offsets, 8-bit matmuls (all int8 activations), dense matmuls and the
-    attention's spare row, for 1 to 9 new tokens."""
-    spec = TextSpec(vocab=400, hidden=128, ffn=256, layers=3)
+    attention's spare row, for 1 to 9 new tokens. The matrices are as wide as a small real
+    model's: a one-row kernel can take another path for small ones."""
+    spec = TextSpec(vocab=400, hidden=1024, heads=16, kv_heads=4, ffn=2816, layers=2)
     path = write_model(tmp_path / "q.gguf", arch, spec, default_type=default, types=types,
                        seed=4)
-    decoder = DecoderSession(open_model(path), max_cache_len=64, cache=False,
-                             kernels=Kernels(fold_zero_points=fold))
+    kernels = replace(kernels_for(), fold_zero_points=fold)
+    if apart is not None:
+        kernels = replace(kernels, rows_apart_bits=apart)
+    decoder = DecoderSession(open_model(path), max_cache_len=64, cache=False, kernels=kernels)
     assert decoder.row_invariant
     for k in (1, 2, 5, 9):
         decoder.reset()
         batch, single = verify_and_steps(decoder, [99, 3, 250, 7, 11, 40, 41, 300, 12][:k])
         np.testing.assert_array_equal(batch, single)
+
+
+@pytest.mark.parametrize("apart", [None, (4, 8)], ids=["this-cpu", "all-apart"])
+def test_the_first_answer_token_does_not_depend_on_the_cached_prompt(tmp_path, apart):
+    """A prompt prefilled whole, or its tail after a cached prefix (a later turn, a
+    regenerated answer, or a drafted run after a plain one), gives its last position the
+    same bits in fast mode: with the 4-bit one-row kernel of an AVX2 CPU that row runs
+    alone either way."""
+    spec = TextSpec(vocab=400, hidden=1024, heads=16, kv_heads=4, ffn=2816, layers=2)
+    path = write_model(tmp_path / "q.gguf", "qwen2", spec, default_type=T.Q8_0, types=MIXED,
+                       seed=4)
+    kernels = kernels_for() if apart is None else replace(kernels_for(), rows_apart_bits=apart)
+    decoder = DecoderSession(open_model(path), max_cache_len=64, cache=False, kernels=kernels)
+    prompt = [99, 3, 250, 7, 11, 40, 41, 300, 12]
+    whole = decoder.forward(input_ids=prompt).logits
+    for cached in (1, 5, 8):
+        decoder.truncate(cached)
+        np.testing.assert_array_equal(decoder.forward(input_ids=prompt[cached:]).logits, whole)
 
 
 # -- the acceptance rule -------------------------------------------------------------------

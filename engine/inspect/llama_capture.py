@@ -1,0 +1,161 @@
+"""llama.cpp's hidden state after every block, read from its per-tensor eval callback.
+
+llama-cpp-python's low-level API exposes the context parameter ``cb_eval``: ggml's
+scheduler calls it for every node of the compute graph, first asking (``ask`` true)
+whether the node's data is wanted, then, once that node is computed, handing it over
+(``ask`` false). llama.cpp names each block's output ``l_out-N`` (N counts blocks from 0).
+Its embeddings are not read: that node's name is no stable part of llama.cpp, and where a
+family scales them (Gemma) it holds them before the scale. Every position asks for
+its logits, which keeps all rows in the last block's output (llama.cpp drops the rows
+without an output there).
+
+The callback's tensor is a ``struct ggml_tensor *``: its leading fields (type, buffer,
+ne, nb) are read as a ctypes structure, its name and data through ggml's own functions
+(``ggml_get_name``, ``ggml_backend_tensor_get``, which copies from any backend).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import LanternError
+
+BLOCK_OUTPUT = "l_out-{}"      # llama.cpp's name of block N's output
+GGML_TYPE_F32 = 0
+DECODE_ABORTED = 2             # llama_decode's return value when the abort callback fired
+
+
+class LlamaRunFailed(LanternError):
+    """llama.cpp could not load the model or run the context."""
+
+
+class LlamaRunCancelled(LanternError):
+    """The user cancelled the llama.cpp run."""
+
+
+class _TensorHead(ctypes.Structure):
+    """The leading fields of ggml's ``struct ggml_tensor`` (ggml.h)."""
+
+    _fields_ = [("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
+                ("ne", ctypes.c_int64 * 4), ("nb", ctypes.c_size_t * 4)]
+
+
+@dataclass(frozen=True)
+class LlamaStates:
+    blocks: list[np.ndarray]     # n_layers of float32 [S, H]: each block's output
+    logits: np.ndarray           # float32 [S, V]
+
+
+def _ggml_base():
+    """ggml's base library as llama-cpp-python ships it, typed for the calls made here."""
+    import llama_cpp
+    from llama_cpp._ctypes_extensions import load_shared_library
+
+    lib = load_shared_library("ggml-base", Path(llama_cpp.__file__).parent / "lib")
+    lib.ggml_get_name.argtypes, lib.ggml_get_name.restype = [ctypes.c_void_p], ctypes.c_char_p
+    lib.ggml_backend_tensor_get.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                            ctypes.c_size_t]
+    lib.ggml_backend_tensor_get.restype = None
+    return lib
+
+
+class _Collector:
+    """The eval callback's state: which tensors are wanted and what came back."""
+
+    def __init__(self, n_layers: int, on_block: Callable[[int], None]) -> None:
+        self.ggml = _ggml_base()
+        self.wanted = {BLOCK_OUTPUT.format(i).encode(): i for i in range(n_layers)}
+        self.blocks: dict[int, np.ndarray] = {}
+        self.on_block = on_block
+        self.error: BaseException | None = None
+
+    def __call__(self, tensor: int, ask: bool, _user_data: int) -> bool:
+        layer = self.wanted.get(self.ggml.ggml_get_name(tensor))
+        if ask:
+            return layer is not None
+        if layer is None:
+            return True
+        try:
+            self.blocks[layer] = self._read(tensor)
+            self.on_block(layer)
+        except BaseException as error:   # raised through C it would be lost: stop the graph
+            self.error = error
+            return False
+        return True
+
+    def _read(self, tensor: int) -> np.ndarray:
+        head = _TensorHead.from_address(tensor)
+        hidden, rows = head.ne[0], head.ne[1]
+        if head.type != GGML_TYPE_F32 or head.ne[2] != 1 or head.ne[3] != 1 \
+                or head.nb[1] != 4 * hidden:
+            raise LlamaRunFailed(f"llama.cpp's {self.ggml.ggml_get_name(tensor).decode()} is "
+                                 f"not a contiguous float32 matrix (type {head.type}, shape "
+                                 f"{list(head.ne)}); this reader expects one")
+        out = np.empty((rows, hidden), dtype=np.float32)   # ggml's ne is [H, S]: row-major [S, H]
+        self.ggml.ggml_backend_tensor_get(tensor, out.ctypes.data, 0, out.nbytes)
+        return out
+
+
+def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
+                 on_block: Callable[[int], None] = lambda layer: None,
+                 cancel: threading.Event | None = None) -> LlamaStates:
+    """Run llama.cpp (CPU, its default settings otherwise) over ``ids`` in one batch and
+    return every block's output and the logits of every position."""
+    import llama_cpp
+
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)   # its log, errors only
+    llama_cpp.llama_backend_init()
+    model_params = llama_cpp.llama_model_default_params()
+    model_params.n_gpu_layers = 0
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
+    if not model:
+        raise LlamaRunFailed(f"llama.cpp could not load {path}")
+    try:
+        return _decode(llama_cpp, model, list(ids), _Collector(n_layers, on_block), cancel)
+    finally:
+        llama_cpp.llama_model_free(model)
+
+
+def _decode(llama_cpp, model, ids: list[int], collector: _Collector,
+            cancel: threading.Event | None) -> LlamaStates:
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx = params.n_batch = params.n_ubatch = max(len(ids), 16)
+    params.n_threads = params.n_threads_batch = os.cpu_count() or 1
+    callback = llama_cpp.ggml_backend_sched_eval_callback(collector)
+    aborted = llama_cpp.ggml_abort_callback(lambda _data: cancel is not None and cancel.is_set())
+    params.cb_eval, params.abort_callback = callback, aborted
+    context = llama_cpp.llama_init_from_model(model, params)
+    if not context:
+        raise LlamaRunFailed(f"llama.cpp could not make a context of {len(ids)} tokens")
+    batch = llama_cpp.llama_batch_init(len(ids), 0, 1)
+    try:
+        for i, token in enumerate(ids):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, i, 1
+            batch.seq_id[i][0], batch.logits[i] = 0, 1
+        batch.n_tokens = len(ids)
+        status = llama_cpp.llama_decode(context, batch)
+        if collector.error is not None:
+            raise collector.error
+        if status == DECODE_ABORTED or (cancel is not None and cancel.is_set()):
+            raise LlamaRunCancelled("the llama.cpp run was cancelled")
+        if status != 0:
+            raise LlamaRunFailed(f"llama.cpp's decode returned {status}")
+        vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(context),
+                                       shape=(len(ids), vocab)).copy()  # [S, V]
+    finally:
+        llama_cpp.llama_batch_free(batch)
+        llama_cpp.llama_free(context)
+    missing = sorted(set(range(len(collector.wanted))) - set(collector.blocks))
+    if missing:
+        raise LlamaRunFailed(f"llama.cpp's graph named no {BLOCK_OUTPUT.format(missing[0])} "
+                             f"(an architecture that names its block outputs otherwise)")
+    return LlamaStates([collector.blocks[i] for i in range(len(collector.wanted))], logits)
