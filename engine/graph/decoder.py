@@ -247,6 +247,19 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
 
     cache_shape = (1, cfg.n_kv_heads, options.max_cache_len, cfg.head_dim)
     buffer = [1, cfg.n_kv_heads, "max_cache_len", cfg.head_dim]  # any length: one graph per model
+    inputs = step_inputs(cfg, dtype, bool(apart), options.two_way_images)
+    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
+    for c in caches:
+        inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
+        outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]
+    if options.layer_stats:
+        states = last_token_states(g, hidden_states, dtype)
+        outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
+    return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+
+
+def step_inputs(cfg: TextConfig, dtype: type, apart: bool, two_way: bool) -> list[tuple]:
+    """The graph inputs a step feeds besides the KV buffers: (name, dtype, shape) each."""
     inputs = [
         (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
         (SEQLENS_K, np.int32, [1]),
@@ -261,18 +274,11 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     if cfg.local_rope:
         inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
                    (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
-    if options.two_way_images:
+    if two_way:
         inputs += [(QUERY_SLOTS, np.int64, [1, "S"]), (MASK, dtype, ["S", "T"])]
         if cfg.has_sliding_layers:
             inputs.append((MASK_LOCAL, dtype, ["S", "T"]))
-    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
-    for c in caches:
-        inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
-        outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]
-    if options.layer_stats:
-        states = last_token_states(g, hidden_states, dtype)
-        outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
-    return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+    return inputs
 
 
 def layer_caches(cfg: TextConfig) -> tuple[LayerCache, ...]:
