@@ -14,7 +14,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ControlVectorMismatch
 from engine.gguf import open_model
 from engine.gguf.control_vector import Steering, write_control_vector
-from engine.graph.kernels import Kernels
+from engine.graph.kernels import kernels_for
 from engine.launch import open_chat, steer
 from engine.reference import forward
 from engine.runtime.check import check_against_reference
@@ -22,6 +22,7 @@ from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
 from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 from tests.unit.runtime.test_speculation import (
+    MIXED,
     Fixed,
     Recording,
     eager,
@@ -66,15 +67,16 @@ def test_steered_exact_engine_equals_the_reference_with_the_vectors(tiny):
     assert report.rows[2].reference_stats != plain_report.rows[2].reference_stats  # steered
 
 
-def test_a_steered_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path):
-    """The steering add is per row, so it keeps what the graph has: here a dense F16
-    model's fast graph (test_speculation's f16 case; its quantized cases depend on the
-    CPU class's kernel choices, engine.graph.kernels)."""
-    path = write_model(tmp_path / "q.gguf", "qwen2", TextSpec(vocab=400, hidden=128, ffn=256,
-                       layers=3), default_type=T.F16, seed=4)
+@pytest.mark.parametrize("default, types", [(T.Q8_0, MIXED), (T.F16, {})], ids=["q", "f16"])
+def test_a_steered_verify_step_equals_one_token_steps_to_the_bit_in_fast_mode(tmp_path, default,
+                                                                              types):
+    """The steering add is per row, so a steered graph keeps this CPU's row invariance
+    (test_speculation's to-the-bit test, here with vectors in every layer)."""
+    spec = TextSpec(vocab=400, hidden=1024, heads=16, kv_heads=4, ffn=2816, layers=2)
+    path = write_model(tmp_path / "q.gguf", "qwen2", spec, default_type=default, types=types,
+                       seed=4)
     model = open_model(path)
-    decoder = DecoderSession(model, max_cache_len=64, cache=False,
-                             kernels=Kernels(fold_zero_points=False))
+    decoder = DecoderSession(model, max_cache_len=64, cache=False, kernels=kernels_for())
     assert decoder.row_invariant
     decoder.steer(random_table(model, 1.5))
     for k in (1, 3, 6):
