@@ -464,6 +464,8 @@ class MainWindow(QMainWindow):
         self.inspector.clear()
         self.status_speed.setText("")
         self.panel.show_saved_answer(self.chat.last_answer_tokens())
+        answers = [m for m in messages if m.role == "assistant"]
+        self.panel.show_steering(answers[-1].steering if answers else "")
 
     def _conversation_changed(self, conversation_id: int | None) -> None:
         self._refresh_conversations()
@@ -528,6 +530,7 @@ class MainWindow(QMainWindow):
         step = event.eval_duration / 1e6 / event.eval_count if event.eval_count else 0.0
         self.panel.show_timing(step, speed, event.prompt_eval_count,
                                event.prompt_eval_duration / 1e9)
+        self.panel.show_steering(event.steering)
         status = f"{speed:.1f} tok/s · {event.eval_count} tokens"
         if event.draft_count:
             status += (f" · drafted {event.draft_count}, accepted {event.draft_accepted} "

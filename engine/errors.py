@@ -65,6 +65,10 @@ class GenerationError(LanternError):
     """Generation could not proceed (context overflow that cannot be resolved, bad options...)."""
 
 
+class ControlVectorMismatch(LanternError):
+    """A control vector that cannot steer this model (another width, depth or architecture)."""
+
+
 class RegistryError(LanternError):
     """A model registry that cannot be reached or answers with something unusable."""
 

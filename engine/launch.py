@@ -3,7 +3,8 @@ settings: the CLI (`lantern run`) and the app both come through here, so a chat 
 assembled once (load, options, drafter, what the user should be told about speculation).
 
 Order: ``load_local`` (a server's model needs no loading: engine.remote.session), then
-``open_chat`` with ``options_for``'s options, then ``speculate`` for a local model.
+``open_chat`` with ``options_for``'s options, then ``speculate`` and ``steer`` for a local
+model.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from typing import TYPE_CHECKING
 
 from engine.chat.backend import Capability, ChatBackend
 from engine.chat.options import Options
+from engine.errors import ControlVectorMismatch, GenerationError
 from engine.remote.session import RemoteChatSession, RemoteModel
 from engine.store import LocalModel, Store
 
 if TYPE_CHECKING:  # the runtime is imported where a local model is made: a server's chat
-    from engine.runtime.loader import LoadedModel, Progress  # needs none of it
+    from engine.gguf.control_vector import Steering  # needs none of it
+    from engine.runtime.loader import LoadedModel, Progress
 
     Model = LoadedModel | RemoteModel
 
@@ -77,3 +80,18 @@ def speculate(chat: ChatBackend, choice: str, store: Store | None,
 
     chat.drafter = drafter_for(choice, chat.model, store, requantize=requantize)
     return speculation_note(choice, chat.model.row_invariant)
+
+
+def steer(chat: ChatBackend, steering: Steering) -> None:
+    """Steer a local ``chat``'s answers by control vectors from its next answer on;
+    ControlVectorMismatch when one was made for another model (checked now, not later)."""
+    from engine.runtime.chat import ChatSession
+
+    if not isinstance(chat, ChatSession):
+        raise GenerationError("control vectors steer a model Lantern runs, not a server's")
+    previous, chat.steering = chat.steering, steering
+    try:
+        chat.steering_table()
+    except ControlVectorMismatch:
+        chat.steering = previous
+        raise

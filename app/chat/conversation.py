@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
@@ -26,8 +27,9 @@ from engine.chat.backend import Capability, ChatBackend, unavailable_reason
 from engine.chat.documents import message_room, split, template_overhead, token_counter
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, ToolCallEvent
 from engine.chat.messages import Message
-from engine.errors import GenerationError, ImageError
-from engine.launch import open_chat, options_for, speculate
+from engine.errors import GenerationError, ImageError, LanternError
+from engine.gguf.control_vector import Steering
+from engine.launch import open_chat, options_for, speculate, steer
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
 from engine.runtime.loader import LoadedModel
@@ -92,6 +94,9 @@ class ConversationController(QObject):
         self._logprobs: list[dict] = []
         self.draft_system, self.draft_options = "", {}   # a new chat's own settings
         self.draft_format = ""
+        self.draft_vectors: list[tuple[str, float]] = []   # a new chat's control vectors
+        self.answer_steering = ""    # the control vectors of the answer in progress, in words
+        self.steering_table = None   # what they add per block ([n_layers, H]; None: none)
         self._pending: list[StoredMessage] | None = None   # to restore on the next turn
         self._first_token = False
         self._decode_ns = 0          # time of this answer's steps after the first
@@ -150,6 +155,19 @@ class ConversationController(QObject):
         else:
             self.history.set_format(self.conversation_id, text)
 
+    def control_vectors(self) -> list[tuple[str, float]]:
+        """This conversation's control vectors: (file, strength) each."""
+        if self.conversation_id is None:
+            return list(self.draft_vectors)
+        return self.history.control_vectors(self.conversation_id)
+
+    def set_control_vectors(self, vectors: list[tuple[str, float]]) -> None:
+        """Applies from the next answer on (a strength changes no graph, engine side)."""
+        if self.conversation_id is None:
+            self.draft_vectors = list(vectors)
+        else:
+            self.history.set_control_vectors(self.conversation_id, vectors)
+
     def count_tokens(self, text: str) -> tuple[int, bool]:
         """Tokens of ``text`` with the current model (False: estimated, a server's model)."""
         count, exact = token_counter(self.model)
@@ -189,6 +207,7 @@ class ConversationController(QObject):
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
         self.draft_format = ""
+        self.draft_vectors = []
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
@@ -220,6 +239,7 @@ class ConversationController(QObject):
             conversation = self.history.create(title_of(text, images), self.model_name,
                                                self.draft_system, self.draft_options,
                                                self.draft_format)
+            self.history.set_control_vectors(conversation.id, self.draft_vectors)
             self.conversation_id = conversation.id
             self.conversationChanged.emit(conversation.id)
         user_id = self.history.add(self.conversation_id, "user", text, images)
@@ -373,7 +393,29 @@ class ConversationController(QObject):
         answer_format = self.conversation_format()
         session.format = parse_format(answer_format) if answer_format else None
         self.session = session
+        self._steer(session)
         return session
+
+    def _steer(self, session: ChatBackend) -> None:
+        """The conversation's control vectors on a local session (a vector that cannot
+        be read or does not fit the model is left out, and the user told)."""
+        vectors = self.control_vectors()
+        local = isinstance(self.model, LoadedModel)
+        steering = Steering()
+        if vectors and not local:
+            self.notice.emit(f"Control vectors steer a model on this computer; "
+                             f"{self.model_name} runs on {self.where}: not steered.")
+        elif vectors:
+            try:
+                steering = Steering.load([(Path(path), strength) for path, strength in vectors])
+                steer(session, steering)
+            except LanternError as error:
+                self.notice.emit(f"Not steered: {error}")
+                steering = Steering()
+        if local and not steering:
+            steer(session, steering)    # what an earlier answer set no longer applies
+        self.answer_steering = steering.label if steering else ""
+        self.steering_table = session.steering_table() if steering else None
 
     def _offer_tools(self, session: ChatBackend, cancel: threading.Event) -> list[str]:
         """Worker thread: the session gets the tools the settings turn on and a runner
@@ -427,6 +469,7 @@ class ConversationController(QObject):
         if not self._current(self.job):
             return
         self.answer_text, self.answer_thinking = event.text, event.thinking
+        self.answer_steering = event.steering
         self._finish(complete=event.done_reason != "cancel")
         self.answerDone.emit(event)
 
@@ -472,7 +515,7 @@ class ConversationController(QObject):
         if self.answer_id is not None:
             self.history.update(self.answer_id, self.answer_text, complete,
                                 self.answer_thinking, self.thinking_ms,
-                                self._logprobs if final else None)
+                                self._logprobs if final else None, self.answer_steering)
 
     # -- reference check ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from app.chat.conversation import ConversationController, Turn
 from app.chat.header import ConversationHeader
 from app.chat.input_box import InputBox, Submission
 from app.chat.saved_tokens import saved_tokens
+from app.chat.steering_bar import SteeringBar
 from app.chat.tool_gate import describe_call
 from app.chat.view import ChatView, MessageWidget
 from app.conversations.history import StoredMessage
@@ -48,6 +49,9 @@ class ChatPage(QWidget):
         layout.addWidget(self.header)
         self.view = ChatView()
         layout.addWidget(self.view, 1)
+        self.steering = SteeringBar()
+        self.steering.changed.connect(controller.set_control_vectors)
+        layout.addWidget(self.steering)
         self.input = InputBox()
         layout.addWidget(self.input)
         self.input.submitted.connect(self._submitted)
@@ -78,6 +82,8 @@ class ChatPage(QWidget):
                 widget.set_color_tokens(self.color_tokens)
             if stored.role == "assistant" and not stored.complete:
                 widget.set_status("interrupted")
+            if stored.role == "assistant":
+                widget.set_steering(stored.steering)
         self._update_actions()
 
     def last_answer_tokens(self) -> list:
@@ -96,6 +102,7 @@ class ChatPage(QWidget):
         stored = (controller.history.conversation(controller.conversation_id)
                   if controller.conversation_id is not None else None)
         system, options = controller.conversation_settings()
+        self.steering.set_vectors(controller.control_vectors())
         self.header.show_conversation(stored.title if stored else "New chat",
                                       controller.model_name or (stored.model if stored else ""),
                                       system, options, controller.conversation_format())
@@ -213,6 +220,7 @@ class ChatPage(QWidget):
         if event.thinking:
             self.answer.thinking.finish(event.thinking, self.controller.thinking_ms)
         self.answer.set_status(DONE_NOTES.get(event.done_reason, ""))
+        self.answer.set_steering(event.steering)
         self.answer = None
         self._update_actions()
 

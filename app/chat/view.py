@@ -159,6 +159,10 @@ class MessageWidget(QFrame):
         self.status = QLabel("")
         self.status.setObjectName("messageStatus")
         header.addWidget(self.status)
+        self.steered = QLabel("")
+        self.steered.setObjectName("steeredMark")
+        self.steered.hide()
+        header.addWidget(self.steered)
         header.addStretch(1)
         self.buttons: dict[str, QPushButton] = {}
         actions = [("Copy", self.copyRequested)]
@@ -191,6 +195,13 @@ class MessageWidget(QFrame):
     def set_status(self, text: str) -> None:
         """A short note beside the role ("writing…", "stopped", "interrupted")."""
         self.status.setText(text)
+
+    def set_steering(self, label: str) -> None:
+        """Mark an answer control vectors steered ("" unmarks), naming them."""
+        self.steered.setText(f"steered: {label}" if label else "")
+        self.steered.setToolTip("Control vectors were added to the model's residual stream "
+                                "for this answer" if label else "")
+        self.steered.setVisible(bool(label))
 
     def add_tool_call(self, line: str, full: str) -> None:
         """A call the model made and what came back (the whole result in the tooltip)."""

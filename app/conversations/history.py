@@ -44,6 +44,8 @@ ADDED_COLUMNS = (
     ("messages", "thinking", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "thinking_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("messages", "logprobs", "TEXT NOT NULL DEFAULT '[]'"),
+    ("messages", "steering", "TEXT NOT NULL DEFAULT ''"),
+    ("conversations", "control_vectors", "TEXT NOT NULL DEFAULT '[]'"),
 )
 
 FTS_SCHEMA = """
@@ -67,7 +69,8 @@ INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 """
 
 CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
-MESSAGE_COLUMNS = "id, role, content, images, complete, thinking, thinking_ms, logprobs"
+MESSAGE_COLUMNS = ("id, role, content, images, complete, thinking, thinking_ms, logprobs, "
+                   "steering")
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class StoredMessage:
     thinking: str = ""          # a thinking model's thinking section
     thinking_ms: int = 0        # how long it thought
     logprobs: tuple = ()        # per token: {"token", "logprob", "top": [[token, logprob]]}
+    steering: str = ""          # the control vectors that steered the answer ("" none)
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,17 @@ class History:
         """The conversation's own system prompt and sampling options."""
         self._db.execute("UPDATE conversations SET system = ?, options = ? WHERE id = ?",
                          (system, json.dumps(options), conversation))
+
+    def control_vectors(self, conversation: int) -> list[tuple[str, float]]:
+        """The control vectors this conversation steers with: (file, strength) each."""
+        row = self._db.execute("SELECT control_vectors FROM conversations WHERE id = ?",
+                               (conversation,)).fetchone()
+        return [(str(path), float(strength)) for path, strength in json.loads(row[0])] \
+            if row else []
+
+    def set_control_vectors(self, conversation: int, vectors: list[tuple[str, float]]) -> None:
+        self._db.execute("UPDATE conversations SET control_vectors = ? WHERE id = ?",
+                         (json.dumps([list(v) for v in vectors]), conversation))
 
     def set_format(self, conversation: int, answer_format: str) -> None:
         """The conversation's structured output ("", "json" or a schema's text)."""
@@ -258,11 +273,12 @@ class History:
         return message_id
 
     def update(self, message: int, content: str, complete: bool, thinking: str = "",
-               thinking_ms: int = 0, logprobs: list | None = None) -> None:
+               thinking_ms: int = 0, logprobs: list | None = None, steering: str = "") -> None:
         """Save a streaming answer as far as it got (log-probabilities: once, at the end)."""
         self._db.execute(
-            "UPDATE messages SET content = ?, complete = ?, thinking = ?, thinking_ms = ? "
-            "WHERE id = ?", (content, int(complete), thinking, thinking_ms, message))
+            "UPDATE messages SET content = ?, complete = ?, thinking = ?, thinking_ms = ?, "
+            "steering = ? WHERE id = ?",
+            (content, int(complete), thinking, thinking_ms, steering, message))
         if logprobs is not None:
             self._db.execute("UPDATE messages SET logprobs = ? WHERE id = ?",
                              (json.dumps(logprobs, ensure_ascii=False), message))
@@ -281,7 +297,7 @@ class History:
         )
         return [
             StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]),
-                          row[5], row[6], tuple(json.loads(row[7])))
+                          row[5], row[6], tuple(json.loads(row[7])), row[8])
             for row in rows
         ]
 
@@ -289,10 +305,10 @@ class History:
                         message_id: int | None = None) -> int:
         cursor = self._db.execute(
             "INSERT INTO messages (id, conversation, role, content, images, complete, "
-            "thinking, thinking_ms, logprobs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "thinking, thinking_ms, logprobs, steering) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (message_id, conversation, m.role, m.content, json.dumps(list(m.images)),
              int(m.complete), m.thinking, m.thinking_ms,
-             json.dumps(list(m.logprobs), ensure_ascii=False)))
+             json.dumps(list(m.logprobs), ensure_ascii=False), m.steering))
         return int(cursor.lastrowid)
 
     def _touch(self, conversation: int) -> None:

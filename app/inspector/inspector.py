@@ -139,10 +139,11 @@ class Inspector(QObject):
         note = EXACT_NOTE if model.exact else FAST_NOTE
         images = len(image_grids(context))
         pictures = self._pictures()[-images:] if images else []
-        gguf, piece = model.gguf, self.piece
+        gguf, piece, steering = model.gguf, self.piece, self.conversation.steering_table
 
         def run(progress, cancel) -> Inspection:
-            return inspect_context(gguf, context, piece, row, progress=progress, cancel=cancel)
+            return inspect_context(gguf, context, piece, row, progress=progress, cancel=cancel,
+                                   steering=steering)
 
         job = ProgressJob(run)
         # bound methods of GUI-thread objects only: the job's signals are then queued

@@ -214,6 +214,11 @@ class DebugPanel(QDockWidget):
         self.token_title.setObjectName("tokenTitle")
         self.token_title.setWordWrap(True)
         layout.addWidget(self.token_title)
+        self.steering_label = QLabel("")
+        self.steering_label.setObjectName("steeringMark")
+        self.steering_label.setWordWrap(True)
+        self.steering_label.hide()
+        layout.addWidget(self.steering_label)
         self.top_model = RecordTableModel(
             [
                 Column("token", lambda r: visible_piece(r.piece)),
@@ -358,10 +363,19 @@ class DebugPanel(QDockWidget):
             lines.append(f"prompt: {prompt_tokens} tokens in {prompt_s:.2f} s ({rate:.0f} tok/s)")
         self.timing_label.setText("\n".join(lines))
 
+    def show_steering(self, label: str) -> None:
+        """Mark the latest answer as steered by control vectors ("" none): its tokens and
+        the views of it come from a model with those vectors added."""
+        self.steering_label.setText(
+            f"Steered answer: {label} added to the residual stream (the views below and "
+            "the Inside tab include them)" if label else "")
+        self.steering_label.setVisible(bool(label))
+
     def clear(self) -> None:
         """Another conversation (or none): nothing of the previous one stays; every tab
         says what fills it."""
         self.token_title.setText("Send a message to see each token's candidates.")
+        self.show_steering("")
         self.top_model.set_records([])
         self.reasons_model.set_records([])
         self.reasons_label.setText("")

@@ -74,6 +74,7 @@ class DoneEvent:
         """Share of drafted tokens kept; None when nothing was drafted."""
         return self.draft_accepted / self.draft_count if self.draft_count else None
     thinking: str = ""              # the whole thinking section (not part of `text`)
+    steering: str = ""              # the control vectors that steered it ("" none), one line
 
     def counters(self) -> dict[str, int | str]:
         return {

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "engine.cli.crosscheck_command",  # crosscheck
     "engine.cli.compare_command",  # compare
     "engine.cli.trace_command",    # trace
+    "engine.cli.steer_command",    # steer
 )
 
 

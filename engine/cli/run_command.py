@@ -122,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="speculative decoding, the same answer faster where text repeats: "
                         "auto (default: prompt lookup, or a draft model from the store when "
                         "one pays), off, ngram (prompt lookup) or a draft model's name")
+    p.add_argument("--control-vector", action="append", default=[], metavar="FILE[:STRENGTH]",
+                   help="add a control vector (llama.cpp's GGUF format, e.g. from `lantern "
+                        "steer`) to the residual stream, times STRENGTH (default 1; "
+                        "repeatable: the vectors add up)")
+    p.add_argument("--control-vector-scaled", action="append", default=[], nargs=2,
+                   metavar=("FILE", "STRENGTH"), help="the same, as llama.cpp spells it")
     add_models_dir(p)
     add_server(p)
     p.add_argument("--no-server", action="store_true",
@@ -155,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         attach_tools(chat, args.tools, args.share, args.yes)
     if connection is None:
         _speculate(args, chat)
+        _steer(args, chat)
     images = load_images(model, args.image, args.raw, chat.prepare_image)
     prompt = args.prompt
     if prompt is None and not sys.stdin.isatty():
@@ -180,6 +187,7 @@ def _runs_here(args: argparse.Namespace) -> bool:
     """Whether a flag asks for the model to run in this process, as Lantern runs it."""
     return bool(args.no_server or args.raw or args.exact or args.requantize
                 or args.provider != "cpu" or args.speculate != "auto"
+                or args.control_vector or args.control_vector_scaled
                 or args.think is not None or str(args.model).endswith(".gguf"))
 
 
@@ -201,6 +209,9 @@ def _remote_model(args: argparse.Namespace, connection: Connection):
 
     from engine.remote.session import open_remote_model
 
+    if args.control_vector or args.control_vector_scaled:
+        raise GenerationError("--control-vector steers a model Lantern runs; a server's "
+                              "model cannot be steered from here")
     if args.server and (args.exact or args.requantize or args.provider != "cpu"
                         or args.speculate != "auto"):
         print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
@@ -242,6 +253,24 @@ def _speculate(args: argparse.Namespace, chat) -> None:
         print(f"note: speculative decoding: {name}", file=sys.stderr)
     if note and (args.verbose or args.speculate != "auto"):
         print(f"note: {note}", file=sys.stderr)
+
+
+def _steer(args: argparse.Namespace, chat) -> None:
+    """--control-vector FILE[:STRENGTH] and --control-vector-scaled FILE STRENGTH."""
+    from engine.gguf.control_vector import Steering, parse_spec
+    from engine.launch import steer
+
+    specs = [parse_spec(spec) for spec in args.control_vector]
+    for path, strength in args.control_vector_scaled:
+        try:
+            specs.append((Path(path), float(strength)))
+        except ValueError:
+            raise GenerationError(f"--control-vector-scaled {path} {strength}: the strength "
+                                  "must be a number") from None
+    if specs:
+        steer(chat, Steering.load(specs))
+        if args.verbose:
+            print(f"note: steered by {chat.steering.label}", file=sys.stderr)
 
 
 def load_images(model, paths: list[str], raw: bool,

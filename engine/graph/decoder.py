@@ -21,7 +21,10 @@ its window holds on every layer.
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
 seqlens_k, total_sequence_length, num_logits, rows_apart where the kernel choices run a
-verify step's matmuls row by row, and each block's KV buffers. Outputs: logits
+verify step's matmuls row by row, steering [n_layers, H] (what each block's output
+gets added: control vectors times their strengths, zeros when none steers, so a
+strength changes no graph; row i joins block i's MLP output before the residual add,
+so each row stays its own and row invariance holds) and each block's KV buffers. Outputs: logits
 [1, N, V] of the last N = num_logits positions (a verify step of N drafted tokens asks for
 N; a prompt for 1) or [1, S, V] with all_logits, the updated KV buffers, and
 with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
@@ -64,6 +67,7 @@ TOTAL_LEN = "total_sequence_length"
 NUM_LOGITS = "num_logits"
 COS, SIN = "cos", "sin"
 COS_LOCAL, SIN_LOCAL = "cos_local", "sin_local"  # the sliding layers' rotary rows (Gemma 3)
+STEERING = "steering"
 ROWS_APART = "rows_apart"  # bool [1]: a verify step (engine.graph.kernels, 3.)
 # two-way image attention (Gemma 3 with images): additive masks [S, T] and each row's slot
 MASK, MASK_LOCAL, QUERY_SLOTS = "attention_mask", "attention_mask_local", "query_slots"
@@ -234,6 +238,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
             m = rms_norm(g, m, w.post_ffw_norm(i), eps, f"blk.{i}.post_ffw_norm", dtype)
         if i < deepstack:
             m = deepstack_features(g, m, i)
+        m = steered(g, m, i)
         if i + 1 < cfg.n_layers:
             next_norm, next_name = w.attn_norm(i + 1), f"blk.{i + 1}.attn_norm"
         else:
@@ -262,14 +267,16 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
 
 def step_inputs(cfg: TextConfig, options: DecoderOptions, apart: bool,
                 deepstack: int) -> list[ValueSpec]:
-    """The graph inputs besides the KV buffers: embeddings, cache bookkeeping, rotary rows,
-    and those a build adds (rows apart, two-way image masks, DeepStack features)."""
+    """The graph inputs besides the KV buffers: embeddings, cache bookkeeping, steering,
+    rotary rows, and those a build adds (rows apart, two-way image masks, DeepStack
+    features)."""
     dtype = options.dtype
     inputs = [
         (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
         (SEQLENS_K, np.int32, [1]),
         (TOTAL_LEN, np.int32, []),
         (NUM_LOGITS, np.int64, [1]),
+        (STEERING, dtype, [cfg.n_layers, cfg.hidden_size]),
         (COS, dtype, ["T", cfg.head_dim // 2]),
         (SIN, dtype, ["T", cfg.head_dim // 2]),
     ]
@@ -354,6 +361,14 @@ def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str,
         [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
     [act] = g.add_node("Mul", [act, up], [f"{name}/{activation}_up"])  # [1, S, I]
     return project(act, w.down, f"{name}.down")
+
+
+def steered(g: GraphBuilder, m: str, i: int) -> str:
+    """Block i's MLP output plus row i of the steering input (ARCHITECTURE.md §4)."""
+    index = g.add_initializer(f"steering.{i}.row", np.array(i, np.int64))
+    [row] = g.add_node("Gather", [STEERING, index], [f"steering/{i}"], axis=0)  # [H]
+    [y] = g.add_node("Add", [m, row], [f"blk.{i}.ffn/steered"])
+    return y
 
 
 def gemma3_scaled_embeddings(g: GraphBuilder, x: str, scale: float, dtype: type) -> str:

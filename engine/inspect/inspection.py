@@ -89,10 +89,13 @@ def inspect_context(
     top: int = 5,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    steering: np.ndarray | None = None,
 ) -> Inspection:
     """Lens, attention and direct contributions of ``position`` (default: the last) over
     ``context``, computed by the fp32 reference over the context up to that position; the
-    contributions explain the token that follows in ``context``, else the top-1."""
+    contributions explain the token that follows in ``context``, else the top-1.
+    ``steering`` [n_layers, H]: the control vectors the answer ran with (each row counts
+    in its block's MLP part)."""
     n = len(context)
     position = check_position(context, position)
     report = progress or (lambda stage, fraction: None)
@@ -113,7 +116,7 @@ def inspect_context(
     out = forward(model, None if embeds is not None else ids, positions, embeds,
                   weights=weights, probe=probe, on_layer=on_layer,
                   image_groups=None if groups is None else groups[: position + 1],
-                  deepstack=context.deepstack(0, position + 1))
+                  deepstack=context.deepstack(0, position + 1), steering=steering)
     report("Logit lens", n_layers / (n_layers + 1))
     states = np.stack([h[position] for h in out.hidden_states])  # [L + 1, H]
     lens = logit_lens(lens_logits(states, weights), piece, top)

@@ -212,6 +212,7 @@ def forward(
     image_groups: ArrayLike | None = None,
     rope_length: int | None = None,
     deepstack: ArrayLike | None = None,
+    steering: np.ndarray | None = None,
 ) -> ReferenceOutput:
     """Run the decoder over one sequence of S tokens.
 
@@ -227,6 +228,8 @@ def forward(
     LongRoPE's factor set (default: this call's last position + 1).
     ``deepstack`` [K, S, H]: Qwen3-VL's image features, added to the output of block k < K
     (zero at text rows).
+    ``steering`` [n_layers, H]: row i is added to block i's output (control vectors,
+    engine.gguf.control_vector).
     """
     if weights is None:
         weights = ReferenceWeights(model, dtype)
@@ -254,6 +257,10 @@ def forward(
         x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe, groups)
         if deepstack is not None and i < len(deepstack):
             x = x + np.asarray(deepstack[i], dtype=x.dtype)
+        if steering is not None:  # joins the MLP's output, as in the graph (and its part)
+            x = x + steering[i].astype(x.dtype)
+            if probe is not None and probe.parts:
+                probe.mlps[-1] = probe.mlps[-1] + steering[i].astype(x.dtype)
         hidden_states.append(x)
         if on_layer is not None:
             on_layer(i)
@@ -284,15 +291,17 @@ def output_logits(x: np.ndarray, weights: ReferenceWeights) -> np.ndarray:
 def greedy(
     model: GGUFModel, input_ids: ArrayLike, n_tokens: int,
     weights: ReferenceWeights | None = None, stop_ids: Collection[int] = (),
+    steering: np.ndarray | None = None,
 ) -> list[int]:
     """The argmax continuation of a text prompt with a KV cache: n_tokens, or fewer when a
-    token of ``stop_ids`` is produced (it is included). The step that takes the sequence
-    past LongRoPE's original context runs it all again, as the runtime does."""
+    token of ``stop_ids`` is produced (it is included); ``steering`` as forward's. The step
+    that takes the sequence past LongRoPE's original context runs it all again, as the
+    runtime does."""
     if weights is None:
         weights = ReferenceWeights(model, keep=True)
     cache = KVCache()
     ids = [int(i) for i in np.asarray(input_ids).reshape(-1)]
-    logits = forward(model, ids, weights=weights, cache=cache).logits
+    logits = forward(model, ids, weights=weights, cache=cache, steering=steering).logits
     tokens: list[int] = []
     while True:
         tokens.append(int(logits[-1].argmax()))
@@ -301,6 +310,8 @@ def greedy(
         if long_rope(weights.config, cache.length + 1) != long_rope(weights.config,
                                                                    cache.length):
             cache = KVCache()
-            logits = forward(model, ids + tokens, weights=weights, cache=cache).logits
+            logits = forward(model, ids + tokens, weights=weights, cache=cache,
+                             steering=steering).logits
         else:
-            logits = forward(model, tokens[-1:], weights=weights, cache=cache).logits
+            logits = forward(model, tokens[-1:], weights=weights, cache=cache,
+                             steering=steering).logits

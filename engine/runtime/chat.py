@@ -12,6 +12,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
@@ -21,6 +23,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.chat.tool_loop import RunTool, answer_with_tools, take_tool_calls
 from engine.chat.tools import Tool
 from engine.errors import GenerationError
+from engine.gguf.control_vector import Steering
 from engine.runtime.cancel import CancelEvent
 from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.constraint import Constraint
@@ -47,6 +50,7 @@ class ChatSession:
     # a neutral message when the call cannot run. The front end supplies it (confirmation).
     run_tool: RunTool | None = None
     max_tool_rounds: int = 8        # answers in a row that may call tools before we stop
+    steering: Steering = field(default_factory=Steering)  # control vectors, each its strength
 
     def __post_init__(self) -> None:
         # the decoder keeps the record of its cache: every session on the model sees what
@@ -93,6 +97,7 @@ class ChatSession:
     def raw(self, text: str) -> Iterator[Event]:
         """Answer a raw prompt sent verbatim (control tokens parsed); no template, no history."""
         self.cancel_event.clear()
+        self.model.decoder.steer(self.steering_table())
         prompt = self.model.tokenize_raw(text)
         self.last_prompt = prompt
         return self._split_thinking(prompt, self._generator.run(
@@ -112,7 +117,16 @@ class ChatSession:
         return check_against_reference(
             self.model.gguf, self.last_prompt, self.model.tokenizer.id_to_piece,
             exact=self.model.exact, decoder=self.model.decoder, cancel=cancel,
+            steering=self.steering_table(),
         )
+
+    def steering_table(self) -> np.ndarray | None:
+        """What this chat adds to each block's output, [n_layers, H]; None: not steered.
+        ControlVectorMismatch when a vector was made for another model."""
+        if not self.steering:
+            return None
+        cfg = self.model.gguf.config
+        return self.steering.table(cfg.architecture, cfg.text.n_layers, cfg.text.hidden_size)
 
     def latest_prompt(self) -> PromptTokens:
         """The prompt the latest answer was made from (the conversation up to its last user
@@ -145,6 +159,8 @@ class ChatSession:
                                  self.max_tool_rounds)
 
     def _one_answer(self) -> collections.abc.Generator[Event, None, DoneEvent | None]:
+        # the decoder is shared by every chat on the model: each answer sets its own vectors
+        self.model.decoder.steer(self.steering_table())
         prompt, dropped = self._fit()
         self.last_prompt = prompt
         if dropped:
@@ -195,7 +211,8 @@ class ChatSession:
                 released = end.answer + rest.answer
                 thinking.append(end.thinking + rest.thinking)
                 event = replace(event, text="".join(answer) + released, tail=released,
-                                thinking="".join(thinking))
+                                thinking="".join(thinking),
+                                steering=self.steering.label if self.steering else "")
                 if self.think is False and event.thinking:
                     yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
                                       "switch for thinking (think=false is ignored)")

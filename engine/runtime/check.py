@@ -94,19 +94,22 @@ def check_against_reference(
     exact: bool,
     decoder: DecoderSession | None = None,
     cancel: threading.Event | None = None,
+    steering: np.ndarray | None = None,
 ) -> CheckReport:
     """Run `prompt` through a debug decoder and the numpy reference and compare them.
 
     `piece` turns a token id into display text. A decoder with layer statistics may be
     passed in (its cache is reset); otherwise a temporary one is built, with the passed
     decoder's weights (re-quantized ones included). ``cancel`` stops it within a layer
-    (raises engine.runtime.cancel.Cancelled).
+    (raises engine.runtime.cancel.Cancelled). ``steering`` [n_layers, H]: both run with
+    these control vectors added (engine.gguf.control_vector).
     """
     if decoder is None or not decoder.layer_stats:  # same weights, with the debug outputs
         requantize = None if decoder is None else decoder.requantization
         decoder = DecoderSession(model, exact=exact, max_cache_len=len(prompt) + 1,
                                  layer_stats=True, requantize=requantize)
     decoder.reset()  # with its keys: the next turn prefills its prompt anew
+    decoder.steer(steering)
     embeds = None
     if prompt.image_rows is not None and len(prompt.image_rows):
         embeds = decoder.embed(prompt.ids)
@@ -125,7 +128,7 @@ def check_against_reference(
     reference = forward(model, input_ids=None if embeds is not None else prompt.ids,
                         inputs_embeds=embeds, positions=prompt.positions,
                         on_layer=check_cancel, image_groups=prompt.image_groups(),
-                        deepstack=prompt.deepstack())
+                        deepstack=prompt.deepstack(), steering=steering)
     expected = [h[-1:] for h in reference.hidden_states]       # [1, H] per layer
     actual = [row[None, :] for row in step.hidden]             # [1, H] per layer
     rtol, atol = EXACT_TOLERANCE if exact else FAST_TOLERANCE

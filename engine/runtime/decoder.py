@@ -156,6 +156,25 @@ class DecoderSession:
                                             max_cache_len, half, self._dtype))
         self.layer_stats = layer_stats
         self._all_logits = all_logits
+        # added to each block's output (engine.gguf.control_vector); zeros: not steered
+        self._steering = np.zeros((self.config.n_layers, self.config.hidden_size), self._dtype)
+
+    @property
+    def steering(self) -> np.ndarray:
+        """What each block's output gets added, [n_layers, H] (zeros: not steered)."""
+        return self._steering
+
+    def steer(self, table: np.ndarray | None) -> None:
+        """Add ``table`` [n_layers, H] to the blocks' outputs from now on (None: stop).
+        The cached keys and values were computed with the old table, so a different table
+        empties the cache: the next forward prefills the whole context again."""
+        new = np.zeros_like(self._steering) if table is None else np.asarray(table, self._dtype)
+        if new.shape != self._steering.shape:
+            raise ValueError(f"steering of shape {new.shape} for a model of "
+                             f"{self._steering.shape}")
+        if not np.array_equal(new, self._steering):
+            self._steering = np.ascontiguousarray(new)
+            self.reset()
 
     def _open(self, model: GGUFModel, options: graph.DecoderOptions, store: GraphCache | None,
               session_options: ort.SessionOptions, providers: list[str],
@@ -284,6 +303,7 @@ class DecoderSession:
         binding.bind_cpu_input(graph.SEQLENS_K, np.array([total - 1], np.int32))
         binding.bind_cpu_input(graph.TOTAL_LEN, np.array(total, np.int32))
         binding.bind_cpu_input(graph.NUM_LOGITS, np.array([rows or 1], np.int64))
+        binding.bind_cpu_input(graph.STEERING, self._steering)
         if self._rows_apart:
             binding.bind_cpu_input(graph.ROWS_APART, np.array([rows is not None], np.bool_))
         if self._two_way:

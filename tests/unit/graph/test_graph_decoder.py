@@ -111,6 +111,7 @@ def test_float16_variant_runs_on_cpu_kernels(tmp_path):
         graph.SEQLENS_K: np.array([s - 1], np.int32),
         graph.TOTAL_LEN: np.array(s, np.int32),
         graph.NUM_LOGITS: np.array([1], np.int64),
+        graph.STEERING: np.zeros((cfg.n_layers, cfg.hidden_size), np.float16),
         graph.COS: np.cos(angles).astype(np.float16),
         graph.SIN: np.sin(angles).astype(np.float16),
     }

@@ -1,0 +1,68 @@
+"""Steering in the window: a control vector added to a chat with its slider steers the
+next answer, which the answer and the panel mark (and the history keeps); the reference
+check agrees with the steered engine; the slider at 0 steers nothing; a reopened chat
+shows its vectors and its steered answers again."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.settings.store import Settings
+from engine.gguf.control_vector import write_control_vector
+from tests.unit.app.test_app_check import (  # noqa: F401
+    TIMEOUT_MS,
+    loaded_window,
+    send,
+    tiny_store,
+)
+
+
+def test_the_slider_steers_the_next_answer_and_marks_it(qtbot, tmp_path, tiny_store):  # noqa: F811
+    window = loaded_window(qtbot, Settings(models_dir=str(tiny_store), options={
+        "temperature": 0.0, "num_predict": 8}), tmp_path)
+    hidden = window.controller.model.gguf.config.text.hidden_size
+    rng = np.random.default_rng(0)
+    vector = tmp_path / "bright.gguf"
+    write_control_vector(vector, {n: rng.standard_normal(hidden) for n in (1, 2)}, "qwen2")
+    controller, bar, panel = window.controller, window.chat.steering, window.panel
+
+    plain = send(qtbot, window, "Hello")
+    assert plain.steering == ""
+    assert window.chat.view.messages[-1].steered.isHidden()
+    assert panel.steering_label.isHidden()
+
+    bar.add_vector(str(vector))
+    [row] = bar.rows
+    row.slider.setValue(250)                                    # strength 2.5
+    assert row.value.text() == "+2.50"
+    assert controller.control_vectors() == [(str(vector), 2.5)]
+    with qtbot.waitSignal(controller.answerDone, timeout=TIMEOUT_MS) as done:
+        window.chat.view.messages[-1].buttons["Regenerate"].click()
+    steered = done.args[0]
+    assert steered.steering == "bright x2.5"
+    assert steered.text != plain.text
+    answer = window.chat.view.messages[-1]
+    assert not answer.steered.isHidden() and answer.steered.text() == "steered: bright x2.5"
+    assert not panel.steering_label.isHidden() and "bright x2.5" in panel.steering_label.text()
+    stored = controller.history.messages(controller.conversation_id)
+    assert stored[-1].role == "assistant" and stored[-1].steering == "bright x2.5"
+
+    # the engine, steered, against the reference with the same vector
+    with qtbot.waitSignal(controller.checkDone, timeout=TIMEOUT_MS) as checked:
+        panel.check_button.click()
+    assert checked.args[0].ok
+
+    # the chat reopened: its vector at its strength, its steered answer marked
+    conversation = controller.conversation_id
+    window.new_chat()
+    assert bar.rows == []
+    window.open_conversation(conversation)
+    assert bar.vectors() == [(str(vector), 2.5)]
+    assert window.chat.view.messages[-1].steered.text() == "steered: bright x2.5"
+    assert "bright x2.5" in panel.steering_label.text()
+
+    bar.rows[0].slider.setValue(0)                              # at 0: not steered
+    with qtbot.waitSignal(controller.answerDone, timeout=TIMEOUT_MS) as done:
+        window.chat.view.messages[-1].buttons["Regenerate"].click()
+    assert done.args[0].steering == "" and done.args[0].text == plain.text
+    assert window.chat.view.messages[-1].steered.isHidden()
