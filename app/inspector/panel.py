@@ -249,6 +249,24 @@ class DebugPanel(QDockWidget):
         layout.addWidget(section("Why this token"))
         self.reasons_label = hint("")
         layout.addWidget(self.reasons_label)
+        layout.addWidget(self._reasons_table())
+        layout.addWidget(section("Along the reply"))
+        self.reply_chart = LineChart("probability and entropy per token (click a point)")
+        self.reply_chart.pointClicked.connect(self.replyPointClicked)
+        layout.addWidget(self.reply_chart)
+        self.color_toggle = QCheckBox("Colour the reply by token probability (hover a token)")
+        self.color_toggle.toggled.connect(self.colorTokensToggled)
+        layout.addWidget(self.color_toggle)
+        layout.addWidget(section("Timing"))
+        self.timing_label = QLabel("–")
+        self.timing_label.setObjectName("timing")
+        self.timing_label.setWordWrap(True)
+        layout.addWidget(self.timing_label)
+        layout.addStretch(1)
+        return page
+
+    def _reasons_table(self) -> QTableView:
+        """The sampler's reasons, one row per candidate."""
         self.reasons_model = RecordTableModel(
             [
                 Column("token", lambda r: visible_piece(r.piece), tip=lambda r: f"id {r.id}"),
@@ -274,21 +292,7 @@ class DebugPanel(QDockWidget):
         fix_columns(self.reasons_table, {0: "<0xE4><0xBD>", 1: "-99.99", 2: "-99.99",
                                          3: "-99.99", 5: "100.0%"})
         self.reasons_table.setMinimumHeight(26 * 6)
-        layout.addWidget(self.reasons_table)
-        layout.addWidget(section("Along the reply"))
-        self.reply_chart = LineChart("probability and entropy per token (click a point)")
-        self.reply_chart.pointClicked.connect(self.replyPointClicked)
-        layout.addWidget(self.reply_chart)
-        self.color_toggle = QCheckBox("Colour the reply by token probability (hover a token)")
-        self.color_toggle.toggled.connect(self.colorTokensToggled)
-        layout.addWidget(self.color_toggle)
-        layout.addWidget(section("Timing"))
-        self.timing_label = QLabel("–")
-        self.timing_label.setObjectName("timing")
-        self.timing_label.setWordWrap(True)
-        layout.addWidget(self.timing_label)
-        layout.addStretch(1)
-        return page
+        return self.reasons_table
 
     def show_token(self, event, *, latest: bool) -> None:
         """Fill the top-5 table from a TokenEvent; the chosen token's row is highlighted."""

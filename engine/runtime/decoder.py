@@ -137,19 +137,14 @@ class DecoderSession:
         # one slot more than the context: a row-invariant step writes a spare row after
         # the new tokens (engine.graph.kernels, 3.)
         cache_shape = (1, self.config.n_kv_heads, max_cache_len + 1, self.config.head_dim)
-        self._kv_buffers = []
-        for names in caches:
-            for past, present in ((names.past_key, names.present_key),
-                                  (names.past_value, names.present_value)):
-                buffer = ort.OrtValue.ortvalue_from_shape_and_type(cache_shape, self._dtype,
-                                                                   device)
-                self._binding.bind_ortvalue_input(past, buffer)
-                self._binding.bind_ortvalue_output(present, buffer)
-                self._kv_buffers.append(buffer)
+        self._kv_buffers = [self._bound_buffer(name, cache_shape, device)
+                            for names in caches for name in ((names.past_key, names.present_key),
+                                                             (names.past_value,
+                                                              names.present_value))]
         half = self.config.head_dim // 2
-        # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
         # a verify step's matmuls one row at a time, where this CPU needs it (kernels, 3.)
         self._rows_apart = graph.ROWS_APART in {i.name for i in self._session.get_inputs()}
+        # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
         self._rotary = [_RotaryRows(graph.COS, graph.SIN, False, max_cache_len, half, self._dtype)]
         if self.config.local_rope:
             self._rotary.append(_RotaryRows(graph.COS_LOCAL, graph.SIN_LOCAL, True,
@@ -175,6 +170,15 @@ class DecoderSession:
         if not np.array_equal(new, self._steering):
             self._steering = np.ascontiguousarray(new)
             self.reset()
+
+    def _bound_buffer(self, names: tuple[str, str], shape: tuple[int, ...],
+                      device: str) -> ort.OrtValue:
+        """One KV buffer, bound as its layer's past input and present output."""
+        past, present = names
+        buffer = ort.OrtValue.ortvalue_from_shape_and_type(shape, self._dtype, device)
+        self._binding.bind_ortvalue_input(past, buffer)
+        self._binding.bind_ortvalue_output(present, buffer)
+        return buffer
 
     def _open(self, model: GGUFModel, options: graph.DecoderOptions, store: GraphCache | None,
               session_options: ort.SessionOptions, providers: list[str],
