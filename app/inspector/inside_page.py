@@ -13,12 +13,9 @@ import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QComboBox,
-    QFrame,
     QHBoxLayout,
     QLabel,
-    QProgressBar,
     QPushButton,
-    QScrollArea,
     QVBoxLayout,
     QWidget,
 )
@@ -28,7 +25,7 @@ from app.inspector.attribution_heat import AttributionHeat, AttributionImage
 from app.inspector.contribution_grid import ContributionGrid, summary
 from app.inspector.lens_grid import LensGrid
 from app.inspector.rows import visible_piece
-from app.inspector.widgets import action_row, hint, section
+from app.inspector.widgets import action_row, hint, progress_row, scrolling_body, section
 from engine.inspect import Inspection
 from engine.inspect.occlusion import Attribution
 
@@ -48,16 +45,7 @@ class InsidePage(QWidget):
         super().__init__(parent)
         self.inspection: Inspection | None = None
         self.pictures: list[np.ndarray | None] = []
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.NoFrame)
-        outer.addWidget(scroll)
-        body = QWidget()
-        scroll.setWidget(body)
-        layout = QVBoxLayout(body)
-        layout.setContentsMargins(12, 12, 12, 12)
+        layout = scrolling_body(self)
         self._add_controls(layout)
         self._add_lens(layout)
         self._add_contributions(layout)
@@ -69,19 +57,11 @@ class InsidePage(QWidget):
         self.title = hint(PICK_A_POSITION)
         self.title.setObjectName("tokenTitle")
         layout.addWidget(self.title)
-        row = QHBoxLayout()
         self.inspect_button = QPushButton("Inspect the latest token")
         self.inspect_button.clicked.connect(self.inspectRequested)
-        row.addWidget(self.inspect_button)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 100)
+        row, self.progress, self.cancel_button = progress_row(self.inspect_button,
+                                                               self.cancelRequested)
         self.progress.setTextVisible(False)     # a thin bar: its stage is a line below
-        self.progress.setVisible(False)
-        row.addWidget(self.progress, 1)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setVisible(False)
-        self.cancel_button.clicked.connect(self.cancelRequested)
-        row.addWidget(self.cancel_button)
         layout.addLayout(row)
         self.stage = hint("")
         layout.addWidget(self.stage)

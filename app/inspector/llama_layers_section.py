@@ -11,8 +11,6 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QHBoxLayout,
-    QProgressBar,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -21,7 +19,7 @@ from PySide6.QtWidgets import (
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, section
+from app.inspector.widgets import hint, progress_row, section
 from engine.inspect.llama_layers import LayerSide, LlamaLayers
 
 FIRST_OFF = QColor(230, 70, 70, 90)
@@ -47,20 +45,11 @@ class LlamaLayersSection(QWidget):
                               "over the tolerance (the drift of llama.cpp's int8 "
                               "activations) is named. Mean and std are the last token's, "
                               "Lantern's then llama.cpp's."))
-        row = QHBoxLayout()
         self.button = QPushButton("Compare every layer")
         self.button.setObjectName("llamaLayersButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
         self.button.clicked.connect(self.requested)
-        row.addWidget(self.button)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 100)
-        self.progress.setVisible(False)
-        row.addWidget(self.progress, 1)
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setVisible(False)
-        self.cancel_button.clicked.connect(self.cancelRequested)
-        row.addWidget(self.cancel_button)
+        row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
         row.addStretch(0)        # idle: the button stays on the left
         layout.addLayout(row)
         self.status = hint(IDLE)

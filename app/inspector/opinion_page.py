@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QFrame, QHeaderView, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHeaderView, QWidget
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.llama_layers_section import LlamaLayersSection
 from app.inspector.rows import TOP_ROWS, visible_piece
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import action_row, hint, section
+from app.inspector.widgets import action_row, hint, scrolling_body, section
 from engine.inspect.lens import LensToken
 from engine.inspect.second_opinion import SecondOpinion
 from engine.remote.crosscheck import TOLERANCE
@@ -64,16 +64,7 @@ class OpinionPage(QWidget):
 
     def __init__(self, table_factory, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        outer = QVBoxLayout(self)
-        outer.setContentsMargins(0, 0, 0, 0)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.NoFrame)
-        outer.addWidget(scroll)
-        body = QWidget()
-        scroll.setWidget(body)
-        layout = QVBoxLayout(body)
-        layout.setContentsMargins(12, 12, 12, 12)
+        layout = scrolling_body(self)
         layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
                               "(the Inside tab's position, else the latest token) and "
                               "compares it with Lantern's fp32 reference."))

@@ -1,8 +1,18 @@
-"""The panel's small shared widgets: labels and a left-aligned action button."""
+"""The panel's small shared widgets: labels, a left-aligned action button, a progress row
+with Cancel, and a page body that scrolls."""
 
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 def section(text: str) -> QLabel:
@@ -28,3 +38,36 @@ def action_row(text: str, name: str, clicked: Callable[[], object]) -> tuple[QHB
     row.addWidget(button)
     row.addStretch(1)
     return row, button
+
+
+def scrolling_body(page: QWidget) -> QVBoxLayout:
+    """The layout of ``page``'s content, inside a frameless area that scrolls when the tab
+    is shorter than it."""
+    outer = QVBoxLayout(page)
+    outer.setContentsMargins(0, 0, 0, 0)
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.NoFrame)
+    outer.addWidget(scroll)
+    body = QWidget()
+    scroll.setWidget(body)
+    layout = QVBoxLayout(body)
+    layout.setContentsMargins(12, 12, 12, 12)
+    return layout
+
+
+def progress_row(button: QPushButton,
+                 cancelled: Callable[[], object]) -> tuple[QHBoxLayout, QProgressBar,
+                                                           QPushButton]:
+    """``button``, then a progress bar and a Cancel button, both hidden until work runs."""
+    row = QHBoxLayout()
+    row.addWidget(button)
+    progress = QProgressBar()
+    progress.setRange(0, 100)
+    progress.setVisible(False)
+    row.addWidget(progress, 1)
+    cancel = QPushButton("Cancel")
+    cancel.setVisible(False)
+    cancel.clicked.connect(cancelled)
+    row.addWidget(cancel)
+    return row, progress, cancel
