@@ -27,12 +27,11 @@ from numpy.typing import DTypeLike
 from engine.modelmath.rope import apply_rope, vision_rope_angles
 from engine.modelmath.vision_grid import (
     check_grid,
-    patch_embedding,
     patch_positions,
     position_interpolation,
 )
 from engine.reference.text import gelu_tanh, linear, softmax
-from engine.reference.vision_tower import gelu
+from engine.reference.vision_tower import VisionWeights, gelu
 
 if TYPE_CHECKING:
     from engine.gguf import GGUFModel
@@ -53,21 +52,14 @@ class Qwen3VLOutput:
     deepstack: np.ndarray            # [len(deepstack_layers), S/4, text hidden]
 
 
-class Qwen3VLWeights:
-    """De-quantized tower tensors in the requested precision."""
+class Qwen3VLWeights(VisionWeights):
+    """De-quantized tower tensors in the requested precision (read by name: its blocks
+    are not Qwen2.5-VL's)."""
 
     def __init__(self, model: GGUFModel, dtype: DTypeLike = np.float32):
         if model.config.vision is None or model.config.vision.tower != "qwen3vl":
             raise ValueError(f"{model.path} has no Qwen3-VL vision tower")
-        self.config: VisionConfig = model.config.vision
-        self.dtype = np.dtype(dtype)
-        self._model = model
-
-    def tensor(self, name: str) -> np.ndarray:
-        return self._model.tensors[name].dequantize().astype(self.dtype, copy=False)
-
-    def patch_embedding(self) -> np.ndarray:
-        return patch_embedding(self._model, self.dtype)
+        super().__init__(model, dtype)
 
 
 def attention(x: np.ndarray, w: Qwen3VLWeights, prefix: str, n_heads: int,
