@@ -42,3 +42,12 @@ def head_rms_norm(g: GraphBuilder, x: str, weight: np.ndarray, n_heads: int, eps
     x = rms_norm(g, x, weight, eps, name, dtype)
     [x] = g.add_node("Reshape", [x, flat], [f"{name}/flat"])  # [1, S, n_heads * D]
     return x
+
+
+def layer_norm(g: GraphBuilder, x: str, weight: np.ndarray, bias: np.ndarray, eps: float,
+               name: str) -> str:
+    """LayerNorm with scale and shift over the last axis (the vision towers' norm)."""
+    scale = g.add_initializer(f"{name}.weight", weight.astype(np.float32))
+    shift = g.add_initializer(f"{name}.bias", bias.astype(np.float32))
+    [y] = g.add_node("LayerNormalization", [x, scale, shift], [name], axis=-1, epsilon=eps)
+    return y

@@ -23,6 +23,7 @@ import numpy as np
 from engine.gguf import GGUFModel
 from engine.graph.builder import GraphBuilder
 from engine.graph.linear import dense_matmul, linear
+from engine.graph.norms import layer_norm
 from engine.graph.vision_tower import (
     COS,
     EMBEDS,
@@ -100,14 +101,6 @@ def build_qwen3vl_tower(model: GGUFModel) -> VisionGraph:
         (POSITION_IDS, np.int64, [1, s]),
     ]
     return VisionGraph(g.make_model(inputs, outputs), g.external)
-
-
-def layer_norm(g: GraphBuilder, x: str, weight: np.ndarray, bias: np.ndarray, eps: float,
-               name: str) -> str:
-    scale = g.add_initializer(f"{name}.weight", weight.astype(np.float32))
-    shift = g.add_initializer(f"{name}.bias", bias.astype(np.float32))
-    [y] = g.add_node("LayerNormalization", [x, scale, shift], [name], axis=-1, epsilon=eps)
-    return y
 
 
 def attention(g: GraphBuilder, x: str, model: GGUFModel, i: int, n_heads: int,

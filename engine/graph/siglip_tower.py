@@ -23,7 +23,7 @@ from engine.gguf.config import VisionConfig
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import stack_rows
 from engine.graph.linear import dense_matmul, linear
-from engine.graph.norms import rms_norm
+from engine.graph.norms import layer_norm, rms_norm
 from engine.graph.vision_tower import (
     EMBEDS,
     EXACT_ACCURACY,
@@ -78,10 +78,7 @@ def _vectors(model: GGUFModel):
 
 
 def _layer_norm(g: GraphBuilder, x: str, vector, name: str, eps: float) -> str:
-    scale = g.add_initializer(f"{name}.weight", vector(f"{name}.weight"))
-    bias = g.add_initializer(f"{name}.bias", vector(f"{name}.bias"))
-    [y] = g.add_node("LayerNormalization", [x, scale, bias], [name], axis=-1, epsilon=eps)
-    return y
+    return layer_norm(g, x, vector(f"{name}.weight"), vector(f"{name}.bias"), eps, name)
 
 
 def _attention(g: GraphBuilder, x: str, model: GGUFModel, vision: VisionConfig, project,
