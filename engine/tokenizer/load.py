@@ -7,6 +7,13 @@ path, size and modification time (a file rewritten in place gets a new mtime). T
 entry format version and the ``tokenizers`` version are part of the key, so an upgrade
 rebuilds instead of misreading. Writes are atomic (temp file + rename); an entry that
 cannot be read is rebuilt and overwritten.
+
+An entry is read back model first: ``tokenizers`` parses a whole serialized pipeline in one
+call that holds the GIL, about twice as long as its BPE/Unigram constructors take for the same
+vocabulary, and every other Python thread (the window's) waits that long. So the small
+pipeline parts are parsed with an empty model, then the model is built from its vocabulary
+and the added tokens are added again in id order (they keep their ids: the test suite
+compares the pipeline with the one that was written).
 """
 
 import hashlib
@@ -18,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 import tokenizers
+from tokenizers import AddedToken, models
 from tokenizers import Tokenizer as Backend
 
 from engine.gguf.reader import read_gguf
@@ -26,7 +34,7 @@ from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
 from engine.tokenizer.vocab import read_vocabulary
 
-FORMAT_VERSION = 2  # 2: TokenizerInfo says the model kind
+FORMAT_VERSION = 3  # 2: TokenizerInfo says the model kind; 3: the pipeline as a JSON object
 _BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})")
 log = logging.getLogger(__name__)
 
@@ -64,16 +72,47 @@ def cache_entry(path: Path) -> Path | None:
 def _read_entry(entry: Path) -> Tokenizer | None:
     try:
         payload = json.loads(entry.read_text(encoding="utf-8"))
-        return Tokenizer(
-            Backend.from_str(payload["tokenizer"]), TokenizerInfo.from_dict(payload["info"])
-        )
+        return Tokenizer(_backend(payload["tokenizer"]), TokenizerInfo.from_dict(payload["info"]))
     except Exception as error:  # any damage (truncation, bad JSON, old layout) means: rebuild
         log.warning("tokenizer cache entry %s is unreadable (%s); rebuilding it", entry, error)
         return None
 
 
+def _backend(pipeline: dict) -> Backend:
+    """The serialized pipeline back as a tokenizer, its model built by the model's own
+    constructor (see the module's docstring)."""
+    spec = pipeline["model"]
+    empty = {"type": "BPE", "vocab": {}, "merges": []}
+    backend = Backend.from_str(json.dumps({**pipeline, "model": empty, "added_tokens": []}))
+    backend.model = _model(spec)
+    for token in sorted(pipeline["added_tokens"], key=lambda token: token["id"]):
+        added = AddedToken(token["content"], single_word=token["single_word"],
+                           lstrip=token["lstrip"], rstrip=token["rstrip"],
+                           normalized=token["normalized"], special=token["special"])
+        if token["special"]:
+            backend.add_special_tokens([added])
+        else:
+            backend.add_tokens([added])
+        if backend.token_to_id(token["content"]) != token["id"]:
+            raise ValueError(f"added token {token['content']!r} did not keep id {token['id']}")
+    return backend
+
+
+def _model(spec: dict) -> models.Model:
+    if spec["type"] == "Unigram":
+        return models.Unigram([tuple(piece) for piece in spec["vocab"]], spec["unk_id"],
+                              spec["byte_fallback"])
+    if spec["type"] != "BPE":
+        raise ValueError(f"model type {spec['type']!r} is not one Lantern writes")
+    options = ("dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+               "fuse_unk", "byte_fallback", "ignore_merges")
+    return models.BPE(spec["vocab"], [tuple(pair) for pair in spec["merges"]],
+                      **{name: spec[name] for name in options if spec.get(name) is not None})
+
+
 def _write_entry(entry: Path, tokenizer: Tokenizer) -> None:
-    payload = {"info": tokenizer.info.to_dict(), "tokenizer": tokenizer.backend.to_str()}
+    payload = {"info": tokenizer.info.to_dict(),
+               "tokenizer": json.loads(tokenizer.backend.to_str())}
     tmp_name = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)

@@ -115,6 +115,7 @@ def test_bos_by_default_and_token_lookup(pair):
 
 def test_the_cached_tokenizer_is_the_same(pair):
     again = load_tokenizer(pair.gguf)  # read back from the cache entry
+    assert again.backend.to_str() == pair.ours.backend.to_str()  # the whole pipeline
     assert [again.encode(line) for line in CORPUS[::50]] == [
         pair.ours.encode(line) for line in CORPUS[::50]]
 

@@ -289,6 +289,7 @@ def test_cache_is_written_then_used(tmp_path, monkeypatch):
         "hello <|im_end|>", parse_special=True
     )
     assert second.info == first.info
+    assert second.backend.to_str() == first.backend.to_str()  # model, added tokens, ids
 
 
 def test_corrupt_cache_entry_is_rebuilt(tmp_path):
