@@ -8,12 +8,14 @@ entry format version and the ``tokenizers`` version are part of the key, so an u
 rebuilds instead of misreading. Writes are atomic (temp file + rename); an entry that
 cannot be read is rebuilt and overwritten.
 
-An entry is read back model first: ``tokenizers`` parses a whole serialized pipeline in one
-call that holds the GIL, about twice as long as its BPE/Unigram constructors take for the same
-vocabulary, and every other Python thread (the window's) waits that long. So the small
-pipeline parts are parsed with an empty model, then the model is built from its vocabulary
-and the added tokens are added again in id order (they keep their ids: the test suite
-compares the pipeline with the one that was written).
+An entry is JSON Lines, written for a short hold of the GIL when read back (every other
+Python thread, the window's included, waits while one holds it): ``tokenizers`` parses a
+whole serialized pipeline in one call, about twice as long as its BPE/Unigram constructors
+take for the same vocabulary. So the first line holds the info and the pipeline with an
+empty model, and the vocabulary and merges follow in lines of CHUNK entries, each parsed by
+its own short ``json.loads``; the model is then built by its own constructor, and the added
+tokens are added again in id order (they keep their ids: the test suite compares the
+pipeline with the one that was written).
 """
 
 import hashlib
@@ -34,7 +36,8 @@ from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
 from engine.tokenizer.vocab import read_vocabulary
 
-FORMAT_VERSION = 3  # 2: TokenizerInfo says the model kind; 3: the pipeline as a JSON object
+FORMAT_VERSION = 3  # 2: TokenizerInfo says the model kind; 3: JSON Lines, vocabulary in chunks
+CHUNK = 4096
 _BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})")
 log = logging.getLogger(__name__)
 
@@ -71,20 +74,24 @@ def cache_entry(path: Path) -> Path | None:
 
 def _read_entry(entry: Path) -> Tokenizer | None:
     try:
-        payload = json.loads(entry.read_text(encoding="utf-8"))
-        return Tokenizer(_backend(payload["tokenizer"]), TokenizerInfo.from_dict(payload["info"]))
+        with entry.open(encoding="utf-8") as lines:
+            head = json.loads(next(lines))
+            vocab = [item for _ in range(head["vocab_lines"]) for item in json.loads(next(lines))]
+            merges = [tuple(pair) for _ in range(head["merges_lines"])
+                      for pair in json.loads(next(lines))]
+        backend = _backend(head["pipeline"], _model(head["pipeline"]["model"], vocab, merges))
+        return Tokenizer(backend, TokenizerInfo.from_dict(head["info"]))
     except Exception as error:  # any damage (truncation, bad JSON, old layout) means: rebuild
         log.warning("tokenizer cache entry %s is unreadable (%s); rebuilding it", entry, error)
         return None
 
 
-def _backend(pipeline: dict) -> Backend:
-    """The serialized pipeline back as a tokenizer, its model built by the model's own
-    constructor (see the module's docstring)."""
-    spec = pipeline["model"]
+def _backend(pipeline: dict, model: models.Model) -> Backend:
+    """The pipeline's small parts parsed around an empty model, then ``model`` put in and
+    the added tokens added again (see the module's docstring)."""
     empty = {"type": "BPE", "vocab": {}, "merges": []}
     backend = Backend.from_str(json.dumps({**pipeline, "model": empty, "added_tokens": []}))
-    backend.model = _model(spec)
+    backend.model = model
     for token in sorted(pipeline["added_tokens"], key=lambda token: token["id"]):
         added = AddedToken(token["content"], single_word=token["single_word"],
                            lstrip=token["lstrip"], rstrip=token["rstrip"],
@@ -98,21 +105,34 @@ def _backend(pipeline: dict) -> Backend:
     return backend
 
 
-def _model(spec: dict) -> models.Model:
+def _model(spec: dict, vocab: list, merges: list[tuple[str, str]]) -> models.Model:
     if spec["type"] == "Unigram":
-        return models.Unigram([tuple(piece) for piece in spec["vocab"]], spec["unk_id"],
+        return models.Unigram([tuple(piece) for piece in vocab], spec["unk_id"],
                               spec["byte_fallback"])
     if spec["type"] != "BPE":
         raise ValueError(f"model type {spec['type']!r} is not one Lantern writes")
     options = ("dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
                "fuse_unk", "byte_fallback", "ignore_merges")
-    return models.BPE(spec["vocab"], [tuple(pair) for pair in spec["merges"]],
+    return models.BPE(dict(vocab), merges,
                       **{name: spec[name] for name in options if spec.get(name) is not None})
 
 
+def _entry_lines(tokenizer: Tokenizer) -> list[str]:
+    pipeline = json.loads(tokenizer.backend.to_str())
+    model = pipeline["model"]
+    vocab = model["vocab"]
+    vocab = list(vocab.items()) if isinstance(vocab, dict) else vocab
+    merges = model.get("merges", [])
+    chunks = [vocab[i:i + CHUNK] for i in range(0, len(vocab), CHUNK)]
+    merge_chunks = [merges[i:i + CHUNK] for i in range(0, len(merges), CHUNK)]
+    head = {"info": tokenizer.info.to_dict(), "vocab_lines": len(chunks),
+            "merges_lines": len(merge_chunks),
+            "pipeline": {**pipeline, "model": {**model, "vocab": [], "merges": []}}}
+    # json.dumps escapes newlines inside strings, so each value stays on its own line
+    return [json.dumps(part, ensure_ascii=False) for part in (head, *chunks, *merge_chunks)]
+
+
 def _write_entry(entry: Path, tokenizer: Tokenizer) -> None:
-    payload = {"info": tokenizer.info.to_dict(),
-               "tokenizer": json.loads(tokenizer.backend.to_str())}
     tmp_name = None
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +140,7 @@ def _write_entry(entry: Path, tokenizer: Tokenizer) -> None:
             "w", encoding="utf-8", dir=entry.parent, suffix=".tmp", delete=False
         ) as tmp:
             tmp_name = tmp.name
-            json.dump(payload, tmp, ensure_ascii=False)
+            tmp.write("\n".join(_entry_lines(tokenizer)) + "\n")
         os.replace(tmp_name, entry)
     except OSError as error:  # a read-only or full cache only costs the next load some time
         if tmp_name is not None:
