@@ -5,7 +5,9 @@ each scripted action is that action's stall (what a user feels as a frozen windo
 script drives a MainWindow through what a user does: stream an answer, switch
 conversation mid-answer, Ctrl+N mid-answer, switch model mid-answer, run the reference
 check, inspect a position, close mid-answer. Target: no stall over 50 ms, and closing
-returns within 1 s. A tiny synthetic model with a long prompt stands in by default
+returns within 1 s. Beside each stall, the CPU time the GUI thread itself used in it: the
+rest of the stall it waited (for the GIL held by a worker, or for a core on a busy machine).
+A tiny synthetic model with a long prompt stands in by default
 (`--models-dir DIR --model NAME --model2 NAME` uses a real store's models).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.ui_stalls
@@ -30,7 +32,8 @@ LONG_PROMPT = " ".join(f"item{i} is {i * 7 % 13}" for i in range(700))
 
 
 class StallMonitor(QObject):
-    """The longest gap between ticks of a TICK_MS timer since ``reset``."""
+    """The longest gap between ticks of a TICK_MS timer since ``reset``, and the GUI
+    thread's own CPU time within that gap."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -39,20 +42,25 @@ class StallMonitor(QObject):
         self.timer.setInterval(TICK_MS)
         self.timer.timeout.connect(self._tick)
         self.last = 0
+        self.last_cpu = 0.0
         self.longest = 0.0
+        self.longest_cpu_ms = 0.0
 
     def start(self) -> None:
         self.clock.start()
-        self.last = self.clock.elapsed()
         self.timer.start()
+        self.reset()
 
     def reset(self) -> None:
-        self.last, self.longest = self.clock.elapsed(), 0.0
+        self.last, self.last_cpu = self.clock.elapsed(), time.thread_time()
+        self.longest = self.longest_cpu_ms = 0.0
 
     def _tick(self) -> None:
-        now = self.clock.elapsed()
-        self.longest = max(self.longest, float(now - self.last - TICK_MS))
-        self.last = now
+        now, cpu = self.clock.elapsed(), time.thread_time()
+        gap = float(now - self.last - TICK_MS)
+        if gap > self.longest:
+            self.longest, self.longest_cpu_ms = gap, (cpu - self.last_cpu) * 1000
+        self.last, self.last_cpu = now, cpu
 
 
 def wait_until(app: QApplication, done: Callable[[], bool], timeout_s: float = 600.0) -> None:
@@ -108,7 +116,7 @@ def main() -> int:
     window.show()
     monitor = StallMonitor()
     monitor.start()
-    results: list[tuple[str, float]] = []
+    results: list[tuple[str, float, float]] = []
 
     def measure(name: str, action: Callable[[], None], until: Callable[[], bool],
                 after_s: float = 0.3) -> None:
@@ -116,7 +124,7 @@ def main() -> int:
         action()
         wait_until(app, until)
         settle(app, after_s)
-        results.append((name, monitor.longest))
+        results.append((name, monitor.longest, monitor.longest_cpu_ms))
 
     def load(name: str) -> None:
         window.load_model(window.models.entry(window.models.row_of(name)))
@@ -160,14 +168,15 @@ def main() -> int:
     window.close()
     close_s = time.perf_counter() - started
     settle(app, 0.3)
-    results.append(("close mid-answer", monitor.longest))
+    results.append(("close mid-answer", monitor.longest, monitor.longest_cpu_ms))
     wait_for_all()
 
-    print(f"{'action':<34} longest stall (target <= {TARGET_MS:.0f} ms)")
-    for name, stall in results:
-        print(f"{name:<34} {stall:8.1f} ms{'' if stall <= TARGET_MS else '  OVER'}")
+    print(f"{'action':<34} longest stall (target <= {TARGET_MS:.0f} ms), "
+          "the GUI thread's own CPU in it")
+    for name, stall, own in results:
+        print(f"{name:<34} {stall:8.1f} ms {own:8.1f} ms{'' if stall <= TARGET_MS else '  OVER'}")
     print(f"closing returned in {close_s * 1000:.0f} ms (target <= {CLOSE_TARGET_S * 1000:.0f} ms)")
-    return 0 if all(s <= TARGET_MS for _, s in results) and close_s <= CLOSE_TARGET_S else 1
+    return 0 if all(s <= TARGET_MS for _, s, _ in results) and close_s <= CLOSE_TARGET_S else 1
 
 
 if __name__ == "__main__":
