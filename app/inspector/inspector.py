@@ -164,12 +164,12 @@ class Inspector(QObject):
                                           "its context when no answer is streaming.")
             return
         self.cancel()
-        gguf, row = model.gguf, inspection.position
+        gguf, row, steering = model.gguf, inspection.position, self.conversation.steering_table
         group = fitting_patch_group(context, row)
 
         def run(progress, cancel):
             return occlusion(gguf, context, row, patch_group=group, progress=progress,
-                             cancel=cancel)
+                             cancel=cancel, steering=steering)
 
         job = ProgressJob(run)
         job.progress.connect(self.panel.inside.show_progress)

@@ -78,10 +78,11 @@ def fitting_patch_group(context: PromptTokens, position: int, runs_per_image: in
 def occlusion(
     model: GGUFModel, context: PromptTokens, position: int | None = None, *,
     patch_group: int = 1, progress: Progress | None = None,
-    cancel: threading.Event | None = None,
+    cancel: threading.Event | None = None, steering: np.ndarray | None = None,
 ) -> Attribution:
     """Hide each token before ``position`` (default: the last) in turn, an image's patches
-    in patch_group x patch_group blocks; see the module."""
+    in patch_group x patch_group blocks; see the module. ``steering``: the control vectors
+    the answer ran with (as for ``inspect_context``)."""
     position = check_position(context, position)
     if patch_group < 1:
         raise GenerationError(f"a patch group is at least 1 patch wide, not {patch_group}")
@@ -97,7 +98,8 @@ def occlusion(
     def rows(start: int, stop: int) -> dict[str, np.ndarray | None]:
         """The image groups and DeepStack features of rows start..stop, for ``forward``."""
         return {"image_groups": None if groups is None else groups[start:stop],
-                "deepstack": None if deepstack is None else deepstack[:, start:stop]}
+                "deepstack": None if deepstack is None else deepstack[:, start:stop],
+                "steering": steering}
     length = int(positions.max()) + 1  # every run turns as the whole context does (LongRoPE)
 
     def last_logprobs(j: int, cache: KVCache, hidden: np.ndarray | None) -> np.ndarray:

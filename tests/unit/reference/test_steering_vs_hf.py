@@ -28,9 +28,11 @@ def tiny(tmp_path_factory) -> tuple[GGUFModel, torch.nn.Module]:
     return open_model(path), hf.eval()
 
 
-def hf_steered(hf: torch.nn.Module, ids, table: np.ndarray | None):
+def hf_steered(hf: torch.nn.Module, ids, table: np.ndarray | None,
+               mask: torch.Tensor | None = None):
     """HF's hidden states (embeddings, then each layer's output, the vector included) and
-    logits, with row i of ``table`` added to layer i's output by a forward hook."""
+    logits, with row i of ``table`` added to layer i's output by a forward hook (and
+    ``mask`` as the attention mask)."""
     states, hooks = [], []
 
     def add(i: int):
@@ -46,7 +48,8 @@ def hf_steered(hf: torch.nn.Module, ids, table: np.ndarray | None):
         hooks.append(layer.register_forward_hook(add(i)))
     try:
         with torch.no_grad():
-            out = hf(torch.as_tensor(np.asarray(ids))[None], output_hidden_states=True)
+            out = hf(torch.as_tensor(np.asarray(ids))[None], attention_mask=mask,
+                     output_hidden_states=True)
     finally:
         for hook in hooks:
             hook.remove()
@@ -111,3 +114,33 @@ def test_inspection_of_a_steered_answer_runs_with_its_vectors(tiny):
     split = steered.contributions.logit
     assert abs(split.bias) < 1e-3 * abs(split.total)
     assert abs(split.total - plain.contributions.logit.total) > 0.1
+
+
+def test_occlusion_of_a_steered_answer_equals_hf_with_the_vector_and_the_key_masked(tiny):
+    from engine.chat.prompt_tokens import PromptTokens
+    from engine.inspect.occlusion import occlusion
+
+    model, hf = tiny
+    cfg = model.config.text
+    table = np.random.default_rng(4).standard_normal((cfg.n_layers, cfg.hidden_size))
+    table[0] = 0
+    table = table.astype(np.float32)
+    ids = np.random.default_rng(5).integers(0, cfg.vocab_size, 8)
+    got = occlusion(model, PromptTokens.text(ids), steering=table)
+    plain = occlusion(model, PromptTokens.text(ids))
+
+    def hf_logprob(hidden: int | None) -> float:
+        n = len(ids)
+        allowed = torch.tril(torch.ones(n, n, dtype=torch.bool))
+        if hidden is not None:
+            allowed[:, hidden] = False
+            allowed[hidden, hidden] = True
+        mask = torch.zeros(1, 1, n, n).masked_fill(~allowed, torch.finfo(torch.float32).min)
+        logits = torch.from_numpy(hf_steered(hf, ids, table, mask)[1][-1])
+        return float(torch.log_softmax(logits, -1)[got.token])
+
+    clean = hf_logprob(None)
+    assert got.logprob == pytest.approx(clean, abs=1e-4)
+    expected = np.array([hf_logprob(j) - clean for j in range(len(ids) - 1)])
+    np.testing.assert_allclose(got.delta, expected, atol=2e-4, rtol=0)
+    assert np.abs(got.delta - plain.delta).max() > 1e-2  # the vectors change the answer
