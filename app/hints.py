@@ -10,6 +10,8 @@ CONTROLS = {
     Remedy.MODELS_DIR: "File → Choose model folder…",
     Remedy.SPECULATE: "Settings → Engine → speculative decoding",
     Remedy.PROMPT: "type a message",
+    Remedy.DUMP_MODEL: "load the model it was written for, or write one of this model "
+                       "with Export layer dump…",
 }
 
 

@@ -19,6 +19,7 @@ class Remedy(Enum):
     SPECULATE = "choose how to speculate"
     TEMPLATE = "send the prompt through the model's template"
     PROMPT = "give a prompt"
+    DUMP_MODEL = "compare a dump with the model it was written for"
 
 
 class LanternError(Exception):

@@ -1,4 +1,5 @@
-"""Decides what the Inside and llama.cpp tabs show, and computes it off the GUI thread.
+"""Decides what the Inside and llama.cpp tabs show, and computes it off the GUI thread
+(the Reference tab's layer dumps too, through app/inspector/dump_jobs.py).
 
 It follows the conversation: the prompt of the latest answer and its tokens. Selecting a
 reply token inspects the step that chose it (the row before it); selecting a prompt row
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 
 from app.chat.conversation import ConversationController
+from app.inspector.dump_jobs import DumpJobs
 from app.inspector.inside_page import position_title
 from app.inspector.panel import DebugPanel
 from app.workers import Job, JobRunner, ProgressJob
@@ -43,6 +45,7 @@ class Inspector(QObject):
         self._shown: tuple[str, str, list] = ("", "", [])   # how to show the running job's result
         self.opinion_job: Job | None = None
         self.layers_job: Job | None = None
+        self.dumps = DumpJobs(panel.dump, conversation, runner, lambda: self.context, self)
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
@@ -72,6 +75,7 @@ class Inspector(QObject):
         if busy and self.conversation.busy:
             self.cancel()            # the stream comes first
             self.cancel_layers()
+            self.dumps.cancel()
             self.prompt, self.events = None, []      # a server's answer brings no prompt
             self.panel.start_reply()
             self.panel.clear_check()   # a verdict (or its error) was about the last answer
@@ -88,6 +92,7 @@ class Inspector(QObject):
             self.opinion_job.cancel()
             self.opinion_job = None
         self.cancel_layers()
+        self.dumps.clear()
         self.prompt, self.events, self.inspection, self.pending = None, [], None, None
 
     # -- choosing a position --------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Tabs: the top-5 candidates of the latest token (or the one under the mouse) with logit
 and probability bars and the chosen row highlighted; the prompt's tokens; per-layer
-statistics of the last token; and the engine-vs-reference check with its verdict.
+statistics of the last token; and the engine-vs-reference check with its verdict, under
+it the layer dumps of your own engine against the reference (app/inspector/dump_section.py).
 Each table is a RecordTableModel over small records; the panel only fills them.
 """
 
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.charts import LineChart, Series
+from app.inspector.dump_section import DumpSection
 from app.inspector.inside_page import InsidePage
 from app.inspector.opinion_page import OpinionPage
 from app.inspector.rows import (
@@ -164,7 +166,7 @@ class DebugPanel(QDockWidget):
         self.inside = InsidePage()
         self.tabs.addTab(self.inside, "Inside")
         self.tabs.addTab(self._layers_tab(), "Layers")
-        self.tabs.addTab(self._reference_tab(), "Reference")
+        self.tabs.addTab(scrolling(self._reference_tab()), "Reference")
         self.opinion = OpinionPage(table_view)
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.reply: list = []                # TokenEvents of the latest answer
@@ -392,6 +394,7 @@ class DebugPanel(QDockWidget):
         self.stats_model.set_records([])
         self.stats_chart.set_series([])
         self.clear_check()
+        self.dump.clear()
         self.opinion.clear()
 
     def show_saved_answer(self, tokens: list) -> None:
@@ -540,7 +543,10 @@ class DebugPanel(QDockWidget):
         layout.addWidget(self.check_chart)
         self.check_table = table_view(self.check_model)
         self.check_table.setItemDelegateForColumn(3, BarDelegate(self.check_table))
+        self.check_table.setMinimumHeight(26 * 8)
         layout.addWidget(self.check_table, 1)
+        self.dump = DumpSection(table_view)
+        layout.addWidget(self.dump, 1)
         return page
 
     def show_check_running(self) -> None:

@@ -5,9 +5,10 @@ statistics of the last token and the largest difference from the reference, then
 top-5 next tokens of both side by side. Exits 1 when they disagree beyond tolerance.
 
 `--dump DIR` writes the reference's ids, hidden states and logits as .npy files with a
-manifest (engine/reference/dump.py, README "Your engine against Lantern"); `--against DIR`
-reads another engine's dump in that format, runs the reference over its ids and names the
-first layer off, by how much, and the usual suspects for the pattern; exits 1 when one is.
+manifest (README "Your engine against Lantern"); `--against DIR` reads another engine's
+dump in that format, runs the reference over its ids and names the first layer off, by how
+much, and the usual suspects for the pattern; exits 1 when one is. Both are
+engine/inspect/dump_compare.py's, which the app's Reference tab shares.
 
 `--llama-layers` runs the same ids through llama.cpp (needs lantern[llama]) and the
 reference and prints every block's output side by side (mean and std of the last token,
@@ -88,28 +89,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dump_or_against(args: argparse.Namespace, model, ids) -> int:
-    import numpy as np
+    from engine.inspect.dump_compare import compare_dump, reference_dump
+    from engine.reference.dump import write_dump
 
-    from engine.reference import forward
-    from engine.reference.against import against
-    from engine.reference.dump import Dump, read_dump, write_dump
-
-    theirs = read_dump(args.against) if args.against else None
-    if theirs is not None and not np.array_equal(theirs.ids, ids):
-        same = min(len(ids), len(theirs.ids))
-        differ = next((i for i in range(same) if theirs.ids[i] != ids[i]), same)
-        print(f"note: the dump's ids differ from Lantern's tokenization of PROMPT from "
-              f"position {differ} (tokenizer or chat template?); comparing on the dump's ids")
-        ids = theirs.ids
-    out = forward(model.gguf, ids)
-    ours = Dump(model.name, np.asarray(ids), out.hidden_states, out.logits)
+    comparison = None
+    if args.against:
+        comparison = compare_dump(model.gguf, model.name, args.against, expected_ids=ids,
+                                  tolerance=args.tolerance)
+        if (note := comparison.ids_note("Lantern's tokenization of PROMPT")) is not None:
+            print(f"note: {note}")
+    ours = comparison.ours if comparison else reference_dump(model.gguf, model.name, ids)
     if args.dump:
         write_dump(args.dump, ours)
-        print(f"wrote {len(ours.hidden_states)} hidden states of {len(ids)} tokens and the "
-              f"logits to {args.dump}")
-    if theirs is None:
+        print(f"wrote {len(ours.hidden_states)} hidden states of {len(ours.ids)} tokens and "
+              f"the logits to {args.dump}")
+    if comparison is None:
         return 0
-    result = against(ours, theirs, args.tolerance)
+    result = comparison.result
     print(f"{'layer':<22}{'max |Δ|':>12}{'relative':>12}{'cosine':>12}")
     rows = result.rows + ((result.logits,) if result.logits is not None else ())
     for i, row in enumerate(rows):

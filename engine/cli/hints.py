@@ -13,6 +13,8 @@ FLAGS = {
     Remedy.SPECULATE: "choose with --speculate",
     Remedy.TEMPLATE: "drop --raw",
     Remedy.PROMPT: "pass a PROMPT",
+    Remedy.DUMP_MODEL: "pass the MODEL the dump was written for, or write one of this "
+                       "MODEL with --dump",
 }
 
 
