@@ -5,7 +5,8 @@ The supported families share one decoder shape (pre-norm RMSNorm, GQA, gated MLP
 says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE keys and layout,
 where its vision tower lives, whether q|k|v and gate|up are stored fused (Phi-3) and where a sliding
 window holds, and whether it is a Gemma 3 block (scaled embeddings, post-norms, GELU,
-sliding-window layers with their own rotary base).
+sliding-window layers with their own rotary base). Partial rotary (rope.dimension_count below
+head_dim, Phi-4-mini) is read for any family: only the first rope_dims of each head turn.
 """
 
 from __future__ import annotations
@@ -94,10 +95,12 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
             f"{keys.path}: value heads of {value_dim} differ from key heads of {head_dim}"
         )
     rope_dims = keys.optional_integer(p + "rope.dimension_count") or head_dim
-    if rope_dims != head_dim:
-        raise UnsupportedModel(
-            f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) is not supported"
-        )
+    if rope_dims > head_dim or rope_dims % 2:
+        raise CorruptModel(f"{keys.path}: {p}rope.dimension_count {rope_dims} is not an even "
+                           f"number of dims within a head of {head_dim}")
+    if rope_dims < head_dim and arch.rope_interleaved:
+        raise UnsupportedModel(f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) "
+                               f"on interleaved pairs ({arch.name}) is not supported")
     scaling = keys.string(p + "rope.scaling.type", None)
     if scaling not in (None, "none", "", "linear"):
         raise UnsupportedModel(f"{keys.path}: rope scaling {scaling!r} is not supported")
@@ -120,10 +123,11 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         qkv_bias=arch.qkv_bias,
         qk_norm=arch.qk_norm,
         rope_interleaved=arch.rope_interleaved,
-        mrope_sections=_mrope_sections(arch, keys, head_dim),
+        mrope_sections=_mrope_sections(arch, keys, rope_dims),
         mrope_interleaved=arch.mrope_interleaved,
         rope_linear_factor=linear_factor,
         fused_projections=arch.fused,
+        partial_rope_dims=rope_dims if rope_dims < head_dim else None,
     )
     if LONGROPE_FACTORS[1] in tensors:
         config = longrope_config(config, keys, tensors)
@@ -140,7 +144,7 @@ LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
 
 
 def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:
-    """LongRoPE as llama.cpp's converter writes it (Phi-3.5, Phi-3 128k): both factor sets as
+    """LongRoPE as llama.cpp's converter writes it (Phi-3.5, Phi-3 128k, Phi-4-mini): both sets as
     tensors, the original context and the attention factor as keys. No key names the
     scaling type; a missing attention factor is derived from the two contexts as HF does."""
     p = f"{config.architecture}."
@@ -211,7 +215,7 @@ def _first_number(keys: Keys, names: tuple[str, ...], default: float) -> float:
     return next((keys.number(name) for name in names if keys.has(name)), default)
 
 
-def _mrope_sections(arch: Architecture, keys: Keys, head_dim: int) -> tuple[int, ...] | None:
+def _mrope_sections(arch: Architecture, keys: Keys, rope_dims: int) -> tuple[int, ...] | None:
     if not arch.mrope_keys:
         return None
     names = [f"{arch.name}.{suffix}" for suffix in arch.mrope_keys]
@@ -219,10 +223,10 @@ def _mrope_sections(arch: Architecture, keys: Keys, head_dim: int) -> tuple[int,
     sections = list(keys.integers(key))
     while sections and sections[-1] == 0:  # llama.cpp pads to four sections
         sections.pop()
-    if len(sections) != 3 or sum(sections) != head_dim // 2:
+    if len(sections) != 3 or sum(sections) != rope_dims // 2:
         raise CorruptModel(
-            f"{keys.path}: {key} = {keys.metadata[key]} does not split head_dim/2 = "
-            f"{head_dim // 2} into (t, h, w) sections"
+            f"{keys.path}: {key} = {keys.metadata[key]} does not split the rotary half "
+            f"{rope_dims // 2} into (t, h, w) sections"
         )
     return tuple(sections)
 
@@ -233,7 +237,7 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
     q, kv = text.n_heads * hd, text.n_kv_heads * hd
     shapes: dict[str, tuple[int, ...]] = {"token_embd.weight": (v, h), "output_norm.weight": (h,)}
     if text.rope_factors_long is not None:
-        shapes |= {name: (hd // 2,) for name in LONGROPE_FACTORS}
+        shapes |= {name: (text.rope_dims // 2,) for name in LONGROPE_FACTORS}
     if not text.tie_embeddings:
         shapes["output.weight"] = (v, h)
     for i in range(text.n_layers):

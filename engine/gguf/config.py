@@ -41,15 +41,22 @@ class TextConfig:
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
     fused_projections: bool = False    # Phi-3: attn_qkv = q|k|v and ffn_up = gate|up, as stored
-    # LongRoPE (Phi-3.5, Phi-3 128k): frequency j is divided by factor j of one set
-    rope_factors_short: tuple[float, ...] | None = None  # rope_factors_short.weight [D/2]
-    rope_factors_long: tuple[float, ...] | None = None   # rope_factors_long.weight [D/2]
+    # LongRoPE (Phi-3.5, Phi-3 128k, Phi-4-mini): frequency j is divided by factor j of one set
+    rope_factors_short: tuple[float, ...] | None = None  # rope_factors_short.weight [R/2]
+    rope_factors_long: tuple[float, ...] | None = None   # rope_factors_long.weight [R/2]
     rope_original_context: int | None = None  # {arch}.rope.scaling.original_context_length
     rope_attention_factor: float = 1.0  # {arch}.rope.scaling.attn_factor: cos, sin times it
+    # {arch}.rope.dimension_count when below head_dim (Phi-4-mini turns 3/4 of each head)
+    partial_rope_dims: int | None = None
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""
         return bool(self.sliding_layers) and self.sliding_layers[layer]
+
+    @property
+    def rope_dims(self) -> int:
+        """How many leading dims of each q/k head turn (R); the rest pass unrotated."""
+        return self.partial_rope_dims or self.head_dim
 
     @property
     def has_sliding_layers(self) -> bool:

@@ -6,8 +6,10 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
   (bound to one OrtValue each by the session), written in place at slots past..past+S-1;
 - seqlens_k [1] = total_len - 1 and total_sequence_length (scalar) give the lengths, so
   truncating the cache is just passing a smaller length;
-- cos/sin [T, D/2] hold one row per cache slot (do_rotary=1 reads the rows of the new
-  tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows.
+- cos/sin [T, R/2] hold one row per cache slot (do_rotary=1 reads the rows of the new
+  tokens), which serves plain RoPE and M-RoPE alike: the host computes the rows. GQA turns
+  the first R = 2 x their width dims of each head (R = rope_dims: D, or Phi-4-mini's
+  partial 3/4) and passes the rest.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D) (or the model's);
 causal, and for a sliding layer (Gemma 3) limited to the last sliding_window keys.
 With a mask (Gemma 3 with images) GQA only writes the cache; the rows attend again
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from engine.errors import UnsupportedModel
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight
 from engine.graph.builder import GraphBuilder
@@ -53,8 +56,8 @@ class CacheStep:
 
     seqlens_k: str   # int32 [1]: total_len - 1
     total_len: str   # int32 scalar
-    cos: str         # [T, D/2] rows per cache slot
-    sin: str         # [T, D/2]
+    cos: str         # [T, R/2] rows per cache slot
+    sin: str         # [T, R/2]
     row_invariant: bool = False  # a spare row after the new tokens, counted in the lengths
     mask: str | None = None         # [S, T] additive mask: attention recomputed with it
     query_slots: str | None = None  # int64 [1, S]: cache slot of each new row (its cos/sin)
@@ -68,6 +71,15 @@ class LayerCache:
     past_value: str
     present_key: str
     present_value: str
+
+
+def rotary_width(cfg: TextConfig) -> int:
+    """The columns of the cos/sin rows, R/2. GQA takes a multiple of 8, so the turning part
+    of a head must be a multiple of 16 dims (Phi-4-mini's 96 of 128 is)."""
+    if cfg.rope_dims % 16:
+        raise UnsupportedModel(f"rotary over {cfg.rope_dims} dims of each head: ONNX Runtime's "
+                               "attention turns a multiple of 16 dims")
+    return cfg.rope_dims // 2
 
 
 def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, step: CacheStep,
@@ -109,7 +121,7 @@ def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig
     d, heads, group = cfg.head_dim, cfg.n_heads, cfg.n_heads // cfg.n_kv_heads
     [q] = g.add_node("RotaryEmbedding", [q, step.query_slots, step.cos, step.sin],
                      [f"{name}/q_rot"], domain="com.microsoft", num_heads=heads,
-                     interleaved=int(cfg.rope_interleaved))
+                     rotary_embedding_dim=cfg.rope_dims, interleaved=int(cfg.rope_interleaved))
     split = g.add_initializer(f"{name}.heads_shape", np.array([1, -1, heads, d], np.int64))
     [q] = g.add_node("Reshape", [q, split], [f"{name}/q_heads"])
     [q] = g.add_node("Transpose", [q], [f"{name}/q_bnsd"], perm=[0, 2, 1, 3])  # [1, h, S, D]

@@ -19,7 +19,7 @@ q|k|v and gate|up matrices are split into the rows the graph fuses again (Decode
 its window holds on every layer.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
-can take their rows), cos/sin [T, D/2] (rotary rows per cache slot, see attention.py),
+can take their rows), cos/sin [T, R/2] (rotary rows per cache slot, see attention.py),
 seqlens_k, total_sequence_length, num_logits, rows_apart where the kernel choices run a
 verify step's matmuls row by row, steering [n_layers, H] (what each block's output
 gets added: control vectors times their strengths, zeros when none steers, so a
@@ -54,6 +54,7 @@ from engine.graph.attention import (
     attention,
     last_position,
     last_rows,
+    rotary_width,
 )
 from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
@@ -270,21 +271,20 @@ def step_inputs(cfg: TextConfig, options: DecoderOptions, apart: bool,
     """The graph inputs besides the KV buffers: embeddings, cache bookkeeping, steering,
     rotary rows, and those a build adds (rows apart, two-way image masks, DeepStack
     features)."""
-    dtype = options.dtype
+    dtype, half = options.dtype, rotary_width(cfg)
     inputs = [
         (INPUTS_EMBEDS, dtype, [1, "S", cfg.hidden_size]),
         (SEQLENS_K, np.int32, [1]),
         (TOTAL_LEN, np.int32, []),
         (NUM_LOGITS, np.int64, [1]),
         (STEERING, dtype, [cfg.n_layers, cfg.hidden_size]),
-        (COS, dtype, ["T", cfg.head_dim // 2]),
-        (SIN, dtype, ["T", cfg.head_dim // 2]),
+        (COS, dtype, ["T", half]),
+        (SIN, dtype, ["T", half]),
     ]
     if apart:
         inputs.append((ROWS_APART, np.bool_, [1]))
     if cfg.local_rope:
-        inputs += [(COS_LOCAL, dtype, ["T", cfg.head_dim // 2]),
-                   (SIN_LOCAL, dtype, ["T", cfg.head_dim // 2])]
+        inputs += [(COS_LOCAL, dtype, ["T", half]), (SIN_LOCAL, dtype, ["T", half])]
     if options.two_way_images:
         inputs += [(QUERY_SLOTS, np.int64, [1, "S"]), (MASK, dtype, ["S", "T"])]
         if cfg.has_sliding_layers:

@@ -15,6 +15,11 @@ tokens again (HF's Phi-3 drops its cache there; engine.runtime.decoder does the 
 the reference's cached runs are told the whole sequence's length (``length``).
 llama.cpp instead picks once by the context size it was given (long when n_ctx > original).
 
+Partial rotary (Phi-4-mini): only the first R = rope_dims of each head's D dims turn, with
+R in place of D everywhere above (frequencies theta^(-2j/R), pairs (i, i + R/2) or (2i, 2i+1)
+for i < R/2); dims R..D pass unchanged. That is HF's split of q into q[..., :R] and the rest,
+and llama.cpp's rope of n_rot dims.
+
 Angles are computed in float64 and cast once, so fp32 and fp64 runs share them.
 """
 
@@ -80,14 +85,14 @@ def rope_angles(
 
 def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = False,
                      length: int | None = None) -> np.ndarray:
-    """The decoder's angles [S, D/2]: the global layers' (base rope_theta, positions divided
-    by a linear scaling factor, LongRoPE's factors for a sequence of ``length``, default the
-    last position + 1), or with ``local`` the sliding layers' (Gemma 3: their own base, no
-    scaling)."""
+    """The decoder's angles [S, R/2] (R = rope_dims, the turning part of a head): the global
+    layers' (base rope_theta, positions divided by a linear scaling factor, LongRoPE's
+    factors for a sequence of ``length``, default the last position + 1), or with ``local``
+    the sliding layers' (Gemma 3: their own base, no scaling)."""
     if local:
-        return rope_angles(positions, text.head_dim, text.rope_theta_local or text.rope_theta)
+        return rope_angles(positions, text.rope_dims, text.rope_theta_local or text.rope_theta)
     positions = np.asarray(positions, dtype=np.float64)
-    return rope_angles(positions / text.rope_linear_factor, text.head_dim, text.rope_theta,
+    return rope_angles(positions / text.rope_linear_factor, text.rope_dims, text.rope_theta,
                        text.mrope_sections, longrope_factors(positions, text, length),
                        text.mrope_interleaved)
 
@@ -115,8 +120,13 @@ def rope_amplitude(text: TextConfig, local: bool = False) -> float:
 
 def apply_rope(x: np.ndarray, angles: np.ndarray, interleaved: bool,
                amplitude: float = 1.0) -> np.ndarray:
-    """Rotate x [..., S, D] by angles [S, D/2]; pairs (i, i + D/2), or (2i, 2i + 1); cos and
-    sin times ``amplitude`` (LongRoPE's attention factor)."""
+    """Rotate x [..., S, D] by angles [S, R/2]; pairs (i, i + R/2), or (2i, 2i + 1), of the
+    first R dims, the other D - R unchanged (partial rotary); cos and sin times ``amplitude``
+    (LongRoPE's attention factor)."""
+    turned = 2 * angles.shape[-1]  # R
+    if turned < x.shape[-1]:
+        return np.concatenate([apply_rope(x[..., :turned], angles, interleaved, amplitude),
+                               x[..., turned:]], axis=-1)
     cos = (np.cos(angles) * amplitude).astype(x.dtype)  # [S, D/2]
     sin = (np.sin(angles) * amplitude).astype(x.dtype)
     half = x.shape[-1] // 2

@@ -116,7 +116,7 @@ def attention(
     cache: KVCache | None = None, layer: int = 0, probe: AttentionProbe | None = None,
     groups: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, D/2] (this
+    """Causal grouped-query self-attention of x [S, H] -> [S, H]; angles [S, R/2] (this
     layer's: sliding layers turn with their own base). ``groups`` [S]: rows of one image
     (same id >= 0) also see each other's later keys (Gemma 3)."""
     s, d = len(x), cfg.head_dim
@@ -271,7 +271,7 @@ def forward(
 
 def rope_tables(positions: np.ndarray, cfg: TextConfig,
                 length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Angles [S, D/2] of the global layers and of the sliding ones (the same array unless
+    """Angles [S, R/2] of the global layers and of the sliding ones (the same array unless
     the sliding layers have a rotary base of their own, as Gemma 3's do); ``length`` as in
     text_rope_angles."""
     angles = text_rope_angles(positions, cfg, length=length)

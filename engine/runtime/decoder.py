@@ -141,7 +141,7 @@ class DecoderSession:
                             for names in caches for name in ((names.past_key, names.present_key),
                                                              (names.past_value,
                                                               names.present_value))]
-        half = self.config.head_dim // 2
+        half = self.config.rope_dims // 2
         # a verify step's matmuls one row at a time, where this CPU needs it (kernels, 3.)
         self._rows_apart = graph.ROWS_APART in {i.name for i in self._session.get_inputs()}
         # rotary rows per cache slot: the global layers', and the sliding layers' (Gemma 3)
@@ -291,7 +291,7 @@ class DecoderSession:
         cfg = self.config
         binding = self._binding
         for rows_of in self._rotary:
-            angles = text_rope_angles(positions, cfg, local=rows_of.local)  # [S, D/2]
+            angles = text_rope_angles(positions, cfg, local=rows_of.local)  # [S, R/2]
             amplitude = rope_amplitude(cfg, local=rows_of.local)
             rows_of.cos[past:total] = np.cos(angles) * amplitude
             rows_of.sin[past:total] = np.sin(angles) * amplitude

@@ -6,7 +6,9 @@ Sources: the models' own tokenizer.json files (Qwen2: NFC, Llama 3: no normalize
 ``ignore_merges``), cross-checked with llama.cpp's llama-vocab.cpp, which uses the same
 regexes (spelled without ``(?i:...)``), never normalises, and for llama-bpe also sets
 ``ignore_merges`` and a BOS default. HF transformers' GGUF loader skips NFC and
-``ignore_merges``; we follow the models' own tokenizers.
+``ignore_merges``; we follow the models' own tokenizers. GPT-4o's regex is the
+tokenizer.json one llama-vocab.cpp quotes; llama.cpp runs a rewrite of it that leaves
+combining marks (category M) out of words, which the original keeps in.
 """
 
 from dataclasses import dataclass
@@ -22,6 +24,16 @@ _QWEN2 = (
 _LLAMA3 = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# GPT-4o's (o200k; Phi-4-mini's GGUFs name it "gpt-4o"): case-aware words, so "HelloWorld" is
+# two pieces, a contraction stays on its word, digits in runs of up to three, and a
+# punctuation run takes the newlines and slashes after it.
+_GPT4O = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 # GPT-2's regex (the one built into tokenizers' ByteLevel pre-tokenizer): lower-case contractions.
 _GPT2 = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
@@ -42,6 +54,7 @@ PRE_TOKENIZERS = {
         PreTokenizer("qwen2", _QWEN2, nfc=True, ignore_merges=False, add_bos=False),
         PreTokenizer("llama-bpe", _LLAMA3, nfc=False, ignore_merges=True, add_bos=True),
         PreTokenizer("gpt2", _GPT2, nfc=False, ignore_merges=False, add_bos=False),
+        PreTokenizer("gpt-4o", _GPT4O, nfc=False, ignore_merges=False, add_bos=False),
         # Files written without a `pre` name. llama.cpp's own "default" splits a little
         # differently; HF's loader (the reference we test against) uses GPT-2's regex.
         PreTokenizer("default", _GPT2, nfc=False, ignore_merges=False, add_bos=False),

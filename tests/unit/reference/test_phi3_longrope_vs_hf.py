@@ -5,8 +5,8 @@ and long factor sets), converted by llama.cpp's convert_hf_to_gguf.py in f32.
 The reference equals HF for a prompt inside the original context (short factors) and past it
 (long factors); exact-mode greedy tokens equal HF's through a generation that crosses the
 original context mid-way. Dropping the factors moves the logits far past the tolerance, so
-the checks see them. Scalings Lantern does not run (YaRN, partial rotary as Phi-4-mini
-has it) are refused by name.
+the checks see them. Scalings Lantern does not run (YaRN) are refused by name; Phi-4-mini's
+partial rotary has its own test (test_phi4_partial_rotary_vs_hf.py).
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ class LongRope:
     model: GGUFModel
 
 
-def phi3_config(**rope: object) -> Phi3Config:
+def phi3_config(tie: bool = False, hidden: int = 64, heads: int = 4, **rope: object) -> Phi3Config:
+    """Half as many kv heads as query heads (GQA)."""
     return Phi3Config(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=CONTEXT,
+        vocab_size=VOCAB, hidden_size=hidden, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=heads, num_key_value_heads=heads // 2, max_position_embeddings=CONTEXT,
         original_max_position_embeddings=ORIGINAL, sliding_window=None,
         rope_parameters={"rope_theta": 10_000.0, **rope}, initializer_range=0.1,
-        tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, bos_token_id=2,
+        tie_word_embeddings=tie, pad_token_id=0, eos_token_id=1, bos_token_id=2,
     )
 
 
@@ -149,13 +150,6 @@ def test_a_cache_shortened_inside_the_original_context_turns_short_again(longrop
     assert session.cache_len == 50
     np.testing.assert_allclose(resumed, hf_logits(longrope, ids[:50])[-1], atol=EXACT_ATOL,
                                rtol=0)
-
-
-def test_partial_rotary_is_refused_by_name(tmp_path):
-    """Phi-4-mini turns 3/4 of each head; the converter writes rope.dimension_count."""
-    _, path = converted(tmp_path, phi3_config(partial_rotary_factor=0.5))
-    with pytest.raises(UnsupportedModel, match=r"partial rotary \(8 of 16 dims\)"):
-        open_model(path)
 
 
 def test_undeclared_scaling_types_are_refused_by_name(tmp_path):
