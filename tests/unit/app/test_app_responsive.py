@@ -3,6 +3,7 @@ closing while an answer is being computed returns at once, the given-up answer's
 ends promptly by itself (a long prefill is stopped mid-run), and its late signals never
 reach the conversation now on screen."""
 
+import os
 import time
 from pathlib import Path
 
@@ -22,6 +23,12 @@ NUM_CTX = 8192
 LONG_PROMPT = " ".join(f"item{i} is {i * 7 % 13}" for i in range(700))
 RETURNS_WITHIN_S = 1.0     # generous: the GUI thread does no waiting at all
 ENDS_WITHIN_S = 1.0        # the cancelled prefill, measured from the switch
+
+
+def busy(seconds: float) -> float:
+    """A bound stretched by how busy the machine is now: with more runnable threads than
+    cores, every thread (the worker's and its uncancelled prefill's alike) gets a share."""
+    return seconds * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +81,9 @@ def timed(action) -> float:
 
 def assert_ends(qtbot, job: GenerateJob) -> None:
     started = time.perf_counter()
-    assert job.ended.wait(ENDS_WITHIN_S), "the cancelled worker kept running"
+    assert job.ended.wait(busy(ENDS_WITHIN_S)), "the cancelled worker kept running"
     qtbot.waitUntil(lambda: not window_threads_running(job), timeout=2000)
-    assert time.perf_counter() - started < ENDS_WITHIN_S + 2
+    assert time.perf_counter() - started < busy(ENDS_WITHIN_S) + 2
 
 
 def window_threads_running(job: GenerateJob) -> bool:
@@ -91,7 +98,7 @@ def test_long_prefill_takes_seconds_uncancelled(qtbot, tmp_path, slow_store):
     started = time.perf_counter()
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):
         send(window, LONG_PROMPT)
-    assert time.perf_counter() - started > ENDS_WITHIN_S + 0.5
+    assert time.perf_counter() - started > busy(ENDS_WITHIN_S) + 0.5
 
 
 def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, slow_store):
@@ -105,7 +112,7 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
     # switching conversation mid-answer
     job = start_long_answer(qtbot, window)
     given_up = window.controller.conversation_id
-    assert timed(lambda: window.open_conversation(first)) < RETURNS_WITHIN_S
+    assert timed(lambda: window.open_conversation(first)) < busy(RETURNS_WITHIN_S)
     assert window.controller.conversation_id == first and not window.controller.busy
     assert_ends(qtbot, job)
     qtbot.wait(100)                                    # any late signal would land now
@@ -115,7 +122,7 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
 
     # Ctrl+N mid-answer
     job = start_long_answer(qtbot, window)
-    assert timed(window.new_chat) < RETURNS_WITHIN_S
+    assert timed(window.new_chat) < busy(RETURNS_WITHIN_S)
     assert window.controller.conversation_id is None and not window.chat.view.messages
     assert_ends(qtbot, job)
 
@@ -126,7 +133,7 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
 
     # closing the window mid-answer
     job = start_long_answer(qtbot, window)
-    assert timed(window.close) < RETURNS_WITHIN_S
+    assert timed(window.close) < busy(RETURNS_WITHIN_S)
     assert_ends(qtbot, job)
 
 
@@ -139,7 +146,7 @@ def test_switching_model_mid_answer_interrupts_it_first(qtbot, tmp_path, slow_st
                     timeout=TIMEOUT_MS)
     job, conversation = window.controller.job, window.controller.conversation_id
     assert timed(lambda: window.load_model(
-        window.models.entry(window.models.row_of("slow2:latest")))) < RETURNS_WITHIN_S
+        window.models.entry(window.models.row_of("slow2:latest")))) < busy(RETURNS_WITHIN_S)
     # the old answer stops before the new model loads, and says why
     assert_ends(qtbot, job)
     answer = window.chat.view.messages[-1]
@@ -161,8 +168,8 @@ def test_leaving_a_conversation_gives_up_its_reference_check(qtbot, tmp_path, sl
     assert job is not None
     qtbot.wait(300)
     assert not job.ended.is_set(), "the check ended too soon to test a cancel"
-    assert timed(window.new_chat) < RETURNS_WITHIN_S
+    assert timed(window.new_chat) < busy(RETURNS_WITHIN_S)
     assert window.controller.check_job is None and window.chat.input.send_button.text() == "Send"
-    assert job.ended.wait(ENDS_WITHIN_S), "the cancelled check kept running"
+    assert job.ended.wait(busy(ENDS_WITHIN_S)), "the cancelled check kept running"
     qtbot.wait(100)
     assert window.panel.verdict.text() == ""                 # its result was dropped
