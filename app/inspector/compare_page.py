@@ -92,7 +92,8 @@ class ComparePage(QWidget):
         self.chart = LineChart("Δ log p (B − A) per token (click a point)", height=120)
         self.chart.pointClicked.connect(lambda index: self.scroll_to(index + 1))
         layout.addWidget(self.chart)
-        layout.addWidget(section("Largest disagreements"))
+        self.largest_title = section("Largest disagreements")
+        layout.addWidget(self.largest_title)
         self.largest = RecordTableModel(_columns())
         self.largest_table = table_factory(self.largest, stretch_column=1)
         self.largest_table.clicked.connect(
@@ -167,10 +168,10 @@ class ComparePage(QWidget):
         self.cancel_button.setVisible(False)
         self.button.setEnabled(any(not c.reason for c in self.candidates))
 
-    def clear(self, note: str = IDLE) -> None:
+    def clear(self) -> None:
         """Another conversation, answer or model: the rows were over other text."""
         self._idle()
-        self.status.setText(note)
+        self.status.setText(IDLE)
         self.rows.set_records([])
         self.largest.set_records([])
         self.chart.set_series([])
@@ -180,9 +181,14 @@ class ComparePage(QWidget):
         rows = token_rows(result)
         self.rows.set_records(rows)
         self.largest.set_records([rows[p - 1] for p in result.marked])
+        self.largest_title.setText("Largest disagreements" + (
+            " in the answer" if result.marked_from > 1 else ""))
         self.chart.set_series([Series("Δ log p", result.delta.tolist(), DELTA_COLOUR)],
                               [visible_piece(r.token) for r in rows])
         self.status.setText(_summary(result))
+        if result.marked_from > 1:      # the answer in view, the prompt above it
+            self.table.scrollTo(self.rows.index(result.marked_from - 1, 0),
+                                QAbstractItemView.PositionAtTop)
 
     def scroll_to(self, position: int) -> None:
         """Bring the row of token ``position`` into view, selected."""
@@ -198,6 +204,9 @@ def _summary(result: ModelComparison) -> str:
     mean = float(np.abs(delta).mean()) if len(delta) else 0.0
     text = (f"A: {result.names[0]} · B: {result.names[1]} · {len(result.ids)} tokens · "
             f"mean |Δ| {mean:.3f} nats")
+    if result.marked_from > 1:
+        text += (f" ({float(np.abs(delta[result.marked_from - 1:]).mean()):.3f} over the "
+                 f"answer, from #{result.marked_from})")
     if result.marked:
         worst = result.marked[0]
         text += (f" · largest {delta[worst - 1]:+.3f} at #{worst} "

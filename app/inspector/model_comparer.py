@@ -99,9 +99,12 @@ class ModelComparer(QObject):
             return
         self.cancel()
         gguf, name, ids, piece = model.gguf, model.name, context.ids.tolist(), self.inspector.piece
+        # the disagreements that matter are the answer's: nobody predicts template markup
+        answer = len(self.inspector.prompt) if self.inspector.events else 1
 
         def run(progress, cancel):
-            return compare_with(gguf, name, other, ids, piece, progress=progress, cancel=cancel)
+            return compare_with(gguf, name, other, ids, piece, marked_from=answer,
+                                progress=progress, cancel=cancel)
 
         job = ProgressJob(run)
         job.progress.connect(self.page.show_progress)

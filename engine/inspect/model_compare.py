@@ -35,6 +35,7 @@ class ModelComparison:
     tokens: tuple[str, ...]         # display text [S]
     logprobs: np.ndarray            # float64 [2, S - 1]: row r's log-prob of ids[r + 1]
     marked: tuple[int, ...]         # token indices (1..S-1) of the largest |Δ|, largest first
+    marked_from: int = 1            # the first token index ``marked`` was chosen from
 
     @property
     def delta(self) -> np.ndarray:
@@ -91,10 +92,12 @@ def teacher_forced(model: GGUFModel, ids: Sequence[int],
 
 def compare_models(
     a: GGUFModel, b: GGUFModel, ids: Sequence[int], tokens: Sequence[str],
-    names: tuple[str, str], marked: int = 5, *, progress: Progress | None = None,
-    cancel: threading.Event | None = None,
+    names: tuple[str, str], marked: int = 5, *, marked_from: int = 1,
+    progress: Progress | None = None, cancel: threading.Event | None = None,
 ) -> ModelComparison:
-    """Both models over ``ids``; ``progress(stage, fraction)`` after every block, and
+    """Both models over ``ids``; the largest disagreements are marked among the tokens from
+    index ``marked_from`` on (an answer's, where a chat template's markup comes before it
+    and neither model predicts that). ``progress(stage, fraction)`` after every block, and
     InspectionCancelled once ``cancel`` is set."""
     for model, name in ((a, names[0]), (b, names[1])):
         if max(ids) >= model.config.text.vocab_size:
@@ -112,16 +115,20 @@ def compare_models(
 
         rows.append(teacher_forced(model, ids, on_layer))
     logprobs = np.stack(rows)
-    order = np.argsort(-np.abs(logprobs[1] - logprobs[0]), kind="stable")[:marked]
+    skipped = max(marked_from, 1) - 1
+    delta = np.abs(logprobs[1] - logprobs[0])[skipped:]
+    order = np.argsort(-delta, kind="stable")[:marked] + skipped
     return ModelComparison(names, tuple(int(i) for i in ids), tuple(tokens), logprobs,
-                           tuple(int(r) + 1 for r in order))
+                           tuple(int(r) + 1 for r in order), skipped + 1)
 
 
 def compare_with(a: GGUFModel, name_a: str, other: Candidate, ids: Sequence[int],
-                 piece: Callable[[int], str], *, progress: Progress | None = None,
+                 piece: Callable[[int], str], *, marked_from: int = 1,
+                 progress: Progress | None = None,
                  cancel: threading.Event | None = None) -> ModelComparison:
     """``a`` against a store model over ``ids`` (the other model is opened here)."""
     if other.reason:
         raise ComparisonError(f"{other.name} cannot be compared with {name_a}: {other.reason}")
     return compare_models(a, open_model(other.path), ids, [piece(i) for i in ids],
-                          (name_a, other.name), progress=progress, cancel=cancel)
+                          (name_a, other.name), marked_from=marked_from, progress=progress,
+                          cancel=cancel)

@@ -70,16 +70,18 @@ def test_the_view_shows_the_engines_comparison_and_clears(qtbot, tmp_path, pair_
     ids = context.ids.tolist()
     answer = [e.id for e in window.inspector.events]
     assert answer and ids == window.inspector.prompt.ids.tolist() + answer   # prompt, answer
+    first = len(window.inspector.prompt)                   # the answer's first token
     expected = compare_models(window.controller.model.gguf, open_model(other.path), ids,
-                              [str(i) for i in ids], ("a", "b"))
+                              [str(i) for i in ids], ("a", "b"), marked_from=first)
+    assert min(expected.marked) >= first and "in the answer" in page.largest_title.text()
     rows = page.rows.records
     np.testing.assert_array_equal([r.a for r in rows], expected.logprobs[0])
     np.testing.assert_array_equal([r.b for r in rows], expected.logprobs[1])
     assert [r.position for r in page.largest.records] == list(expected.marked)
     assert [r.position for r in rows if r.marked] == sorted(expected.marked)
     assert np.abs(expected.delta).max() > 0.01             # two models that do differ
-    mean = np.abs(expected.delta).mean()
-    assert f"mean |Δ| {mean:.3f} nats" in page.status.text()
+    mean, answer_mean = np.abs(expected.delta).mean(), np.abs(expected.delta[first - 1:]).mean()
+    assert f"mean |Δ| {mean:.3f} nats ({answer_mean:.3f} over the answer" in page.status.text()
     assert page.rows.index(expected.marked[0] - 1, 0).data(Qt.BackgroundRole) is not None
 
     # a largest disagreement clicked: its row is selected in the full table
@@ -110,6 +112,18 @@ def test_another_vocabulary_is_refused_and_cancel_ends_the_job(qtbot, tmp_path, 
     qtbot.waitUntil(lambda: bool(page.rows.records), timeout=TIMEOUT_MS)
     send(qtbot, window, "and again")                      # a new answer: other text
     assert page.rows.records == [] and page.status.text() == IDLE
+
+
+def test_marks_are_chosen_from_the_given_token_on(pair_store):
+    store = Store.open(pair_store)
+    a, b = (open_model(store.get(name).model_path) for name in ("tiny", "other"))
+    ids = list(range(1, 13))
+    whole = compare_models(a, b, ids, [str(i) for i in ids], ("a", "b"), marked=12)
+    late = compare_models(a, b, ids, [str(i) for i in ids], ("a", "b"), marked=3,
+                          marked_from=8)
+    np.testing.assert_array_equal(whole.logprobs, late.logprobs)
+    assert late.marked == tuple(p for p in whole.marked if p >= 8)[:3]
+    assert late.marked_from == 8 and whole.marked_from == 1
 
 
 def test_cancel_stops_the_comparison_after_the_block_it_is_in(pair_store):
