@@ -120,9 +120,10 @@ class ComparePage(QWidget):
         row.addWidget(self.models, 1)
         return row
 
-    def set_candidates(self, candidates: list[Candidate], note: str = IDLE) -> None:
+    def set_candidates(self, candidates: list[Candidate]) -> None:
         """The store's other models; those of another vocabulary are listed, disabled,
-        with the reason in their tooltip."""
+        with the reason in their tooltip. The model picked before stays picked."""
+        picked = self.models.currentText()
         self.candidates = list(candidates)
         self.models.clear()
         for candidate in candidates:
@@ -132,16 +133,13 @@ class ComparePage(QWidget):
             item.setEnabled(not candidate.reason)
             item.setToolTip(f"{candidate.reason}: {SAME_FAMILY}" if candidate.reason else "")
         usable = [i for i, c in enumerate(candidates) if not c.reason]
+        again = self.models.findText(picked)
         if usable:
-            self.models.setCurrentIndex(usable[0])
-        elif candidates:
-            note = ("No other model of the store shares this model's vocabulary (hover one "
-                    f"for why): {SAME_FAMILY}.")
-        else:
-            note = f"The store holds no other model to compare with: {SAME_FAMILY}."
+            self.models.setCurrentIndex(again if again in usable else usable[0])
         if self.progress.isHidden():
             self.button.setEnabled(bool(usable))
-            self.status.setText(note)
+            if not self.rows.records:          # a result's summary stays in view
+                self.status.setText(_availability(candidates))
 
     def _request(self) -> None:
         index = self.models.currentIndex()
@@ -171,7 +169,7 @@ class ComparePage(QWidget):
     def clear(self) -> None:
         """Another conversation, answer or model: the rows were over other text."""
         self._idle()
-        self.status.setText(IDLE)
+        self.status.setText(_availability(self.candidates))
         self.rows.set_records([])
         self.largest.set_records([])
         self.chart.set_series([])
@@ -197,6 +195,15 @@ class ComparePage(QWidget):
             self.table.scrollTo(index, QAbstractItemView.PositionAtCenter)
             self.table.selectRow(position - 1)
             self.chart.set_selected(position - 1)
+
+
+def _availability(candidates: list[Candidate]) -> str:
+    if any(not c.reason for c in candidates):
+        return IDLE
+    if candidates:
+        return ("No other model of the store shares this model's vocabulary (hover one for "
+                f"why): {SAME_FAMILY}.")
+    return f"The store holds no other model to compare with: {SAME_FAMILY}."
 
 
 def _summary(result: ModelComparison) -> str:

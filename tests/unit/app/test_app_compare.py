@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from app.inspector.compare_page import IDLE, SAME_FAMILY
+from app.inspector.compare_page import IDLE, SAME_FAMILY, ComparePage
+from app.inspector.panel import table_view
 from app.settings.store import Settings
 from engine.catalog.importer import import_gguf
 from engine.gguf.model import open_model
 from engine.inspect.inspection import InspectionCancelled
-from engine.inspect.model_compare import compare_models
+from engine.inspect.model_compare import Candidate, compare_models
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import TextSpec, vocabulary, write_model
 from tests.unit.app.test_app_check import TIMEOUT_MS, loaded_window, send
@@ -89,6 +90,14 @@ def test_the_view_shows_the_engines_comparison_and_clears(qtbot, tmp_path, pair_
     [selected] = page.table.selectionModel().selectedRows()
     assert selected.row() == expected.marked[1] - 1
 
+    listed, set_candidates = [], page.set_candidates
+    page.set_candidates = lambda found: (listed.append(found), set_candidates(found))
+    window.rescan()                   # the store listed again: the result and pick stay
+    qtbot.waitUntil(lambda: bool(listed), timeout=TIMEOUT_MS)
+    assert listed[0] == page.candidates
+    assert len(page.rows.records) == len(rows) and "mean |Δ|" in page.status.text()
+    assert page.models.currentIndex() == page.candidates.index(other)
+
     window.new_chat()                                      # another conversation
     assert page.rows.records == [] and page.largest.records == []
     assert page.status.text() == IDLE
@@ -112,6 +121,15 @@ def test_another_vocabulary_is_refused_and_cancel_ends_the_job(qtbot, tmp_path, 
     qtbot.waitUntil(lambda: bool(page.rows.records), timeout=TIMEOUT_MS)
     send(qtbot, window, "and again")                      # a new answer: other text
     assert page.rows.records == [] and page.status.text() == IDLE
+
+
+def test_a_store_without_a_model_to_compare_says_so(qtbot):
+    page = ComparePage(table_view)
+    qtbot.addWidget(page)
+    page.set_candidates([])
+    assert not page.button.isEnabled() and "no other model" in page.status.text()
+    page.set_candidates([Candidate("wide", Path("w.gguf"), "its vocabulary differs")])
+    assert not page.button.isEnabled() and "hover one for why" in page.status.text()
 
 
 def test_marks_are_chosen_from_the_given_token_on(pair_store):
