@@ -37,6 +37,7 @@ from app.desktop.about import AboutDialog, about_facts
 from app.desktop.memory import return_freed_memory
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
+from app.inspector.model_comparer import ModelComparer
 from app.inspector.panel import DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
 from app.models.loader import ModelLoader
@@ -64,7 +65,7 @@ def history_path() -> Path:
     return data_dir() / "history.sqlite3"
 
 
-PANEL_WIDTH = 470
+PANEL_WIDTH = 520
 
 class MainWindow(QMainWindow):
     def __init__(self, settings: Settings | None = None, history: History | None = None,
@@ -118,6 +119,8 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(splitter)
         self.panel = DebugPanel(self)
         self.inspector = Inspector(self.panel, self.controller, self.runner, self)
+        self.comparer = ModelComparer(self.panel.compare, self.controller, self.inspector,
+                                      self.runner, self.store, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
         # wide enough for every tab's name where the screen allows (narrower: they elide)
         self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else 380],
@@ -302,6 +305,7 @@ class MainWindow(QMainWindow):
         store = self.store()
         self.empty.set_store(store.root, store.root.is_dir())
         self.pages.setCurrentWidget(self.chat if entries else self.empty)
+        self.comparer.refresh()               # a model added or removed may be B
         if self._first_listing:
             self._first_listing = False
             # nothing to look inside yet (unless a server's models are on their way)
@@ -397,6 +401,7 @@ class MainWindow(QMainWindow):
         self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
         return_freed_memory()                   # what the previous model held
         self.panel.set_capabilities(model.capabilities, model.name, where)
+        self.comparer.model_changed()
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
         if self._start_note:
@@ -444,6 +449,7 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.panel.clear()
         self.inspector.clear()
+        self.comparer.clear()
         self.status_speed.setText("")           # the speed was the other chat's
         self.focus_input()
 
@@ -462,6 +468,7 @@ class MainWindow(QMainWindow):
         self.chat.show_conversation(messages, conversation.model if conversation else "")
         self.panel.clear()
         self.inspector.clear()
+        self.comparer.clear()
         self.status_speed.setText("")
         self.panel.show_saved_answer(self.chat.last_answer_tokens())
         answers = [m for m in messages if m.role == "assistant"]

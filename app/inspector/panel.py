@@ -2,8 +2,9 @@
 
 Tabs: the top-5 candidates of the latest token (or the one under the mouse) with logit
 and probability bars and the chosen row highlighted; the prompt's tokens; per-layer
-statistics of the last token; and the engine-vs-reference check with its verdict, under
-it the layer dumps of your own engine against the reference (app/inspector/dump_section.py).
+statistics of the last token; the engine-vs-reference check with its verdict, under it the
+layer dumps of your own engine against the reference (app/inspector/dump_section.py); and a
+second model's log-probabilities of the same conversation (Compare).
 Each table is a RecordTableModel over small records; the panel only fills them.
 """
 
@@ -32,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.charts import LineChart, Series
+from app.inspector.compare_page import ComparePage
 from app.inspector.dump_section import DumpSection
 from app.inspector.inside_page import InsidePage
 from app.inspector.opinion_page import OpinionPage
@@ -169,13 +171,16 @@ class DebugPanel(QDockWidget):
         self.tabs.addTab(scrolling(self._reference_tab()), "Reference")
         self.opinion = OpinionPage(table_view)
         self.tabs.addTab(self.opinion, "llama.cpp")
+        self.compare = ComparePage(table_view)
+        self.tabs.addTab(self.compare, "Compare")
         self.reply: list = []                # TokenEvents of the latest answer
         self._latest = None                  # the streamed token the Token tab shows next
         self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
         self._frame.timeout.connect(self.flush)
         # what each tab needs from the backend; a tab it cannot fill is disabled, and why
         self.tab_needs = {1: Capability.PROMPT_TOKENS, 2: Capability.LENS,
-                          3: Capability.LAYERS, 4: Capability.REFERENCE, 5: Capability.LOGITS}
+                          3: Capability.LAYERS, 4: Capability.REFERENCE, 5: Capability.LOGITS,
+                          6: Capability.LENS}
         self.unavailable = hint("")
         self.unavailable.setObjectName("panelUnavailable")
         self.unavailable.hide()
@@ -396,6 +401,7 @@ class DebugPanel(QDockWidget):
         self.clear_check()
         self.dump.clear()
         self.opinion.clear()
+        self.compare.clear()
 
     def show_saved_answer(self, tokens: list) -> None:
         """A reopened conversation: its latest answer's saved tokens fill the Token tab

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from engine.errors import GenerationError, LanternError, Remedy
-from engine.gguf.reader import read_gguf
+from engine.gguf.vocabulary import vocabulary_signature
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
 from engine.runtime.loader import LoadedModel, load_model
 from engine.store import Store
@@ -44,22 +44,6 @@ AUTO_MIN_GAIN = 1.1
 def predicted_gain(draft_cost: float, acceptance: float = TYPICAL_ACCEPTANCE) -> float:
     """Tokens per unit of time over plain decoding at the best draft length."""
     return DraftLength(max_len=16, draft_cost=draft_cost, prior=acceptance).best(16)[1]
-
-
-def vocabulary_signature(path: Path) -> tuple:
-    """Token list, token types and special ids of a GGUF: two models can share drafts
-    only when these are identical (names and sizes say nothing)."""
-    metadata = read_gguf(path).metadata
-    keys = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
-            "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
-            "tokenizer.ggml.eos_token_ids", "tokenizer.ggml.padding_token_id")
-    return tuple(_plain(metadata.get(k)) for k in keys)
-
-
-def _plain(value: object) -> object:
-    if value is None or isinstance(value, str | int | float):
-        return value
-    return tuple(_plain(v) for v in value)  # type: ignore[union-attr]
 
 
 def make_drafter(choice: str, target_path: Path, *, row_invariant: bool = True,

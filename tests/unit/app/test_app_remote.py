@@ -72,7 +72,8 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     assert [s.name for s in window.panel.reply_chart.series] == ["p"]
     assert "entropy" not in window.panel.reply_chart.title
     # views that need the weights are disabled and say why
-    assert [window.panel.tabs.isTabEnabled(i) for i in range(6)] == [True] + [False] * 5
+    assert [window.panel.tabs.isTabEnabled(i) for i in range(7)] == [True] + [False] * 6
+    assert window.panel.compare.candidates == []       # no server model is compared
     assert not window.panel.unavailable.isHidden()
     assert f"It runs on the server {host}" in window.panel.unavailable.text()
     window._check()

@@ -1,0 +1,131 @@
+"""Fills the Compare tab: which store models can be compared with the loaded one, and the
+comparison itself over the conversation's latest context (the Inspector's), off the GUI
+thread. Like the inspections it is a cancellable job with progress that never runs while
+an answer streams: sending cancels it, and a new answer, conversation or model clears it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject
+
+from app.chat.conversation import ConversationController
+from app.inspector.compare_page import SAME_FAMILY, ComparePage
+from app.inspector.inspector import Inspector
+from app.workers import CallJob, Job, JobRunner, ProgressJob
+from engine.chat.backend import Capability
+from engine.inspect import image_grids
+from engine.inspect.model_compare import Candidate, compare_candidates, compare_with
+from engine.store import Store
+
+NO_TEXT = ("Send a message first: the comparison runs over the latest prompt and answer "
+           "as the template rendered them.")
+
+
+class ModelComparer(QObject):
+    def __init__(self, page: ComparePage, conversation: ConversationController,
+                 inspector: Inspector, runner: JobRunner, store: Callable[[], Store],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.page, self.conversation, self.inspector = page, conversation, inspector
+        self.runner, self.store = runner, store
+        self.job: Job | None = None                 # the comparison running
+        self.list_job: Job | None = None            # the store's candidates being read
+        page.requested.connect(self.compare)
+        page.cancelRequested.connect(self.cancel)
+        conversation.busyChanged.connect(self._busy)
+
+    def refresh(self) -> None:
+        """List the store's models against the loaded one (their vocabularies are read off
+        the GUI thread); a model without local weights offers none."""
+        model = self.conversation.model
+        if self.list_job is not None:
+            self.list_job.cancel()
+            self.list_job = None
+        if model is None or Capability.LENS not in self.conversation.capabilities:
+            self.page.set_candidates([])
+            return
+        store, path, name = self.store, model.gguf.path, model.name
+        job = CallJob(lambda: compare_candidates(store(), path, name))
+        job.result.connect(self._listed)
+        job.failed.connect(self._list_failed)
+        self.list_job = job
+        self.runner.start(job)
+
+    def _listed(self, candidates: list[Candidate]) -> None:
+        if self.sender() is self.list_job:
+            self.list_job = None
+            self.page.set_candidates(candidates)
+
+    def _list_failed(self, message: str) -> None:
+        if self.sender() is self.list_job:
+            self.list_job = None
+            self.page.set_candidates([])
+            self.page.show_failed(f"The store's models could not be read: {message}")
+
+    def model_changed(self) -> None:
+        """Another model loaded: A changed, and so did which models can be B."""
+        self.clear()
+        self.refresh()
+
+    def clear(self) -> None:
+        """Another conversation (or answer): a running comparison is given up, the rows go."""
+        if self.job is not None:
+            self.job.cancel()
+            self.job = None
+        self.page.clear()
+
+    def _busy(self, busy: bool) -> None:
+        if busy and self.conversation.busy:      # the stream comes first
+            self.clear()
+
+    def compare(self, other: Candidate) -> None:
+        model, context = self.conversation.model, self.inspector.context
+        if other.reason:
+            self.page.show_failed(f"{other.name} cannot be compared with "
+                                  f"{self.conversation.model_name}: {other.reason}; "
+                                  f"{SAME_FAMILY}.")
+            return
+        if model is None or context is None:
+            self.page.show_failed(NO_TEXT)
+            return
+        if self.conversation.busy:
+            self.page.show_failed("An answer is streaming: compare once it has ended.")
+            return
+        if image_grids(context):
+            self.page.show_failed("Models are compared on text only; this conversation's "
+                                  "context holds an image.")
+            return
+        self.cancel()
+        gguf, name, ids, piece = model.gguf, model.name, context.ids.tolist(), self.inspector.piece
+        # the disagreements that matter are the answer's: nobody predicts template markup
+        answer = len(self.inspector.prompt) if self.inspector.events else 1
+
+        def run(progress, cancel):
+            return compare_with(gguf, name, other, ids, piece, marked_from=answer,
+                                progress=progress, cancel=cancel)
+
+        job = ProgressJob(run)
+        job.progress.connect(self.page.show_progress)
+        job.result.connect(self._compared)
+        job.failed.connect(self._failed)
+        self.job = job
+        self.page.show_running(other.name)
+        self.runner.start(job)
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+            self.job = None
+            self.page.show_failed("Cancelled.")
+
+    def _compared(self, result) -> None:
+        if self.sender() is self.job:
+            self.job = None
+            self.page.show_comparison(result)
+
+    def _failed(self, message: str) -> None:
+        if self.sender() is self.job:
+            self.job = None
+            self.page.show_failed(f"The comparison could not run: {message}")
