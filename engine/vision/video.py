@@ -15,12 +15,13 @@ images are, where HF's video processor uses torchvision's.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
@@ -34,6 +35,7 @@ from engine.vision.preprocess import (
     QWEN3VL_STD,
     ImageInput,
     normalise,
+    pixels,
     temporal_patch,
     to_rgb,
 )
@@ -49,6 +51,7 @@ UNKNOWN_FPS = 24.0  # HF's rate when a video does not say its own
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".webm", ".avi", ".m4v", ".mpg", ".mpeg",
                             ".wmv", ".flv", ".3gp"})
 ACCEPTED = "an animated GIF, WebP or PNG (APNG)"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,15 @@ class Frames:
     times: list[float]   # seconds from the start, one per frame
     total: int           # frames in the file (``images`` may be a sample of them)
     fps: float           # the file's average frame rate
+
+
+@dataclass(frozen=True)
+class VideoSummary:
+    """An animated file as the user sees it, and what the model would see of it."""
+
+    total: int       # frames in the file
+    seconds: float   # how long it plays
+    sampled: int     # frames the model sees (FPS per second, within the frame bounds)
 
 
 @dataclass(frozen=True)
@@ -78,10 +90,6 @@ class VideoInput:
     def n_tokens(self) -> int:
         return sum(patch.n_tokens for patch in self.patches)
 
-    @property
-    def digest(self) -> str:
-        return hashlib.sha256("".join(p.digest for p in self.patches).encode()).hexdigest()
-
     def timestamp(self, k: int) -> str:
         """The text in front of temporal patch ``k``, as Qwen3VLProcessor writes it."""
         return f"<{self.times[k]:.1f} seconds>"
@@ -90,8 +98,7 @@ class VideoInput:
 def is_animated(source: Path | str | bytes) -> bool:
     """The file holds more than one frame (an animation Pillow can read)."""
     try:
-        with _open(source) as image:
-            return getattr(image, "n_frames", 1) > 1
+        return _reading(source, lambda image: getattr(image, "n_frames", 1) > 1)
     except ImageError:
         return False
 
@@ -142,11 +149,28 @@ def patch_times(times: list[float]) -> tuple[float, ...]:
 
 def load_frames(source: Path | str | bytes) -> Frames:
     """Every HF-sampled frame of an animated file, composited to RGB, with its time."""
-    try:
-        return _read_frames(source)
-    except (OSError, EOFError, SyntaxError, ValueError) as e:
-        raise ImageError(f"{source if not isinstance(source, bytes) else 'the video'} is "
-                         f"truncated or damaged ({e}); re-save or re-download it") from e
+    def read(image: Image.Image) -> Frames:
+        total, times, fps = _timing(image)
+        kept = sample_indices(total, fps)
+        images = []
+        for index in kept:
+            image.seek(int(index))
+            images.append(to_rgb(image.copy()))
+        return Frames(images, [times[int(i)] for i in kept], total, fps)
+
+    return _reading(source, read)
+
+
+def summarize(source: Path | str | bytes) -> VideoSummary | None:
+    """How an animated file plays and how many frames the model would see; None for a
+    still picture."""
+    def read(image: Image.Image) -> VideoSummary | None:
+        if getattr(image, "n_frames", 1) < 2:
+            return None
+        total, _, fps = _timing(image)
+        return VideoSummary(total, total / fps, len(sample_indices(total, fps)))
+
+    return _reading(source, read)
 
 
 def prepare_video(vision: VisionConfig | None, source: Path | str | bytes) -> VideoInput:
@@ -158,23 +182,36 @@ def prepare_video(vision: VisionConfig | None, source: Path | str | bytes) -> Vi
     return preprocess_video(load_frames(source), vision)
 
 
-def _read_frames(source: Path | str | bytes) -> Frames:
-    with _open(source) as image:
-        total = getattr(image, "n_frames", 1)
-        starts, clock = [], 0  # milliseconds, as the files record them
-        for index in range(total):
-            image.seek(index)
-            image.load()  # WebP tells a frame's duration only once it is decoded
-            starts.append(clock)
-            clock += image.info.get("duration") or 0
-        fps = total * 1000 / clock if clock > 0 else UNKNOWN_FPS
-        times = [s / 1000 for s in starts] if clock > 0 else [i / fps for i in range(total)]
-        kept = sample_indices(total, fps)
-        images = []
-        for index in kept:
-            image.seek(int(index))
-            images.append(to_rgb(image.copy()))
-    return Frames(images, [times[int(i)] for i in kept], total, fps)
+def pictures(item: ImageInput | VideoInput) -> list[np.ndarray]:
+    """The pictures an attachment puts in a prompt, as the model saw them (uint8
+    [H, W, 3]): an image's one, a video's first frame of each temporal patch (each is one
+    picture of tokens in the prompt)."""
+    return [pixels(p) for p in item.patches] if isinstance(item, VideoInput) else [pixels(item)]
+
+
+def _reading(source: Path | str | bytes, read: Callable[[Image.Image], T]) -> T:
+    """``read`` over the opened file, a damaged one reported as an ImageError."""
+    try:
+        with _open(source) as image:
+            return read(image)
+    except (OSError, EOFError, SyntaxError, ValueError) as e:
+        raise ImageError(f"{source if not isinstance(source, bytes) else 'the video'} is "
+                         f"truncated or damaged ({e}); re-save or re-download it") from e
+
+
+def _timing(image: Image.Image) -> tuple[int, list[float], float]:
+    """(frames, start time of each in seconds, average frame rate) of an opened file;
+    a file that records no durations plays at HF's assumed rate."""
+    total = getattr(image, "n_frames", 1)
+    starts, clock = [], 0  # milliseconds, as the files record them
+    for index in range(total):
+        image.seek(index)
+        image.load()  # WebP tells a frame's duration only once it is decoded
+        starts.append(clock)
+        clock += image.info.get("duration") or 0
+    if clock <= 0:
+        return total, [i / UNKNOWN_FPS for i in range(total)], UNKNOWN_FPS
+    return total, [s / 1000 for s in starts], total * 1000 / clock
 
 
 def preprocess_video(frames: Frames, vision: VisionConfig) -> VideoInput:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import io
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -24,15 +25,23 @@ from transformers.models.qwen3_vl.video_processing_qwen3_vl import (
 )
 from transformers.video_utils import VideoMetadata
 
+from engine.chat.backend import Capability
+from engine.chat.events import TokenEvent
+from engine.chat.options import Options
+from engine.cli.run_command import attachment_note
 from engine.errors import ImageError
 from engine.reference import qwen3vl_tower
 from engine.reference.text import forward
+from engine.runtime.chat import ChatSession
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from engine.runtime.vision_encoder import VisionEncoder
+from engine.store import Store
 from engine.tokenizer import load_tokenizer
-from engine.vision.preprocess import normalise
+from engine.vision.preprocess import MAX_PIXELS, normalise, preprocess_for
 from engine.vision.prompt import image_prompt
 from engine.vision.video import (
+    VideoInput,
     is_animated,
     load_frames,
     prepare_video,
@@ -40,9 +49,11 @@ from engine.vision.video import (
     video_smart_resize,
 )
 from tests.fixtures.hf_qwen3vl import Qwen3VL, qwen3vl
+from tests.fixtures.stores import StoreBuilder
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
 GREEDY = 10
+TEMPLATE = Path(__file__).parents[2] / "data" / "templates" / "qwen2.5vl.gotmpl"
 FRAME_MS = 100   # 10 frames per second
 N_FRAMES = 25    # 2.5 s: HF samples 5 frames, paired into 3 temporal patches
 
@@ -220,3 +231,43 @@ def test_animated_webp_and_png_read_alike(qwen):
 def test_models_without_a_video_tower_say_so(qwen):
     with pytest.raises(ImageError, match="cannot read video"):
         prepare_video(None, gif(4))
+
+
+def test_a_chat_turn_with_an_animated_gif_answers_as_hf(qwen, tmp_path):
+    """From a store: the model reads video, an animated GIF given as an attachment becomes a
+    video (a still PNG stays an image), the turn answers HF's greedy tokens, and the CLI's
+    note says what the model sees of it."""
+    builder = StoreBuilder(tmp_path / "models")
+    builder.add("qwen3-vl:tiny", qwen.text.path, projector=qwen.projector,
+                template=TEMPLATE.read_text(encoding="utf-8"),
+                config={"model_format": "gguf", "model_family": "qwen3vl",
+                        "model_type": "1M", "file_type": "F32"})
+    [local] = Store.open(tmp_path / "models").list()
+    model = load_model(local, exact=True, num_ctx=256)
+    assert model.reads_video and Capability.VIDEO in model.capabilities
+    clip = tmp_path / "clip.gif"
+    clip.write_bytes(gif())
+    chat = ChatSession(model, Options(temperature=0, num_predict=GREEDY))
+    video = chat.prepare_image(str(clip), MAX_PIXELS)
+    assert isinstance(video, VideoInput) and video.grid == (3, 10, 12)
+    assert "clip.gif goes as a video: 5 frames sampled, 3 pictures" in attachment_note(
+        "qwen3-vl:tiny", str(clip), video)
+    events = list(chat.send("what happens?", (video,)))
+    answer = [e.id for e in events if isinstance(e, TokenEvent)]
+    prompt = chat.last_prompt
+    assert (prompt.ids == qwen.token("<|video_pad|>")).sum() == video.n_tokens
+    with torch.no_grad():
+        expected = qwen.hf.generate(**hf_inputs(qwen, prompt, video), max_new_tokens=GREEDY,
+                                    min_new_tokens=GREEDY, do_sample=False)[0, len(prompt):]
+    assert answer == expected.tolist()
+
+
+def test_a_model_without_video_is_told_it_sees_the_first_frame(tmp_path):
+    clip = tmp_path / "clip.gif"
+    clip.write_bytes(gif(4))
+    first = preprocess_for(None, clip)
+    note = attachment_note("qwen2.5vl:3b", str(clip), first)
+    assert note.startswith("qwen2.5vl:3b cannot read video: it sees only the first frame")
+    still = tmp_path / "still.png"
+    Image.new("RGB", (40, 40)).save(still)
+    assert attachment_note("qwen2.5vl:3b", str(still), preprocess_for(None, still)) is None
