@@ -561,7 +561,7 @@ class MainWindow(QMainWindow):
                 "warning", no_vision_text(self.controller.model_name, len(paths)))
             return
         animated = [t.path for t in self.chat.input.thumbnails()
-                    if t.path in paths and t.video is not None]
+                    if t.path in paths and t.animated]
         if animated and self.controller.model is not None and not self.chat.input.video:
             self.banner.show_message(
                 "warning", no_video_text(self.controller.model_name, animated))

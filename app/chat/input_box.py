@@ -31,10 +31,17 @@ from PySide6.QtWidgets import (
 
 from app.chat.document_tray import DOCUMENT_PATTERNS, DocumentTray, is_document, local_files_of
 from app.desktop.theme import RESOURCES
+from app.workers import CallJob, JobRunner
 from engine.errors import ImageError
 from engine.paths import data_dir
 from engine.vision.preprocess import load_image
-from engine.vision.video import VIDEO_SUFFIXES, VideoSummary, summarize
+from engine.vision.video import (
+    VIDEO_SUFFIXES,
+    VideoSummary,
+    check_format,
+    is_animated,
+    summarize,
+)
 
 IMAGE_SUFFIXES = frozenset({".png", ".apng", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif",
                             ".tiff"})
@@ -99,16 +106,17 @@ class PromptEdit(QPlainTextEdit):
 
 
 class Thumbnail(QFrame):
-    """An attached picture with its remove button; an animation (``video``: how it plays
-    and what the model sees of it) carries a frame-count badge while the model reads
-    video."""
+    """An attached picture with its remove button; an animation carries a frame-count
+    badge while the model reads video, once ``video`` (how it plays and what the model
+    sees of it) is known."""
 
     removeRequested = Signal(str)
 
-    def __init__(self, path: str, video: VideoSummary | None = None) -> None:
+    def __init__(self, path: str, animated: bool = False) -> None:
         super().__init__()
         self.setObjectName("thumbnail")
-        self.path, self.video = path, video
+        self.path, self.animated = path, animated
+        self.video: VideoSummary | None = None
         self.setToolTip(path)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(3, 3, 3, 3)
@@ -169,6 +177,7 @@ class InputBox(QFrame):
         self.setObjectName("inputBox")
         self.images: list[str] = []
         self.video = False              # the model takes animations as video
+        self.runner = JobRunner(self)
         self.editing = False
         self.busy = False
         self.ready = False
@@ -243,14 +252,15 @@ class InputBox(QFrame):
             if path in self.images:
                 continue
             try:
-                video = summarize(path)   # first: names the formats a video may come in
+                check_format(path)      # first: names the formats a video may come in
                 load_image(Path(path))
             except ImageError as error:
                 self.imageRejected.emit(str(error))
                 continue
             self.images.append(path)
-            thumb = Thumbnail(path, video)
-            thumb.show_as_video(self.video)
+            thumb = Thumbnail(path, is_animated(path))
+            if thumb.animated:
+                self._summarize(path)
             thumb.removeRequested.connect(self.remove_image)
             self.strip_layout.insertWidget(self.strip_layout.count() - 1, thumb)
             added.append(path)
@@ -270,6 +280,22 @@ class InputBox(QFrame):
         self._update_send()
         if not self.images:
             self.imagesCleared.emit()
+
+    def _summarize(self, path: str) -> None:
+        """How the animation plays, read on a worker thread (every frame is decoded):
+        its thumbnail gets the frame count when it is known."""
+        job = CallJob(lambda: (path, summarize(path)))
+        # bound methods and signals of this GUI-thread object only: then they are queued
+        job.result.connect(self._summarized)
+        job.failed.connect(self.imageRejected)
+        self.runner.start(job)
+
+    def _summarized(self, result: tuple[str, VideoSummary | None]) -> None:
+        path, summary = result
+        for thumb in self.thumbnails():
+            if thumb.path == path:
+                thumb.video = summary
+                thumb.show_as_video(self.video)
 
     def set_video(self, reads_video: bool) -> None:
         """Whether the model takes animations as video: their thumbnails say so."""

@@ -96,11 +96,21 @@ class VideoInput:
 
 
 def is_animated(source: Path | str | bytes) -> bool:
-    """The file holds more than one frame (an animation Pillow can read)."""
+    """The file holds more than one frame (an animation Pillow can read). Quick: Pillow
+    looks for a second frame only, without decoding the rest."""
     try:
-        return _reading(source, lambda image: getattr(image, "n_frames", 1) > 1)
+        return _reading(source, lambda image: bool(getattr(image, "is_animated", False)))
     except ImageError:
         return False
+
+
+def check_format(path: Path | str) -> None:
+    """An ImageError naming the accepted formats for a video file Pillow cannot decode
+    (MP4, MOV, ...); nothing for any other file. Reads nothing."""
+    if Path(path).suffix.lower() in VIDEO_SUFFIXES:
+        raise ImageError(f"{path} is a video format Lantern cannot decode; convert it to "
+                         f"{ACCEPTED} (for example: ffmpeg -i {Path(path).name} "
+                         f"{Path(path).stem}.gif)")
 
 
 def sample_indices(total: int, fps: float, rate: float = FPS, min_frames: int = MIN_FRAMES,
@@ -165,7 +175,7 @@ def summarize(source: Path | str | bytes) -> VideoSummary | None:
     """How an animated file plays and how many frames the model would see; None for a
     still picture."""
     def read(image: Image.Image) -> VideoSummary | None:
-        if getattr(image, "n_frames", 1) < 2:
+        if not getattr(image, "is_animated", False):
             return None
         total, _, fps = _timing(image)
         return VideoSummary(total, total / fps, len(sample_indices(total, fps)))
@@ -234,10 +244,8 @@ def preprocess_video(frames: Frames, vision: VisionConfig) -> VideoInput:
 def _open(source: Path | str | bytes) -> Image.Image:
     """The file opened lazily by Pillow; a clear ImageError for what it cannot be."""
     name = "the pasted video" if isinstance(source, bytes) else str(source)
-    if not isinstance(source, bytes) and Path(source).suffix.lower() in VIDEO_SUFFIXES:
-        raise ImageError(f"{name} is a video format Lantern cannot decode; convert it to "
-                         f"{ACCEPTED} (for example: ffmpeg -i {Path(source).name} "
-                         f"{Path(source).stem}.gif)")
+    if not isinstance(source, bytes):
+        check_format(source)
     try:
         data = source if isinstance(source, bytes) else Path(source).read_bytes()
         with warnings.catch_warnings():

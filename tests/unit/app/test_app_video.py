@@ -57,6 +57,8 @@ def test_a_gif_on_a_qwen3vl_chat_goes_as_a_video(qtbot, tmp_path, models, clip):
     assert window.chat.input.video
     drop(window, clip)
     [thumb] = window.chat.input.thumbnails()
+    assert thumb.animated
+    qtbot.waitUntil(lambda: thumb.video is not None, timeout=TIMEOUT_MS)  # read off the GUI
     assert not thumb.badge.isHidden() and thumb.badge.text() == "▶ 5 frames"
     assert "25 frames over 2.5 s; the model sees 5" in thumb.toolTip()
     assert window.banner.level != "warning"
@@ -74,7 +76,8 @@ def test_a_gif_on_a_model_without_video_goes_as_its_first_frame(qtbot, tmp_path,
     assert window.controller.vision and not window.chat.input.video
     drop(window, clip)
     [thumb] = window.chat.input.thumbnails()
-    assert thumb.badge.isHidden() and thumb.video is not None
+    qtbot.waitUntil(lambda: thumb.video is not None, timeout=TIMEOUT_MS)
+    assert thumb.animated and thumb.badge.isHidden()
     assert window.banner.level == "warning"
     assert "cannot read video: it sees only the first frame of clip.gif" in \
         window.banner.text.text()
