@@ -28,7 +28,7 @@ from engine.tokenizer import Tokenizer, load_tokenizer
 from engine.vision.gemma3 import GEMMA3_IMAGE_PLACEHOLDER, preprocess_square, soft_token_prompt
 from engine.vision.preprocess import ImageInput, preprocess_for
 from engine.vision.prompt import image_prompt
-from engine.vision.video import VideoInput, is_animated, prepare_video
+from engine.vision.video import VideoInput, check_format, is_animated, prepare_video
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
 
@@ -89,6 +89,7 @@ class LoadedModel:
         """An image file as this model's vision tower takes it (Gemma 3: one fixed square,
         so ``max_pixels`` does not apply; Qwen3-VL: its own processor's sizes, and an
         animated file becomes a video). Other models take an animation's first frame."""
+        check_format(path)  # an MP4 is told which formats a video may come in
         vision = self.gguf.config.vision
         if vision is not None and vision.siglip:
             return preprocess_square(path, vision)

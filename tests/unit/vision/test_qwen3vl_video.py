@@ -235,8 +235,8 @@ def test_models_without_a_video_tower_say_so(qwen):
 
 def test_a_chat_turn_with_an_animated_gif_answers_as_hf(qwen, tmp_path):
     """From a store: the model reads video, an animated GIF given as an attachment becomes a
-    video (a still PNG stays an image), the turn answers HF's greedy tokens, and the CLI's
-    note says what the model sees of it."""
+    video, the turn answers HF's greedy tokens, the CLI's note says what the model sees of
+    it, and an MP4 is refused naming the formats that work."""
     builder = StoreBuilder(tmp_path / "models")
     builder.add("qwen3-vl:tiny", qwen.text.path, projector=qwen.projector,
                 template=TEMPLATE.read_text(encoding="utf-8"),
@@ -260,6 +260,8 @@ def test_a_chat_turn_with_an_animated_gif_answers_as_hf(qwen, tmp_path):
         expected = qwen.hf.generate(**hf_inputs(qwen, prompt, video), max_new_tokens=GREEDY,
                                     min_new_tokens=GREEDY, do_sample=False)[0, len(prompt):]
     assert answer == expected.tolist()
+    with pytest.raises(ImageError, match="clip.mp4 is a video format.*animated GIF, WebP"):
+        chat.prepare_image(str(tmp_path / "clip.mp4"), MAX_PIXELS)
 
 
 def test_a_model_without_video_is_told_it_sees_the_first_frame(tmp_path):
