@@ -26,7 +26,7 @@ from app.chat.banner import Banner
 from app.chat.conversation import MODEL_SWITCH_NOTE, ConversationController
 from app.chat.document_tray import local_files_of
 from app.chat.empty_state import EmptyState, suggested_name
-from app.chat.page import ChatPage, no_vision_text
+from app.chat.page import ChatPage, no_video_text, no_vision_text
 from app.chat.tool_confirm import ask_allow
 from app.chat.tool_gate import Answer
 from app.conversations.actions import ConversationActions
@@ -399,6 +399,7 @@ class MainWindow(QMainWindow):
         self.entry = entry
         where = f"the server {entry.host}" if entry.host else "this computer"
         self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
+        self.chat.input.set_video(Capability.VIDEO in model.capabilities)
         return_freed_memory()                   # what the previous model held
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.comparer.model_changed()
@@ -565,10 +566,18 @@ class MainWindow(QMainWindow):
         if self.controller.model is not None and not self.controller.vision:
             self.banner.show_message(
                 "warning", no_vision_text(self.controller.model_name, len(paths)))
+            return
+        animated = [t.path for t in self.chat.input.thumbnails()
+                    if t.path in paths and t.animated]
+        if animated and self.controller.model is not None and not self.chat.input.video:
+            self.banner.show_message(
+                "warning", no_video_text(self.controller.model_name, animated))
 
     def _images_cleared(self) -> None:
         """The images the warning was about are gone, so is the warning."""
-        if self.banner.level == "warning" and "cannot see images" in self.banner.text.text():
+        if self.banner.level == "warning" and any(
+                words in self.banner.text.text() for words in ("cannot see images",
+                                                               "cannot read video")):
             self.banner.dismiss()
 
     # -- settings --------------------------------------------------------------------------

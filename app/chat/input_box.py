@@ -31,11 +31,20 @@ from PySide6.QtWidgets import (
 
 from app.chat.document_tray import DOCUMENT_PATTERNS, DocumentTray, is_document, local_files_of
 from app.desktop.theme import RESOURCES
+from app.workers import CallJob, JobRunner
 from engine.errors import ImageError
 from engine.paths import data_dir
 from engine.vision.preprocess import load_image
+from engine.vision.video import (
+    VIDEO_SUFFIXES,
+    VideoSummary,
+    check_format,
+    is_animated,
+    summarize,
+)
 
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"})
+IMAGE_SUFFIXES = frozenset({".png", ".apng", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif",
+                            ".tiff"})
 THUMB_SIZE = 64
 MAX_LINES = 8                # the input grows up to this many lines, then scrolls
 
@@ -97,12 +106,17 @@ class PromptEdit(QPlainTextEdit):
 
 
 class Thumbnail(QFrame):
+    """An attached picture with its remove button; an animation carries a frame-count
+    badge while the model reads video, once ``video`` (how it plays and what the model
+    sees of it) is known."""
+
     removeRequested = Signal(str)
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, animated: bool = False) -> None:
         super().__init__()
         self.setObjectName("thumbnail")
-        self.path = path
+        self.path, self.animated = path, animated
+        self.video: VideoSummary | None = None
         self.setToolTip(path)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(3, 3, 3, 3)
@@ -114,6 +128,9 @@ class Thumbnail(QFrame):
                                             Qt.SmoothTransformation))
         else:
             picture.setText(Path(path).name)
+        self.badge = QLabel(self)   # over the picture's foot, as wide as it needs
+        self.badge.setObjectName("videoBadge")
+        self.badge.hide()
         layout.addWidget(picture)
         remove = QToolButton()
         remove.setObjectName("removeImage")
@@ -122,6 +139,29 @@ class Thumbnail(QFrame):
         remove.setCursor(Qt.PointingHandCursor)
         remove.clicked.connect(lambda: self.removeRequested.emit(self.path))
         layout.addWidget(remove, 0, Qt.AlignTop)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().resizeEvent(event)
+        self._place_badge()
+
+    def _place_badge(self) -> None:
+        self.badge.move(5, self.height() - self.badge.height() - 5)
+        self.badge.raise_()
+
+    def show_as_video(self, shown: bool) -> None:
+        """The badge ("▶ 5 frames") and a tooltip saying how the animation is sampled,
+        when the model takes it as a video; the plain picture otherwise."""
+        video = self.video if shown else None
+        self.badge.setVisible(video is not None)
+        if video is None:
+            self.setToolTip(self.path)
+            return
+        self.badge.setText(f"▶ {video.sampled} frames")
+        self.badge.adjustSize()
+        self._place_badge()
+        self.setToolTip(f"{self.path}\nvideo: {video.total} frames over "
+                        f"{video.seconds:.1f} s; the model sees {video.sampled} of them "
+                        "(2 per second, paired)")
 
 
 class InputBox(QFrame):
@@ -136,6 +176,8 @@ class InputBox(QFrame):
         super().__init__(parent)
         self.setObjectName("inputBox")
         self.images: list[str] = []
+        self.video = False              # the model takes animations as video
+        self.runner = JobRunner(self)
         self.editing = False
         self.busy = False
         self.ready = False
@@ -199,7 +241,8 @@ class InputBox(QFrame):
     def attach(self, paths: list[str]) -> None:
         """Check and add images and documents; each unreadable one is reported through
         imageRejected or documentRejected."""
-        documents = [p for p in paths if is_document(p, IMAGE_SUFFIXES)]
+        # a video file goes the images' way, to be refused with the formats that do work
+        documents = [p for p in paths if is_document(p, IMAGE_SUFFIXES | VIDEO_SUFFIXES)]
         if documents:
             self.documents.add(documents)
         added = []
@@ -209,12 +252,15 @@ class InputBox(QFrame):
             if path in self.images:
                 continue
             try:
+                check_format(path)      # first: names the formats a video may come in
                 load_image(Path(path))
             except ImageError as error:
                 self.imageRejected.emit(str(error))
                 continue
             self.images.append(path)
-            thumb = Thumbnail(path)
+            thumb = Thumbnail(path, is_animated(path))
+            if thumb.animated:
+                self._summarize(path)
             thumb.removeRequested.connect(self.remove_image)
             self.strip_layout.insertWidget(self.strip_layout.count() - 1, thumb)
             added.append(path)
@@ -234,6 +280,28 @@ class InputBox(QFrame):
         self._update_send()
         if not self.images:
             self.imagesCleared.emit()
+
+    def _summarize(self, path: str) -> None:
+        """How the animation plays, read on a worker thread (every frame is decoded):
+        its thumbnail gets the frame count when it is known."""
+        job = CallJob(lambda: (path, summarize(path)))
+        # bound methods and signals of this GUI-thread object only: then they are queued
+        job.result.connect(self._summarized)
+        job.failed.connect(self.imageRejected)
+        self.runner.start(job)
+
+    def _summarized(self, result: tuple[str, VideoSummary | None]) -> None:
+        path, summary = result
+        for thumb in self.thumbnails():
+            if thumb.path == path:
+                thumb.video = summary
+                thumb.show_as_video(self.video)
+
+    def set_video(self, reads_video: bool) -> None:
+        """Whether the model takes animations as video: their thumbnails say so."""
+        self.video = reads_video
+        for thumb in self.thumbnails():
+            thumb.show_as_video(reads_video)
 
     def thumbnails(self) -> list[Thumbnail]:
         return [w for w in self.strip.widget().findChildren(Thumbnail) if w.path in self.images]

@@ -5,6 +5,8 @@ where they make sense: Edit on the last question, Regenerate on the last answer)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QVBoxLayout, QWidget
@@ -28,6 +30,13 @@ def no_vision_text(model_name: str, count: int) -> str:
     return (f"{model_name or 'The current model'} cannot see images, so {images} cannot be "
             "sent to it. Choose a vision model (marked “vision” in the sidebar, e.g. "
             "qwen2.5vl) or remove the images.")
+
+
+def no_video_text(model_name: str, paths: list[str]) -> str:
+    names = ", ".join(Path(p).name for p in paths)
+    return (f"{model_name or 'The current model'} cannot read video: it sees only the first "
+            f"frame of {names}. Choose a Qwen3-VL model to send an animation as a video, "
+            "or send the first frame as it is.")
 
 
 class ChatPage(QWidget):

@@ -24,7 +24,7 @@ from engine.inspect import Inspection, continued, image_grids, inspect_context
 from engine.inspect.llama_layers import llama_layers
 from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
-from engine.vision.preprocess import pixels
+from engine.vision.video import pictures
 
 FAST_NOTE = ("Computed by the numpy fp32 reference (exact). The engine streams in fast "
              "mode, whose numbers differ slightly: the Reference tab shows by how much.")
@@ -213,7 +213,7 @@ class Inspector(QObject):
         """The pictures of the conversation's images, oldest first, as the model saw them."""
         session = self.conversation.session
         messages = session.messages if session is not None else []
-        return [pixels(image) for m in messages for image in m.images]
+        return [picture for m in messages for image in m.images for picture in pictures(image)]
 
     # -- llama.cpp ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ class Capability(Enum):
     LENS = "the logit lens"
     ATTENTION = "attention maps"
     IMAGES = "images in the conversation"
+    VIDEO = "video (animated GIF, WebP, PNG) in the conversation"
     SPECULATION = "speculative decoding"
 
 

@@ -82,7 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", metavar="MODEL", help="a model in the store, or a .gguf file")
     p.add_argument("prompt", metavar="PROMPT", nargs="?", help="answer once and exit")
     p.add_argument("--image", action="append", default=[], metavar="PATH",
-                   help="an image for a vision model, sent with PROMPT (repeatable)")
+                   help="an image for a vision model, sent with PROMPT (repeatable); an "
+                   "animated GIF, WebP or PNG goes as a video to Qwen3-VL")
     p.add_argument("--file", action="append", default=[], metavar="PATH",
                    help="a document (text, source, .pdf, .docx) put into the prompt, "
                         "repeatable")
@@ -288,7 +289,28 @@ def load_images(model, paths: list[str], raw: bool,
         raise GenerationError("--raw sends text verbatim and cannot carry --image")
     from engine.vision.preprocess import MAX_PIXELS
 
-    return tuple(prepare(path, MAX_PIXELS) for path in paths)
+    prepared = tuple(prepare(path, MAX_PIXELS) for path in paths)
+    for path, item in zip(paths, prepared, strict=True):
+        note = attachment_note(model.name, path, item)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
+    return prepared
+
+
+def attachment_note(model_name: str, path: str, item: object) -> str | None:
+    """What became of an animated file: a video (its sampled frames), or for a local
+    model that reads no video its first frame only."""
+    from engine.vision.preprocess import ImageInput
+    from engine.vision.video import VideoInput, is_animated
+
+    name = Path(path).name
+    if isinstance(item, VideoInput):
+        return (f"{name} goes as a video: {item.frames} frames sampled, "
+                f"{len(item.patches)} pictures of two frames, {item.n_tokens} tokens")
+    if isinstance(item, ImageInput) and is_animated(path):
+        return (f"{model_name} cannot read video: it sees only the first frame of {name}. "
+                "Pick a Qwen3-VL model to send an animation as a video")
+    return None
 
 
 def resolve_source(name: str, models_dir: str | None) -> LocalModel | Path:

@@ -114,6 +114,7 @@ class SpecialTokens:
     image_pad: int | None = None         # <|image_pad|> (Gemma 3: <image_soft_token>)
     vision_start: int | None = None      # <|vision_start|> (Gemma 3: <start_of_image>)
     vision_end: int | None = None        # <|vision_end|> (Gemma 3: <end_of_image>)
+    video_pad: int | None = None         # <|video_pad|>, for a tower that reads video
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from engine.gguf.vision_config import (
 
 VISION_TOKENS = {"image_pad": "<|image_pad|>", "vision_start": "<|vision_start|>",
                  "vision_end": "<|vision_end|>"}
+VIDEO_PAD = "<|video_pad|>"
 SIGLIP_TOKENS = {"image_pad": "<image_soft_token>", "vision_start": "<start_of_image>",
                  "vision_end": "<end_of_image>"}
 
@@ -187,6 +188,8 @@ def _special_tokens(keys: Keys, metadata: Metadata, vision: VisionConfig | None)
                 raise CorruptModel(
                     f"{keys.path}: vision model without {texts[field]} in its vocabulary"
                 )
+    if vision is not None and vision.tower == "qwen3vl":  # video: optional, looked up alike
+        found["video_pad"] = metadata.string_index("tokenizer.ggml.tokens", VIDEO_PAD)
     eos_ids = keys.integers("tokenizer.ggml.eos_token_ids") if keys.has(
         "tokenizer.ggml.eos_token_ids") else ()
     return SpecialTokens(

@@ -32,6 +32,7 @@ from engine.runtime.generate import Generator
 from engine.runtime.loader import LoadedModel
 from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
 from engine.vision.preprocess import ImageInput
+from engine.vision.video import VideoInput
 
 
 @dataclass
@@ -90,8 +91,9 @@ class ChatSession:
     def capabilities(self) -> frozenset[Capability]:
         return self.model.capabilities
 
-    def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
-        """An image file as this backend takes it: preprocessed for the vision tower."""
+    def prepare_image(self, path: str, max_pixels: int) -> ImageInput | VideoInput:
+        """An image file as this backend takes it: preprocessed for the vision tower (an
+        animated file on a video model: a video)."""
         return self.model.prepare_image(path, max_pixels)
 
     def raw(self, text: str) -> Iterator[Event]:

@@ -28,6 +28,7 @@ from engine.tokenizer import Tokenizer, load_tokenizer
 from engine.vision.gemma3 import GEMMA3_IMAGE_PLACEHOLDER, preprocess_square, soft_token_prompt
 from engine.vision.preprocess import ImageInput, preprocess_for
 from engine.vision.prompt import image_prompt
+from engine.vision.video import VideoInput, check_format, is_animated, prepare_video
 
 Progress = Callable[[str, float], None]   # (stage description, fraction done 0..1)
 
@@ -77,19 +78,31 @@ class LoadedModel:
         if config.vision is not None and config.vision.siglip:
             return soft_token_prompt(ids, images, config, self.vision_encoder().encode,
                                      around=self.tokenizer.encode("\n\n"))
-        return image_prompt(ids, images, config, self.vision_encoder().encode)
+        return image_prompt(ids, images, config, self.vision_encoder().encode,
+                            self.tokenizer.encode)
 
     def _image_placeholder(self) -> str:
         vision = self.gguf.config.vision
         return GEMMA3_IMAGE_PLACEHOLDER if vision and vision.siglip else QWEN_IMAGE_PLACEHOLDER
 
-    def prepare_image(self, path: str, max_pixels: int) -> ImageInput:
+    def prepare_image(self, path: str, max_pixels: int) -> ImageInput | VideoInput:
         """An image file as this model's vision tower takes it (Gemma 3: one fixed square,
-        so ``max_pixels`` does not apply; Qwen3-VL: its own processor's sizes)."""
+        so ``max_pixels`` does not apply; Qwen3-VL: its own processor's sizes, and an
+        animated file becomes a video). Other models take an animation's first frame."""
+        check_format(path)  # an MP4 is told which formats a video may come in
         vision = self.gguf.config.vision
         if vision is not None and vision.siglip:
             return preprocess_square(path, vision)
+        if self.reads_video and is_animated(path):
+            return prepare_video(vision, path)
         return preprocess_for(vision, path, max_pixels)
+
+    @property
+    def reads_video(self) -> bool:
+        """Its tower takes video frames (Qwen3-VL)."""
+        vision = self.gguf.config.vision
+        return vision is not None and vision.tower == "qwen3vl" and \
+            self.gguf.config.special.video_pad is not None
 
     @property
     def may_think(self) -> bool:
@@ -103,7 +116,8 @@ class LoadedModel:
     @property
     def capabilities(self) -> frozenset[Capability]:
         """Everything: the weights are here (images only for a vision model)."""
-        return frozenset(Capability) - (set() if self.has_vision else {Capability.IMAGES})
+        return frozenset(Capability) - (set() if self.has_vision else {Capability.IMAGES}) \
+            - (set() if self.reads_video else {Capability.VIDEO})
 
     @property
     def provider(self) -> str:

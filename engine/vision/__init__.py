@@ -1,4 +1,5 @@
-"""Image input for vision-language models: decoding, resizing and patch layout."""
+"""Image and video input for vision-language models: decoding, resizing and patch layout
+(video: engine.vision.video, Qwen3-VL only)."""
 
 from engine.vision.preprocess import ImageInput, load_image, preprocess, smart_resize
 

@@ -29,16 +29,19 @@ def merged_grid(grid: tuple[int, int, int], merge_size: int) -> tuple[int, int, 
     return t, gh // merge_size, gw // merge_size
 
 
-def mrope_positions(ids: Sequence[int] | np.ndarray, image_pad: int,
+def mrope_positions(ids: Sequence[int] | np.ndarray, image_pad: int | tuple[int, ...],
                     grids: Sequence[tuple[int, int, int]], merge_size: int) -> MRopePositions:
     """Positions of a prompt whose images are already expanded to their pad tokens.
 
     ``grids`` are the images' patch grids (ImageInput.grid), in prompt order; each image
-    takes the next t*Hm*Wm ``image_pad`` tokens.
+    takes the next t*Hm*Wm pad tokens. ``image_pad`` may name several pad ids (Qwen3-VL:
+    image and video pads; a video's temporal patches count as images of t = 1, each after
+    its timestamp text, as HF's get_rope_index splits video_grid_thw).
     """
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     positions = np.empty((3, len(ids)), dtype=np.int64)
-    pads = np.flatnonzero(ids == image_pad)
+    is_pad = np.isin(ids, image_pad)
+    pads = np.flatnonzero(is_pad)
     expected = sum(int(np.prod(merged_grid(g, merge_size))) for g in grids)
     if len(pads) != expected:
         raise ImageError(
@@ -53,7 +56,7 @@ def mrope_positions(ids: Sequence[int] | np.ndarray, image_pad: int,
         positions[:, index:start] = pos + np.arange(n_text)
         pos += n_text
         n = t * hm * wm
-        if not (ids[start:start + n] == image_pad).all():
+        if not is_pad[start:start + n].all():
             raise ImageError(
                 f"image of {hm}x{wm} tokens expects {n} consecutive pad tokens at {start}; "
                 "the prompt's placeholders do not match its images"

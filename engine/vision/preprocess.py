@@ -170,15 +170,25 @@ def preprocess(
     rgb = np.asarray(resized, dtype=np.uint8)  # [H, W, C]
     x = normalise(rgb, mean, std)  # [H, W, C]
 
-    gh, gw = height // patch_size, width // patch_size
-    bh, bw, m, p, c = gh // merge_size, gw // merge_size, merge_size, patch_size, x.shape[2]
-    x = x.reshape(bh, m, p, bw, m, p, c)  # [bh, mh, py, bw, mw, px, C]
-    x = x.transpose(0, 3, 1, 4, 6, 2, 5)  # [bh, bw, mh, mw, C, py, px]
-    x = np.broadcast_to(x[:, :, :, :, :, None], (bh, bw, m, m, c, temporal_patch_size, p, p))
-    pixel_values = np.ascontiguousarray(x.reshape(gh * gw, c * temporal_patch_size * p * p))
+    frames = np.broadcast_to(x[None], (temporal_patch_size, *x.shape))  # frame repeated
+    return temporal_patch(frames, rgb.tobytes(), patch_size, merge_size, mean, std)
 
-    key = hashlib.sha256(rgb.tobytes())
-    key.update(repr((rgb.shape, patch_size, merge_size, temporal_patch_size, mean, std)).encode())
+
+def temporal_patch(frames: np.ndarray, rgb: bytes, patch_size: int, merge_size: int,
+                   mean: tuple[float, float, float], std: tuple[float, float, float]
+                   ) -> ImageInput:
+    """Normalised frames float32 [T, H, W, C] (one temporal patch: an image's frame
+    repeated, or consecutive video frames) -> patch rows in merge-block order, each row
+    C x T x P x P as HF's patchify lays them out. ``rgb``: the resized pixels, hashed."""
+    t, height, width, c = frames.shape
+    gh, gw = height // patch_size, width // patch_size
+    bh, bw, m, p = gh // merge_size, gw // merge_size, merge_size, patch_size
+    x = frames.reshape(t, bh, m, p, bw, m, p, c)  # [T, bh, mh, py, bw, mw, px, C]
+    x = x.transpose(1, 4, 2, 5, 7, 0, 3, 6)       # [bh, bw, mh, mw, C, T, py, px]
+    pixel_values = np.ascontiguousarray(x.reshape(gh * gw, c * t * p * p))
+
+    key = hashlib.sha256(rgb)
+    key.update(repr((frames.shape, patch_size, merge_size, mean, std)).encode())
     return ImageInput(pixel_values=pixel_values, grid=(1, gh, gw), digest=key.hexdigest(),
                       merge=merge_size, patch_size=patch_size, mean=mean, std=std)
 
