@@ -147,7 +147,7 @@ class Sidebar(QFrame):
         header = QHBoxLayout()
         header.addWidget(_section("Models"))
         header.addStretch(1)
-        self.get_model = QPushButton("＋ Get a model")
+        self.get_model = QPushButton("+ Get a model")
         self.get_model.setObjectName("getModel")
         self.get_model.setFlat(True)
         self.get_model.setCursor(Qt.PointingHandCursor)
@@ -165,7 +165,7 @@ class Sidebar(QFrame):
         self.model_view.customContextMenuRequested.connect(self._model_menu)
         layout.addWidget(self.model_view, 2)
 
-        self.new_chat = QPushButton("＋  New chat")
+        self.new_chat = QPushButton("+  New chat")
         self.new_chat.setObjectName("newChat")
         self.new_chat.setCursor(Qt.PointingHandCursor)
         self.new_chat.clicked.connect(self.newChatRequested)

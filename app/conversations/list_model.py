@@ -62,7 +62,7 @@ class ConversationListModel(QAbstractListModel):
         if role == self.DetailsRole:
             if conversation.snippet:
                 return conversation.snippet
-            pin = "📌 " if conversation.pinned else ""
+            pin = "★ " if conversation.pinned else ""
             return f"{pin}{conversation.model} · {when(conversation.updated)}"
         if role == Qt.ToolTipRole:
             return f"{conversation.title}\n{conversation.model}"

@@ -33,7 +33,7 @@ from engine.inspect.model_compare import Candidate, ModelComparison
 DISAGREE = QColor(230, 80, 70, 80)
 DELTA_COLOUR = QColor(200, 80, 60)
 SAME_FAMILY = ("pick a model of the same family (another size or quantization of it), or "
-               "get one with ＋ Get a model")
+               "get one with + Get a model")
 IDLE = "Pick the other model, then press Compare."
 RUNNING = "Running both models over this conversation…"
 MARKED = 5             # rows of the largest disagreements (compare_models marks 5)
