@@ -69,7 +69,7 @@ QWEN3VL_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|vide
 
 def qwen3vl(layers: int, vision_layers: int = 24, vocab: int = 151_936) -> Qwen3VLConfig:
     """Qwen3-VL 2B Instruct: tied embeddings, interleaved M-RoPE, DeepStack from vision
-    blocks 5, 11, 17 (so at least 3 text layers). Image token ids as trained here."""
+    blocks 5, 11, 17 (so more than 3 text layers). Image token ids as trained here."""
     return Qwen3VLConfig(
         text_config=dict(
             vocab_size=vocab, hidden_size=2048, intermediate_size=6144,

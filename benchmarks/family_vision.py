@@ -66,7 +66,7 @@ TOWERS = {
     "gemma3": Family("Gemma 3 4B SigLIP (896 px)", Gemma3ForConditionalGeneration, gemma3,
                      4, 27, dummy_prefix=False, controls=CONTROLS + GEMMA3_TOKENS),
     "qwen3vl": Family("Qwen3-VL 2B tower", Qwen3VLForConditionalGeneration,
-                      lambda layers: qwen3vl(3, layers, vocab=VOCAB), 24, 24,
+                      lambda layers: qwen3vl(4, layers, vocab=VOCAB), 24, 24,
                       controls=CONTROLS + QWEN3VL_TOKENS),
 }
 PREPROCESSORS = {
