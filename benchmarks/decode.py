@@ -172,40 +172,51 @@ def main() -> None:
         from tests.fixtures.demo_models import DEMO_MODELS, fetch
 
         models = {key: str(fetch(DEMO_MODELS[key])) for key in args.model}
-    runs = [("lantern", None), *(("lantern", spec) for spec in args.requantize)]
-    if args.vs_llama_cpp:
-        runs.append(("llama.cpp", None))
+    compare(models, args.threads, args.rounds, args.requantize, args.vs_llama_cpp)
 
-    print(f"threads {args.threads}, nproc {os.cpu_count()}, {load_average()} at start")
-    header = (f"{'model':6} {'engine':10} {'weights':22} {'cold':>7} {'peak':>6} {'warm':>6} "
-              f"{'pp@20':>7} {'pp@512':>7} {'decode':>7} {'RSS':>6} {'peak':>6}")
+
+def compare(models: dict[str, str], threads: int, rounds: int, requantize: list[str],
+            vs_llama_cpp: bool) -> None:
+    """Print the table (and ratios) for every model (key -> GGUF path), rounds alternating."""
+    runs = [("lantern", None), *(("lantern", spec) for spec in requantize)]
+    if vs_llama_cpp:
+        runs.append(("llama.cpp", None))
+    print(f"threads {threads}, nproc {os.cpu_count()}, {load_average()} at start")
     for key, path in models.items():
         results: dict[tuple, list[Result]] = {run: [] for run in runs}
-        for _ in range(args.rounds):
+        for _ in range(rounds):
             for engine, spec in runs:
-                results[(engine, spec)].append(run_round(engine, path, args.threads, spec))
-        print(f"\n{key}: {path} ({load_average()})\n{header}")
-        table = {run: median(rs) for run, rs in results.items()}
-        for (engine, spec), r in table.items():
-            weights = ("GGUF (llama.cpp)" if engine == "llama.cpp" else
-                       f"{spec} NOT exact" if spec else "exact GGUF mapping")
-            print(f"{key:6} {engine:10} {weights:22} {r.load_cold:6.2f}s {r.peak_cold:6.0f} "
-                  f"{r.load_warm:5.2f}s {r.prefill_short:7.1f} {r.prefill_long:7.1f} "
-                  f"{r.decode:7.1f} {r.rss:6.0f} {r.peak_rss:6.0f}")
-        if args.vs_llama_cpp:
-            best = {run: fastest(rs) for run, rs in results.items()}
-            for label, rows in (("median", table), ("best round", best)):
-                base = rows[("llama.cpp", None)]
-                for (engine, spec), r in rows.items():
-                    if engine == "lantern":
-                        print(f"{key:6} {label} vs llama.cpp ({spec or 'exact'}): "
-                              f"prefill@20 {r.prefill_short / base.prefill_short:.2f}x, "
-                              f"prefill@512 {r.prefill_long / base.prefill_long:.2f}x, "
-                              f"decode {r.decode / base.decode:.2f}x")
-        for run, rs in results.items():
-            print(f"  {run[0]} {run[1] or EXACT_WEIGHTS}: decode per round "
-                  + ", ".join(f"{r.decode:.1f}" for r in rs)
-                  + "; prefill@512 " + ", ".join(f"{r.prefill_long:.0f}" for r in rs))
+                results[(engine, spec)].append(run_round(engine, path, threads, spec))
+        print(f"\n{key}: {path} ({load_average()})")
+        _print_model(key, results, vs_llama_cpp)
+
+
+def _print_model(key: str, results: dict[tuple, list[Result]], vs_llama_cpp: bool) -> None:
+    print(f"{'model':6} {'engine':10} {'weights':22} {'cold':>7} {'peak':>6} {'warm':>6} "
+          f"{'pp@20':>7} {'pp@512':>7} {'decode':>7} {'RSS':>6} {'peak':>6}")
+    table = {run: median(rs) for run, rs in results.items()}
+    for (engine, spec), r in table.items():
+        weights = ("GGUF (llama.cpp)" if engine == "llama.cpp" else
+                   f"{spec} NOT exact" if spec else "exact GGUF mapping")
+        print(f"{key:6} {engine:10} {weights:22} {r.load_cold:6.2f}s {r.peak_cold:6.0f} "
+              f"{r.load_warm:5.2f}s {r.prefill_short:7.1f} {r.prefill_long:7.1f} "
+              f"{r.decode:7.1f} {r.rss:6.0f} {r.peak_rss:6.0f}")
+    if vs_llama_cpp:
+        best = {run: fastest(rs) for run, rs in results.items()}
+        for label, rows in (("median", table), ("best round", best)):
+            base = rows[("llama.cpp", None)]
+            for (engine, spec), r in rows.items():
+                if engine == "lantern":
+                    print(f"{key:6} {label} vs llama.cpp ({spec or 'exact'}): "
+                          f"prefill@20 {r.prefill_short / base.prefill_short:.2f}x, "
+                          f"prefill@512 {r.prefill_long / base.prefill_long:.2f}x, "
+                          f"decode {r.decode / base.decode:.2f}x, "
+                          f"warm load {r.load_warm / base.load_warm:.2f}x")
+    for run, rs in results.items():
+        print(f"  {run[0]} {run[1] or EXACT_WEIGHTS}: decode per round "
+              + ", ".join(f"{r.decode:.1f}" for r in rs)
+              + "; prefill@512 " + ", ".join(f"{r.prefill_long:.0f}" for r in rs))
+
 
 if __name__ == "__main__":
     main()

@@ -69,7 +69,9 @@ def encode_times(args: argparse.Namespace) -> None:
         model = open_model(path)
         encoder = VisionEncoder(model, threads=args.threads, cache_size=0)
         print(f"graph + session: {encoder.load_seconds:.1f} s, {args.threads} threads")
-        llama = LlamaTower.open(Path(tmp), args.threads)
+        llama = LlamaTower.open(*write_qwen2vl_pair(
+            Path(tmp) / "llama-text.gguf", Path(tmp) / "llama-mmproj.gguf", TEXT_3B_WIDTH,
+            VISION_3B, default_type=T.F16, std=0.02), args.threads)
         rng = np.random.default_rng(0)
         for size in args.sizes:
             picture = random_image(size, rng)
@@ -95,22 +97,20 @@ def encode_times(args: argparse.Namespace) -> None:
 
 
 class LlamaTower:
-    """The same random tower in llama.cpp's libmtmd (its mmproj layout)."""
+    """A tower in llama.cpp's libmtmd (its mmproj layout)."""
 
     def __init__(self, mtmd, ctx, llm):
         self.mtmd, self.ctx, self.llm = mtmd, ctx, llm
 
     @classmethod
-    def open(cls, folder: Path, threads: int) -> LlamaTower | None:
+    def open(cls, text: Path, projector: Path, threads: int) -> LlamaTower | None:
+        """mtmd on the mmproj ``projector``; it needs the text model ``text`` to start."""
         try:
             from llama_cpp import Llama
             from llama_cpp import mtmd_cpp as mtmd
         except ImportError:
             print("llama-cpp-python is not installed: no llama.cpp yardstick")
             return None
-        text, projector = write_qwen2vl_pair(folder / "llama-text.gguf",
-                                             folder / "llama-mmproj.gguf", TEXT_3B_WIDTH,
-                                             VISION_3B, default_type=T.F16, std=0.02)
         llm = Llama(str(text), n_threads=threads, n_threads_batch=threads, n_ctx=4096,
                     verbose=False)
         params = mtmd.mtmd_context_params_default()

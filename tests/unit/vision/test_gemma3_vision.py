@@ -22,7 +22,6 @@ import sentencepiece as spm
 import torch
 from gguf import GGUFValueType
 from PIL import Image
-from safetensors.torch import load_file, save_file
 from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig
 
 from engine.chat.messages import Message
@@ -40,7 +39,7 @@ from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import Store
 from engine.vision.gemma3 import preprocess_square, soft_token_prompt
 from engine.vision.preprocess import pixels
-from tests.fixtures.llama_converter import convert
+from tests.fixtures.llama_converter import convert, published_vision_names
 from tests.fixtures.sentencepiece_models import CONTROLS, train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
@@ -57,18 +56,6 @@ class Gemma:
     models: dict[str, GGUFModel]
     sp: spm.SentencePieceProcessor
     picture: Image.Image
-
-
-def _published_names(hf_dir: Path) -> None:
-    """transformers 5 saves the tower as vision_tower.*; the converter maps the published
-    names, vision_tower.vision_model.*."""
-    path = hf_dir / "model.safetensors"
-    renamed = {}
-    for name, value in load_file(path).items():
-        if name.startswith("vision_tower.") and not name.startswith("vision_tower.vision_model."):
-            name = "vision_tower.vision_model." + name.removeprefix("vision_tower.")
-        renamed[name] = value.contiguous()
-    save_file(renamed, path, metadata={"format": "pt"})
 
 
 def _ollama_names(name: str) -> str:
@@ -144,7 +131,7 @@ def gemma(tmp_path_factory) -> Gemma:
                 weight.normal_(0.0, 0.2)
     hf_dir = folder / "hf"
     hf.save_pretrained(hf_dir)
-    _published_names(hf_dir)
+    published_vision_names(hf_dir)
     (hf_dir / "tokenizer.model").write_bytes(tokenizer_model.read_bytes())
     (hf_dir / "preprocessor_config.json").write_text(json.dumps(
         {"image_mean": [0.5] * 3, "image_std": [0.5] * 3, "image_seq_length": TOKENS}))
