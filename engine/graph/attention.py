@@ -74,9 +74,10 @@ class LayerCache:
 
 
 def rotary_width(cfg: TextConfig) -> int:
-    """The columns of the cos/sin rows, R/2. GQA takes a multiple of 8, so the turning part
-    of a head must be a multiple of 16 dims (Phi-4-mini's 96 of 128 is)."""
-    if cfg.rope_dims % 16:
+    """The columns of the cos/sin rows, R/2. When only part of a head turns, GQA takes a
+    multiple of 8 columns, so that part must be a multiple of 16 dims (Phi-4-mini's 96 of 128
+    is); a head that turns whole has no such limit."""
+    if cfg.rope_dims < cfg.head_dim and cfg.rope_dims % 16:
         raise UnsupportedModel(f"rotary over {cfg.rope_dims} dims of each head: ONNX Runtime's "
                                "attention turns a multiple of 16 dims")
     return cfg.rope_dims // 2
