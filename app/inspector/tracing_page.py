@@ -13,7 +13,7 @@ import html
 
 import numpy as np
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QCheckBox, QPlainTextEdit, QPushButton, QWidget
+from PySide6.QtWidgets import QCheckBox, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
 
 from app.inspector.rows import visible_piece
 from app.inspector.trace_heat import TraceHeat, state_name
@@ -67,8 +67,10 @@ class TracingPage(QWidget):
         layout.addWidget(self.counts)
         self.button = QPushButton("Trace")
         self.button.setObjectName("traceButton")
+        self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
         self.button.clicked.connect(self.traceRequested)
         row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
+        row.addStretch(0)        # idle: the button stays on the left
         layout.addLayout(row)
         self.status = hint(EMPTY)
         layout.addWidget(self.status)
@@ -154,13 +156,14 @@ class TracingPage(QWidget):
         answer, rival = (html.escape(visible_piece(piece(t))) for t in (trace.answer, trace.rival))
         restored = trace.restored
         layer, position = divmod(int(restored.argmax()), restored.shape[1])
-        self.summary.setText(
-            f"Clean answer <code>{answer}</code> against its rival <code>{rival}</code>: "
-            f"logit difference {trace.clean_diff:+.3f} clean, {trace.corrupt_diff:+.3f} "
-            f"corrupted. Most restored: {state_name(layer)} at position {position} "
-            f"({restored[layer, position]:.0%}). Hover a cell for its value.")
         tokens = [visible_piece(piece(a)) if a == b else
                   f"{visible_piece(piece(a))}/{visible_piece(piece(b))}"
                   for a, b in zip(trace.clean, trace.corrupt, strict=True)]
+        self.summary.setText(
+            f"Clean answer <code>{answer}</code> against its rival <code>{rival}</code>: "
+            f"logit difference {trace.clean_diff:+.3f} clean, {trace.corrupt_diff:+.3f} "
+            f"corrupted. Most restored: {state_name(layer)} at "
+            f"<code>{html.escape(tokens[position])}</code> (position {position}, "
+            f"{restored[layer, position]:.0%}). Hover a cell for its value.")
         self.heat.set_data(restored, tokens,
                            [a != b for a, b in zip(trace.clean, trace.corrupt, strict=True)])
