@@ -2,15 +2,18 @@
 of another token count is refused with the counts named and nothing runs; a trace on a
 tiny model shows exactly engine.inspect.tracing's numbers (answer, rival, differences,
 the map and its hover); cancel ends the job; an answer that starts cancels it; another
-conversation empties the tab; an image message is refused with the reason."""
+conversation empties the tab; an image message is refused with the reason; the panel's
+tab names, the Tracing tab's among them, are whole at the panel's opening width."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from app.inspector.panel import DebugPanel
 from app.inspector.trace_heat import LABEL_WIDTH, ROW_HEIGHT, SCALE_HEIGHT
 from app.settings.store import Settings
+from app.window import PANEL_WIDTH
 from engine.chat.messages import Message
 from engine.inspect.tracing import trace
 from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
@@ -127,3 +130,15 @@ def test_an_image_message_is_not_traced(qtbot, tmp_path, vision_store, photo):  
     assert page.clean.toPlainText() == "What is in this picture?"
     assert "holds an image" in page.status.text() and "text only" in page.status.text()
     assert page.corrupt.isReadOnly() and not page.button.isEnabled()
+
+
+def test_every_tab_name_is_whole_at_the_panels_width(qtbot):
+    panel = DebugPanel()
+    qtbot.addWidget(panel)
+    panel.resize(PANEL_WIDTH, 600)
+    panel.show()
+    bar = panel.tabs.tabBar()
+    qtbot.waitUntil(lambda: bar.width() == PANEL_WIDTH)
+    assert "Tracing" in [bar.tabText(i) for i in range(bar.count())]
+    assert [bar.tabRect(i).width() for i in range(bar.count())] == \
+        [bar.tabSizeHint(i).width() for i in range(bar.count())]      # none elided
