@@ -65,7 +65,7 @@ def history_path() -> Path:
     return data_dir() / "history.sqlite3"
 
 
-PANEL_WIDTH = 520
+PANEL_WIDTH = 570
 
 class MainWindow(QMainWindow):
     def __init__(self, settings: Settings | None = None, history: History | None = None,

@@ -175,11 +175,11 @@ class ConversationController(QObject):
 
     def message_room(self) -> int:
         """Tokens a new message may take in this conversation's context."""
-        system, own = self.conversation_settings()
+        _, own = self.conversation_settings()
         options = options_for(self.model, {**self.settings.options, **own,
                                            "num_ctx": self.settings.num_ctx})
         return message_room(options.num_ctx, options.num_predict, template_overhead(
-            self.model, system or self.settings.system or None, self.settings.think))
+            self.model, self.system_prompt(), self.settings.think))
 
     def set_conversation_settings(self, system: str, options: dict) -> None:
         """Applies from the next answer on."""
@@ -322,6 +322,15 @@ class ConversationController(QObject):
         if self.busy:
             raise GenerationError("the model is still busy: wait for it or press Stop")
 
+    def last_user_message(self) -> StoredMessage | None:
+        """The conversation's latest message from the user (causal tracing's clean text)."""
+        return self._last_stored("user")
+
+    def system_prompt(self) -> str | None:
+        """The system prompt this conversation's answers get (None: the model's own)."""
+        system, _ = self.conversation_settings()
+        return system or self.settings.system or None
+
     def _last_stored(self, role: str) -> StoredMessage | None:
         if self.conversation_id is None:
             return None
@@ -383,12 +392,12 @@ class ConversationController(QObject):
 
     def _open_session(self) -> ChatBackend:
         """This conversation's session (a fresh one after a switch), with its settings."""
-        system, own = self.conversation_settings()
+        _, own = self.conversation_settings()
         options = options_for(self.model, {**self.settings.options, **own,
                                            "num_ctx": self.settings.num_ctx})
         session = self.session or open_chat(self.model, options)
         session.options = options
-        session.system = system or self.settings.system or None
+        session.system = self.system_prompt()
         session.think = self.settings.think      # False: Ollama's think=false
         answer_format = self.conversation_format()
         session.format = parse_format(answer_format) if answer_format else None

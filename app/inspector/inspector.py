@@ -1,5 +1,6 @@
 """Decides what the Inside and llama.cpp tabs show, and computes it off the GUI thread
-(the Reference tab's layer dumps too, through app/inspector/dump_jobs.py).
+(the Reference tab's layer dumps too, through app/inspector/dump_jobs.py; the Tracing tab
+through its Tracer, which it owns).
 
 It follows the conversation: the prompt of the latest answer and its tokens. Selecting a
 reply token inspects the step that chose it (the row before it); selecting a prompt row
@@ -17,6 +18,7 @@ from app.chat.conversation import ConversationController
 from app.inspector.dump_jobs import DumpJobs
 from app.inspector.inside_page import position_title
 from app.inspector.panel import DebugPanel
+from app.inspector.tracer import Tracer
 from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
@@ -60,6 +62,7 @@ class Inspector(QObject):
         panel.opinion.layers.cancelRequested.connect(self.cancel_layers)
         if (hint := missing()) is not None:
             panel.opinion.show_missing(hint)
+        self.tracer = Tracer(panel.tracing, conversation, runner, self)
 
     # -- following the conversation ---------------------------------------------------------
 
@@ -93,6 +96,7 @@ class Inspector(QObject):
             self.opinion_job = None
         self.cancel_layers()
         self.dumps.clear()
+        self.tracer.clear()
         self.prompt, self.events, self.inspection, self.pending = None, [], None, None
 
     # -- choosing a position --------------------------------------------------------------

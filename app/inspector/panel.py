@@ -47,6 +47,7 @@ from app.inspector.rows import (
     visible_piece,
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
+from app.inspector.tracing_page import TracingPage
 from app.inspector.widgets import action_row, hint, section
 from engine.chat.backend import Capability, unavailable_reason
 
@@ -167,6 +168,8 @@ class DebugPanel(QDockWidget):
         self.tabs.addTab(self._prompt_tab(), "Prompt")
         self.inside = InsidePage()
         self.tabs.addTab(self.inside, "Inside")
+        self.tracing = TracingPage()
+        self.tabs.addTab(self.tracing, "Tracing")
         self.tabs.addTab(self._layers_tab(), "Layers")
         self.tabs.addTab(scrolling(self._reference_tab()), "Reference")
         self.opinion = OpinionPage(table_view)
@@ -179,8 +182,8 @@ class DebugPanel(QDockWidget):
         self._frame.timeout.connect(self.flush)
         # what each tab needs from the backend; a tab it cannot fill is disabled, and why
         self.tab_needs = {1: Capability.PROMPT_TOKENS, 2: Capability.LENS,
-                          3: Capability.LAYERS, 4: Capability.REFERENCE, 5: Capability.LOGITS,
-                          6: Capability.LENS}
+                          3: Capability.REFERENCE, 4: Capability.LAYERS,
+                          5: Capability.REFERENCE, 6: Capability.LOGITS, 7: Capability.LENS}
         self.unavailable = hint("")
         self.unavailable.setObjectName("panelUnavailable")
         self.unavailable.hide()

@@ -64,12 +64,17 @@ def trace(
     if np.array_equal(clean, corrupt):
         raise TraceError("the clean and corrupted prompts are the same tokens: change a word")
     report = progress or (lambda stage, fraction: None)
+
+    def check_cancel(_block: int = 0) -> None:
+        if cancel is not None and cancel.is_set():
+            raise InspectionCancelled("the trace was cancelled")
+
     weights = ReferenceWeights(model, keep=True)
     cfg = weights.config
     report("Clean and corrupted runs", 0.0)
-    clean_out = forward(model, clean, weights=weights)
+    clean_out = forward(model, clean, weights=weights, on_layer=check_cancel)
     cache = KVCache()
-    corrupt_out = forward(model, corrupt, weights=weights, cache=cache)
+    corrupt_out = forward(model, corrupt, weights=weights, cache=cache, on_layer=check_cancel)
     answer = int(clean_out.logits[-1].argmax())
     rival = int(corrupt_out.logits[-1].argmax())
     if rival == answer:
@@ -88,8 +93,7 @@ def trace(
     grid = np.empty((n_layers + 1, s))
     for layer in range(n_layers + 1):
         for i in range(s):
-            if cancel is not None and cancel.is_set():
-                raise InspectionCancelled("the trace was cancelled")
+            check_cancel()
             x = corrupt_out.hidden_states[layer][i:].copy()
             x[0] = clean_out.hidden_states[layer][i]
             prefix = KVCache()

@@ -92,3 +92,25 @@ def test_trace_cli(tiny, capsys):
                  "Hello the the thing", "--raw"]) == 0
     text = capsys.readouterr().out
     assert "most restored" in text and text.count("|") == 2 * len(out["clean"])
+
+
+def test_cancel_stops_the_first_runs_after_one_block(tiny, monkeypatch):
+    """Cancel is honoured inside the clean and corrupted runs, not only between restores:
+    on a large model those runs alone take long."""
+    import threading
+
+    import engine.inspect.tracing as tracing
+    from engine.inspect.inspection import InspectionCancelled
+
+    blocks: list[int] = []
+    real = tracing.forward
+
+    def counted(*args, on_layer, **kwargs):
+        return real(*args, on_layer=lambda i: (blocks.append(i), on_layer(i)), **kwargs)
+
+    monkeypatch.setattr(tracing, "forward", counted)
+    cancel = threading.Event()
+    with pytest.raises(InspectionCancelled):
+        trace(open_model(tiny[0]), [1, 2, 3], [1, 4, 3], cancel=cancel,
+              progress=lambda stage, fraction: cancel.set())
+    assert blocks == [0]

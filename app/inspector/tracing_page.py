@@ -1,0 +1,169 @@
+"""The panel's "Tracing" tab: causal tracing of the conversation's latest message.
+
+The latest message is the clean text; the user edits a copy into the corrupted text (one
+word changed) and the page says at once when their token counts differ, which the trace
+cannot compare. The result: the clean answer and its rival, the two logit differences and
+the layer x position map of the share restored. The page only draws; the Tracer decides
+what to compute.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QCheckBox, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
+
+from app.inspector.rows import visible_piece
+from app.inspector.trace_heat import TraceHeat, state_name
+from app.inspector.widgets import hint, progress_row, scrolling_body, section
+from engine.inspect.tracing import Trace
+
+EMPTY = ("Send a message first: causal tracing starts from this conversation's latest "
+         "message.")
+EDIT = ("Change one word of the corrupted text for another of the same length in tokens, "
+        "then trace.")
+TEXT_LINES = 3
+
+
+def text_box(read_only: bool) -> QPlainTextEdit:
+    box = QPlainTextEdit()
+    box.setReadOnly(read_only)
+    box.setTabChangesFocus(True)
+    lines = box.fontMetrics().lineSpacing() * TEXT_LINES
+    box.setFixedHeight(int(lines + 2 * box.frameWidth() + 8))
+    return box
+
+
+class TracingPage(QWidget):
+    traceRequested = Signal()
+    cancelRequested = Signal()
+    textsEdited = Signal()          # the corrupted text or the template choice changed
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        layout = scrolling_body(self)
+        layout.addWidget(section("Causal tracing"))
+        layout.addWidget(hint(
+            "Which hidden states carry the answer. The clean and the corrupted prompt run "
+            "through the numpy fp32 reference; then, for each hidden state (the embeddings "
+            "and every block's output) at each position, the corrupted run is repeated with "
+            "that one state restored to its clean value. The map shows the share of the "
+            "clean answer's logit difference over its rival that comes back."))
+        layout.addWidget(hint("Clean: the conversation's latest message"))
+        self.clean = text_box(read_only=True)
+        layout.addWidget(self.clean)
+        layout.addWidget(hint("Corrupted: the same with one word changed"))
+        self.corrupt = text_box(read_only=False)
+        self.corrupt.textChanged.connect(self.textsEdited)
+        layout.addWidget(self.corrupt)
+        self.plain = QCheckBox("Plain text: no chat template (a continuation, like "
+                               "lantern trace --raw)")
+        self.plain.toggled.connect(self.textsEdited)
+        layout.addWidget(self.plain)
+        self.counts = hint("")
+        self.counts.setObjectName("traceCounts")
+        layout.addWidget(self.counts)
+        self.button = QPushButton("Trace")
+        self.button.setObjectName("traceButton")
+        self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
+        self.button.clicked.connect(self.traceRequested)
+        row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
+        row.addStretch(0)        # idle: the button stays on the left
+        layout.addLayout(row)
+        self.status = hint(EMPTY)
+        layout.addWidget(self.status)
+        self.summary = hint("")
+        self.summary.setObjectName("traceSummary")
+        layout.addWidget(self.summary)
+        self.heat = TraceHeat()
+        layout.addWidget(self.heat)
+        layout.addStretch(1)
+        self.trace: Trace | None = None
+        self.ready = False               # the texts can be traced against each other
+        self.button.setEnabled(False)
+
+    # -- the texts ----------------------------------------------------------------------
+
+    def set_clean(self, text: str, note: str = "") -> None:
+        """A new latest message (``text`` empty: none; ``note``: why it cannot be traced)."""
+        self.clean.setPlainText(text)
+        self.corrupt.blockSignals(True)
+        self.corrupt.setPlainText(text)
+        self.corrupt.blockSignals(False)
+        self.corrupt.setReadOnly(not text or bool(note))
+        self.show_result(None)
+        self.ready = False
+        self.counts.setText("")
+        self._idle()
+        self.status.setText(note or ("" if text else EMPTY))
+
+    def corrupt_text(self) -> str:
+        return self.corrupt.toPlainText()
+
+    def show_counts(self, clean: int, corrupt: int, same: bool) -> bool:
+        """Say whether the two texts can be traced against each other; True if they can."""
+        if clean != corrupt:
+            text = (f"The corrupted text has {corrupt} tokens, the clean one {clean}: change "
+                    "one word for another of the same length in tokens.")
+        elif same:
+            text = EDIT
+        else:
+            text = f"Both texts have {clean} tokens: ready to trace."
+        self.counts.setText(text)
+        self.ready = clean == corrupt and not same
+        self.button.setEnabled(self.ready and self.progress.isHidden())
+        return self.ready
+
+    # -- states -------------------------------------------------------------------------
+
+    def show_running(self) -> None:
+        self.button.setEnabled(False)
+        self.progress.setValue(0)
+        self.progress.setVisible(True)
+        self.cancel_button.setVisible(True)
+        self.status.setText("Tracing…")
+
+    def show_progress(self, stage: str, fraction: float) -> None:
+        self.progress.setValue(int(100 * fraction))
+        self.status.setText(stage)
+
+    def show_failed(self, text: str) -> None:
+        self._idle()
+        self.status.setText(text)
+
+    def _idle(self) -> None:
+        self.progress.setVisible(False)
+        self.cancel_button.setVisible(False)
+        self.button.setEnabled(self.ready)
+
+    def clear(self) -> None:
+        """Another conversation: nothing of the previous one's trace stays."""
+        self.set_clean("")
+
+    # -- the result ---------------------------------------------------------------------
+
+    def show_result(self, trace: Trace | None, piece=str) -> None:
+        """The trace's answer, rival, differences and map (None: none shown)."""
+        self.trace = trace
+        if trace is None:
+            self.summary.setText("")
+            self.heat.set_data(np.zeros((0, 0)), [], [])
+            return
+        self._idle()
+        self.status.setText("")
+        answer, rival = (html.escape(visible_piece(piece(t))) for t in (trace.answer, trace.rival))
+        restored = trace.restored
+        layer, position = divmod(int(restored.argmax()), restored.shape[1])
+        tokens = [visible_piece(piece(a)) if a == b else
+                  f"{visible_piece(piece(a))}/{visible_piece(piece(b))}"
+                  for a, b in zip(trace.clean, trace.corrupt, strict=True)]
+        self.summary.setText(
+            f"Clean answer <code>{answer}</code> against its rival <code>{rival}</code>: "
+            f"logit difference {trace.clean_diff:+.3f} clean, {trace.corrupt_diff:+.3f} "
+            f"corrupted. Most restored: {state_name(layer)} at "
+            f"<code>{html.escape(tokens[position])}</code> (position {position}, "
+            f"{restored[layer, position]:.0%}). Hover a cell for its value.")
+        self.heat.set_data(restored, tokens,
+                           [a != b for a, b in zip(trace.clean, trace.corrupt, strict=True)])
