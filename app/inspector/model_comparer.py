@@ -32,17 +32,24 @@ class ModelComparer(QObject):
         self.runner, self.store = runner, store
         self.job: Job | None = None                 # the comparison running
         self.list_job: Job | None = None            # the store's candidates being read
+        self.stale = True                           # candidates not read since the last change
         page.requested.connect(self.compare)
+        page.shown.connect(self._shown)
         page.cancelRequested.connect(self.cancel)
         conversation.busyChanged.connect(self._busy)
 
     def refresh(self) -> None:
         """List the store's models against the loaded one (their vocabularies are read off
-        the GUI thread); a model without local weights offers none."""
-        model = self.conversation.model
+        the GUI thread); a model without local weights offers none. Only while the tab is in
+        view: reading every model's vocabulary competes with a model load or an answer for
+        the cores and the GIL, and stalled the window (BENCHMARKS.md, 'the model-load stall')."""
         if self.list_job is not None:
             self.list_job.cancel()
             self.list_job = None
+        self.stale = not self.page.isVisible()
+        if self.stale:
+            return
+        model = self.conversation.model
         if model is None or Capability.LENS not in self.conversation.capabilities:
             self.page.set_candidates([])
             return
@@ -52,6 +59,10 @@ class ModelComparer(QObject):
         job.failed.connect(self._list_failed)
         self.list_job = job
         self.runner.start(job)
+
+    def _shown(self) -> None:
+        if self.stale:
+            self.refresh()
 
     def _listed(self, candidates: list[Candidate]) -> None:
         if self.sender() is self.list_job:

@@ -45,6 +45,10 @@ def compared_window(qtbot, tmp_path, pair_store):
     window = loaded_window(qtbot, Settings(models_dir=str(pair_store), options={
         "temperature": 0.0, "num_predict": 5}), tmp_path)
     page = window.panel.compare
+    assert window.comparer.list_job is None and page.candidates == []  # not read unseen
+    window.show()
+    window.panel.show()
+    window.panel.tabs.setCurrentWidget(page)      # the tab in view: the store is read now
     qtbot.waitUntil(lambda: len(page.candidates) == 2, timeout=TIMEOUT_MS)
     send(qtbot, window, "Hello world")
     return window, page
