@@ -42,7 +42,7 @@ class ModelComparer(QObject):
         """List the store's models against the loaded one (their vocabularies are read off
         the GUI thread); a model without local weights offers none. Only while the tab is in
         view: reading every model's vocabulary competes with a model load or an answer for
-        the cores and the GIL, and stalled the window (BENCHMARKS.md, 'the model-load stall')."""
+        the cores and the GIL, and stalled the window (measured by benchmarks/ui_stalls.py)."""
         if self.list_job is not None:
             self.list_job.cancel()
             self.list_job = None
