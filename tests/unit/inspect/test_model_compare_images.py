@@ -1,0 +1,92 @@
+"""Two models, one conversation with an image: a tiny random-weight Qwen2.5-VL in F32 (A)
+and the same weights quantized (B, Q8_0/Q4_0/F16), each reading the picture through its
+own tower; both log-probability rows equal HF transformers' for that model's weights. A
+text-only model and a picture of another token count are refused, naming why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine.gguf import open_model
+from engine.inspect import image_grids
+from engine.inspect.compare_images import (
+    ComparisonError,
+    check_aligned,
+    own_images,
+    reference_encode,
+)
+from engine.inspect.model_compare import Candidate, compare_contexts, compare_with
+from engine.runtime.vision_encoder import VisionEncoder
+from engine.vision.prompt import image_prompt
+from tests.fixtures.hf_vision import TEXT, TYPES, tiny_hf_model, write_inline
+from tests.fixtures.synthetic_gguf import write_model
+from tests.unit.vision.test_vision_prompt import FIRST, SECOND, hf_logits, text, turn
+
+IDS = turn(text(2), "img", text(3))
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    """(A's HF model, its GGUF), (B's, its GGUF): one set of weights, two quantizations."""
+    folder = tmp_path_factory.mktemp("vl-pair")
+    made = []
+    for name, types in (("f32", {}), ("quantized", TYPES)):
+        hf = tiny_hf_model(seed=11)
+        made.append((hf, write_inline(hf, folder / f"{name}.gguf", types=types)))
+    return made
+
+
+@pytest.fixture(scope="module")
+def context(pair):
+    """The prompt as the chat core builds it for A (its engine tower)."""
+    a = open_model(pair[0][1])
+    return image_prompt(IDS, [FIRST], a.config, VisionEncoder(a, threads=1).encode)
+
+
+def hf_logprobs(hf, context) -> np.ndarray:
+    logits = torch.from_numpy(hf_logits(hf, context, [FIRST])).double()
+    ids = context.ids
+    return torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), ids[1:]].numpy()
+
+
+def test_both_rows_equal_hf_over_an_image(pair, context):
+    (hf_a, path_a), (hf_b, path_b) = pair
+    result = compare_with(open_model(path_a), "a", Candidate("b", path_b), context, str,
+                          [FIRST])
+    for row, hf in zip(result.logprobs, (hf_a, hf_b), strict=True):
+        np.testing.assert_allclose(row, hf_logprobs(hf, context), atol=2e-4, rtol=0)
+    [grid] = result.images
+    assert (grid.start, grid.height * grid.width) == (image_grids(context)[0].start,
+                                                      FIRST.n_tokens)
+    text = result.text
+    assert not text[grid.start - 1:grid.stop - 1].any() and text.sum() == len(IDS) - 2
+    assert np.abs(result.delta[text]).max() > 1e-4          # the quantization shows
+    assert all(text[p - 1] for p in result.marked) and len(result.marked) == 5
+    out = result.to_json()
+    assert [t["image"] for t in out["tokens"]] == (~text).tolist()
+    assert out["mean_abs_delta"] == pytest.approx(np.abs(result.delta[text]).mean())
+
+
+def test_b_reads_the_picture_as_the_chat_core_would(pair, context):
+    b = open_model(pair[1][1])
+    own = own_images(b, "b", context, [FIRST])
+    built = image_prompt(IDS, [FIRST], b.config, reference_encode(b))
+    np.testing.assert_array_equal(own.ids, built.ids)
+    np.testing.assert_array_equal(own.positions, built.positions)
+    np.testing.assert_array_equal(own.image_embeds, built.image_embeds)
+    assert np.abs(own.image_embeds - context.image_embeds).max() > 1e-4  # B's, not A's
+
+
+def test_a_text_model_and_another_token_count_are_refused(pair, context, tmp_path):
+    words = open_model(write_model(tmp_path / "text.gguf", "qwen2", TEXT))
+    with pytest.raises(ComparisonError, match="words has no vision tower"):
+        own_images(words, "words", context, [FIRST])
+    a = open_model(pair[0][1])
+    other = image_prompt(IDS, [SECOND], a.config, reference_encode(a))
+    with pytest.raises(ComparisonError, match=f"image 1 is {FIRST.n_tokens} tokens for a "
+                                              f"and {SECOND.n_tokens} for b"):
+        check_aligned((context, other), ("a", "b"))
+    with pytest.raises(ComparisonError, match="image 1 is"):
+        compare_contexts(a, a, (context, other), [str(i) for i in context.ids], ("a", "b"))
