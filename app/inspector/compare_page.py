@@ -3,11 +3,14 @@
 The latest prompt and answer, as the chat template rendered them, teacher-forced through
 the loaded model (A) and a second model of the store with the same vocabulary (B): each
 token's log-probability under both and the difference, the largest disagreements tinted
-and listed (click one to find it), and the mean |Δ|. app/inspector/model_comparer.py runs it.
+and listed (click one to find it), and the mean |Δ|. An image is one tinted row, as in the
+Prompt tab's colour, without numbers: its rows predict placeholders, not text.
+app/inspector/model_comparer.py runs it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +30,13 @@ from PySide6.QtWidgets import (
 from app.inspector.charts import LineChart, Series
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, progress_row, scrolling_body, section
+from app.inspector.widgets import (
+    IMAGE_COLOUR,
+    hint,
+    progress_row,
+    scrolling_body,
+    section,
+)
 from engine.inspect.model_compare import Candidate, ModelComparison
 
 DISAGREE = QColor(230, 80, 70, 80)
@@ -46,6 +55,7 @@ class TokenRow:
     a: float            # log p under the loaded model
     b: float            # log p under the other one
     marked: bool
+    image: str = ""     # an image's rows, as one: its label (no numbers)
 
     @property
     def delta(self) -> float:
@@ -53,17 +63,38 @@ class TokenRow:
 
 
 def token_rows(result: ModelComparison) -> list[TokenRow]:
-    """One row per predicted token (position 1 on), as `lantern compare` prints them."""
-    return [TokenRow(r + 1, result.tokens[r + 1], float(a), float(b), r + 1 in result.marked)
-            for r, (a, b) in enumerate(zip(*result.logprobs, strict=True))]
+    """One row per predicted token (position 1 on), as `lantern compare` prints them; an
+    image's rows as one row at its first position."""
+    starts = {grid.start: (k, grid) for k, grid in enumerate(result.images)}
+    rows = []
+    for r, (a, b, text) in enumerate(zip(*result.logprobs, result.text, strict=True)):
+        if r + 1 in starts:
+            k, grid = starts[r + 1]
+            rows.append(TokenRow(r + 1, "", math.nan, math.nan, False,
+                                 f"image {k + 1}: {grid.height} × {grid.width} patches, "
+                                 f"#{grid.start}–#{grid.stop - 1}"))
+        if text:
+            rows.append(TokenRow(r + 1, result.tokens[r + 1], float(a), float(b),
+                                 r + 1 in result.marked))
+    return rows
+
+
+def _number(value: float, sign: str = "") -> str:
+    return "" if math.isnan(value) else f"{value:{sign}.3f}"
 
 
 def _columns() -> list[Column]:
     return [Column("#", lambda r: str(r.position), numeric=True),
-            Column("token", lambda r: visible_piece(r.token)),
-            Column("log p A", lambda r: f"{r.a:.3f}", numeric=True),
-            Column("log p B", lambda r: f"{r.b:.3f}", numeric=True),
-            Column("Δ (B − A)", lambda r: f"{r.delta:+.3f}", numeric=True)]
+            Column("token", lambda r: r.image or visible_piece(r.token),
+                   tip=lambda r: "the image's embeddings: these rows predict placeholders, "
+                   "not text, so they are not compared" if r.image else ""),
+            Column("log p A", lambda r: _number(r.a), numeric=True),
+            Column("log p B", lambda r: _number(r.b), numeric=True),
+            Column("Δ (B − A)", lambda r: _number(r.delta, "+"), numeric=True)]
+
+
+def _tint(row: TokenRow) -> QColor | None:
+    return IMAGE_COLOUR if row.image else DISAGREE if row.marked else None
 
 
 class ComparePage(QWidget):
@@ -91,7 +122,7 @@ class ComparePage(QWidget):
         self.status.setObjectName("compareStatus")
         layout.addWidget(self.status)
         self.chart = LineChart("Δ log p (B − A) per token (click a point)", height=120)
-        self.chart.pointClicked.connect(lambda index: self.scroll_to(index + 1))
+        self.chart.pointClicked.connect(self.select_row)
         layout.addWidget(self.chart)
         self.largest_title = section("Largest disagreements")
         layout.addWidget(self.largest_title)
@@ -103,8 +134,7 @@ class ComparePage(QWidget):
                                           .sizeHint().height() + 4)
         layout.addWidget(self.largest_table)
         layout.addWidget(section("Every token"))
-        self.rows = RecordTableModel(_columns(), emphasis=lambda r: DISAGREE if r.marked
-                                     else None)
+        self.rows = RecordTableModel(_columns(), emphasis=_tint)
         self.table: QTableView = table_factory(self.rows, stretch_column=1)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
@@ -183,23 +213,34 @@ class ComparePage(QWidget):
         self._idle()
         rows = token_rows(result)
         self.rows.set_records(rows)
-        self.largest.set_records([rows[p - 1] for p in result.marked])
         self.largest_title.setText("Largest disagreements" + (
             " in the answer" if result.marked_from > 1 else ""))
-        self.chart.set_series([Series("Δ log p", result.delta.tolist(), DELTA_COLOUR)],
-                              [visible_piece(r.token) for r in rows])
+        self.largest.set_records([r for p in result.marked for r in rows
+                                  if r.position == p and not r.image])
+        self.chart.set_series([Series("Δ log p", [r.delta for r in rows], DELTA_COLOUR)],
+                              [r.image or visible_piece(r.token) for r in rows])
         self.status.setText(_summary(result))
         if result.marked_from > 1:      # the answer in view, the prompt above it
-            self.table.scrollTo(self.rows.index(result.marked_from - 1, 0),
-                                QAbstractItemView.PositionAtTop)
+            first = self._row_of(result.marked_from)
+            if first is not None:
+                self.table.scrollTo(self.rows.index(first, 0), QAbstractItemView.PositionAtTop)
+
+    def _row_of(self, position: int) -> int | None:
+        return next((i for i, r in enumerate(self.rows.records)
+                     if r.position == position and not r.image), None)
 
     def scroll_to(self, position: int) -> None:
         """Bring the row of token ``position`` into view, selected."""
-        if 1 <= position <= len(self.rows.records):
-            index = self.rows.index(position - 1, 0)
-            self.table.scrollTo(index, QAbstractItemView.PositionAtCenter)
-            self.table.selectRow(position - 1)
-            self.chart.set_selected(position - 1)
+        row = self._row_of(position)
+        if row is not None:
+            self.select_row(row)
+
+    def select_row(self, row: int) -> None:
+        """Row ``row`` of the table (a point of the chart) in view, selected."""
+        if 0 <= row < len(self.rows.records):
+            self.table.scrollTo(self.rows.index(row, 0), QAbstractItemView.PositionAtCenter)
+            self.table.selectRow(row)
+            self.chart.set_selected(row)
 
 
 def _availability(candidates: list[Candidate]) -> str:
@@ -212,13 +253,16 @@ def _availability(candidates: list[Candidate]) -> str:
 
 
 def _summary(result: ModelComparison) -> str:
-    delta = result.delta
-    mean = float(np.abs(delta).mean()) if len(delta) else 0.0
+    delta, compared = result.delta, result.text
+    mean = float(np.abs(delta[compared]).mean()) if compared.any() else 0.0
     text = (f"A: {result.names[0]} · B: {result.names[1]} · {len(result.ids)} tokens · "
             f"mean |Δ| {mean:.3f} nats")
-    if result.marked_from > 1:
-        text += (f" ({float(np.abs(delta[result.marked_from - 1:]).mean()):.3f} over the "
-                 f"answer, from #{result.marked_from})")
+    if result.images:
+        text += f" over the text ({len(result.images)} image(s) not compared)"
+    answer = compared[result.marked_from - 1:]
+    if result.marked_from > 1 and answer.any():
+        text += (f" ({float(np.abs(delta[result.marked_from - 1:][answer]).mean()):.3f} over "
+                 f"the answer, from #{result.marked_from})")
     if result.marked:
         worst = result.marked[0]
         text += (f" · largest {delta[worst - 1]:+.3f} at #{worst} "

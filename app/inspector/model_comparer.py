@@ -2,6 +2,8 @@
 comparison itself over the conversation's latest context (the Inspector's), off the GUI
 thread. Like the inspections it is a cancellable job with progress that never runs while
 an answer streams: sending cancels it, and a new answer, conversation or model clears it.
+A context with an image is compared too (each model reads the picture through its own
+tower); the store's models without a vision tower are then listed greyed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from app.inspector.inspector import Inspector
 from app.workers import CallJob, Job, JobRunner, ProgressJob
 from engine.chat.backend import Capability
 from engine.inspect import image_grids
+from engine.inspect.compare_images import picture_inputs
 from engine.inspect.model_compare import Candidate, compare_candidates, compare_with
 from engine.store import Store
 
@@ -33,6 +36,7 @@ class ModelComparer(QObject):
         self.job: Job | None = None                 # the comparison running
         self.list_job: Job | None = None            # the store's candidates being read
         self.stale = True                           # candidates not read since the last change
+        self.listed_images = False                  # they were read for a context with images
         page.requested.connect(self.compare)
         page.shown.connect(self._shown)
         page.cancelRequested.connect(self.cancel)
@@ -54,11 +58,16 @@ class ModelComparer(QObject):
             self.page.set_candidates([])
             return
         store, path, name = self.store, model.gguf.path, model.name
-        job = CallJob(lambda: compare_candidates(store(), path, name))
+        images = self.listed_images = self._has_images()
+        job = CallJob(lambda: compare_candidates(store(), path, name, images))
         job.result.connect(self._listed)
         job.failed.connect(self._list_failed)
         self.list_job = job
         self.runner.start(job)
+
+    def _has_images(self) -> bool:
+        context = self.inspector.context
+        return context is not None and bool(image_grids(context))
 
     def _shown(self) -> None:
         if self.stale:
@@ -90,6 +99,8 @@ class ModelComparer(QObject):
     def _busy(self, busy: bool) -> None:
         if busy and self.conversation.busy:      # the stream comes first
             self.clear()
+        elif not busy and self._has_images() != self.listed_images:
+            self.refresh()                       # which models can read it changed
 
     def compare(self, other: Candidate) -> None:
         model, context = self.conversation.model, self.inspector.context
@@ -104,18 +115,15 @@ class ModelComparer(QObject):
         if self.conversation.busy:
             self.page.show_failed("An answer is streaming: compare once it has ended.")
             return
-        if image_grids(context):
-            self.page.show_failed("Models are compared on text only; this conversation's "
-                                  "context holds an image.")
-            return
         self.cancel()
-        gguf, name, ids, piece = model.gguf, model.name, context.ids.tolist(), self.inspector.piece
+        gguf, name, piece = model.gguf, model.name, self.inspector.piece
         # the disagreements that matter are the answer's: nobody predicts template markup
         answer = len(self.inspector.prompt) if self.inspector.events else 1
+        pictures = picture_inputs(self._attachments())
 
         def run(progress, cancel):
-            return compare_with(gguf, name, other, ids, piece, marked_from=answer,
-                                progress=progress, cancel=cancel)
+            return compare_with(gguf, name, other, context, piece, pictures,
+                                marked_from=answer, progress=progress, cancel=cancel)
 
         job = ProgressJob(run)
         job.progress.connect(self.page.show_progress)
@@ -124,6 +132,12 @@ class ModelComparer(QObject):
         self.job = job
         self.page.show_running(other.name)
         self.runner.start(job)
+
+    def _attachments(self) -> list:
+        """The conversation's images, oldest first, as the model was given them."""
+        session = self.conversation.session
+        messages = session.messages if session is not None else []
+        return [image for m in messages for image in m.images]
 
     def cancel(self) -> None:
         if self.job is not None:

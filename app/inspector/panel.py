@@ -48,7 +48,7 @@ from app.inspector.rows import (
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.tracing_page import TracingPage
-from app.inspector.widgets import action_row, hint, section
+from app.inspector.widgets import IMAGE_COLOUR, action_row, hint, section
 from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
@@ -59,7 +59,6 @@ ENTROPY_COLOUR = QColor(70, 130, 240)
 MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
-IMAGE_COLOUR = QColor(140, 90, 220, 45)
 CELL_PADDING = 18   # a table cell's margins around its text
 FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 

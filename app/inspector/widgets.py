@@ -1,8 +1,9 @@
 """The panel's small shared widgets: labels, a left-aligned action button, a progress row
-with Cancel, and a page body that scrolls."""
+with Cancel, and a page body that scrolls; the tint of image rows every table shares."""
 
 from collections.abc import Callable
 
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -13,6 +14,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+IMAGE_COLOUR = QColor(140, 90, 220, 45)   # rows an image's embeddings fill
 
 
 def section(text: str) -> QLabel:
