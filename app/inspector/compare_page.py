@@ -257,12 +257,12 @@ def _summary(result: ModelComparison) -> str:
     mean = float(np.abs(delta[compared]).mean()) if compared.any() else 0.0
     text = (f"A: {result.names[0]} · B: {result.names[1]} · {len(result.ids)} tokens · "
             f"mean |Δ| {mean:.3f} nats")
-    if result.images:
-        text += f" over the text ({len(result.images)} image(s) not compared)"
     answer = compared[result.marked_from - 1:]
     if result.marked_from > 1 and answer.any():
         text += (f" ({float(np.abs(delta[result.marked_from - 1:][answer]).mean()):.3f} over "
                  f"the answer, from #{result.marked_from})")
+    if result.images:
+        text += f" · {len(result.images)} image(s), whose rows are not compared"
     if result.marked:
         worst = result.marked[0]
         text += (f" · largest {delta[worst - 1]:+.3f} at #{worst} "

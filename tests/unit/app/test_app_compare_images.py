@@ -80,7 +80,7 @@ def test_the_tab_compares_a_conversation_with_an_image(qtbot, tmp_path, vl_pair_
     row = rows.index(image)
     assert page.rows.index(row, 0).data(Qt.BackgroundRole) == IMAGE_COLOUR
     assert page.rows.index(row, 2).data(Qt.DisplayRole) == ""    # no numbers for it
-    assert "1 image(s) not compared" in page.status.text()
+    assert "1 image(s), whose rows are not compared" in page.status.text()
 
     page.chart.pointClicked.emit(row)                # the image's point: its row selected
     [selected] = page.table.selectionModel().selectedRows()
