@@ -186,8 +186,14 @@ def compare_with(a: GGUFModel, name_a: str, other: Candidate, context: PromptTok
     if other.reason:
         raise ComparisonError(f"{other.name} cannot be compared with {name_a}: {other.reason}")
     b = open_model(other.path, other.projector)
-    contexts = (own_images(a, name_a, context, pictures),
-                own_images(b, other.name, context, pictures))
-    return compare_contexts(a, b, contexts, [piece(int(i)) for i in context.ids],
+    report = progress or (lambda stage, fraction: None)
+    contexts = []
+    for model, name in ((a, name_a), (b, other.name)):
+        if cancel is not None and cancel.is_set():
+            raise InspectionCancelled("the comparison was cancelled")
+        if context.image_rows is not None:
+            report(f"{name}: reading the image(s)", 0.0)
+        contexts.append(own_images(model, name, context, pictures))
+    return compare_contexts(a, b, tuple(contexts), [piece(int(i)) for i in context.ids],
                             (name_a, other.name), marked_from=marked_from, progress=progress,
                             cancel=cancel)

@@ -1,9 +1,12 @@
 """Two models, one conversation with an image: a tiny random-weight Qwen2.5-VL in F32 (A)
 and the same weights quantized (B, Q8_0/Q4_0/F16), each reading the picture through its
-own tower; both log-probability rows equal HF transformers' for that model's weights. A
-text-only model and a picture of another token count are refused, naming why."""
+own tower; both log-probability rows equal HF transformers' for that model's weights, and
+so do a tiny Qwen3-VL's (DeepStack) in llama.cpp's and Ollama's layouts. A text-only model
+and a picture of another token count or patch size are refused, naming why."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,9 +22,12 @@ from engine.inspect.compare_images import (
 )
 from engine.inspect.model_compare import Candidate, compare_contexts, compare_with
 from engine.runtime.vision_encoder import VisionEncoder
+from engine.vision.preprocess import preprocess_for
 from engine.vision.prompt import image_prompt
+from tests.fixtures.hf_qwen3vl import qwen3vl, write_ollama_layout
 from tests.fixtures.hf_vision import TEXT, TYPES, tiny_hf_model, write_inline
 from tests.fixtures.synthetic_gguf import write_model
+from tests.unit.vision.test_qwen3vl_tower import hf_inputs, image_ids, noise
 from tests.unit.vision.test_vision_prompt import FIRST, SECOND, hf_logits, text, turn
 
 IDS = turn(text(2), "img", text(3))
@@ -90,3 +96,29 @@ def test_a_text_model_and_another_token_count_are_refused(pair, context, tmp_pat
         check_aligned((context, other), ("a", "b"))
     with pytest.raises(ComparisonError, match="image 1 is"):
         compare_contexts(a, a, (context, other), [str(i) for i in context.ids], ("a", "b"))
+    b = open_model(pair[1][1])
+    wide = replace(FIRST, patch_size=16)
+    with pytest.raises(ComparisonError, match="14-pixel patches"):
+        own_images(b, "b", context, [wide])
+    t, gh, gw = FIRST.grid
+    taller = replace(FIRST, grid=(t, gh + 2, gw))
+    with pytest.raises(ComparisonError, match=f"image 1 is {FIRST.n_tokens} tokens in this "
+                                              f"context but {taller.n_tokens} for b's"):
+        own_images(b, "b", context, [taller])
+
+
+def test_deepstack_rows_equal_hf_in_both_layouts(tmp_path):
+    qwen = qwen3vl()
+    inline = write_ollama_layout(qwen, tmp_path / "ollama-qwen3vl.gguf")
+    image = preprocess_for(qwen.paired.config.vision, noise(70, 50))
+    context = image_prompt(image_ids(qwen), [image], qwen.paired.config,
+                           VisionEncoder(qwen.paired, threads=1).encode)
+    paired = Candidate("llama.cpp", qwen.paired.path, projector=qwen.projector)
+    result = compare_with(open_model(inline), "ollama", paired, context, str, [image])
+    ids = context.ids.tolist()
+    with torch.no_grad():
+        logits = qwen.hf(**hf_inputs(qwen, ids, image)).logits[0].double()
+    expected = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), ids[1:]].numpy()
+    for row in result.logprobs:
+        np.testing.assert_allclose(row, expected, atol=2e-4, rtol=0)
+    assert len(result.images) == 1 and (~result.text).sum() == image.n_tokens
