@@ -21,7 +21,7 @@ from engine.gguf.config import VisionConfig
 from engine.inspect.attention import ImageGrid, image_grids
 from engine.reference import qwen3vl_tower, siglip_tower, vision_tower
 from engine.vision.preprocess import ImageInput
-from engine.vision.prompt import Encode
+from engine.vision.prompt import Encode, stored_embeds
 from engine.vision.video import VideoInput
 
 
@@ -56,7 +56,8 @@ def reference_encode(model: GGUFModel) -> Encode:
 def own_images(model: GGUFModel, name: str, context: PromptTokens,
                pictures: Sequence[ImageInput]) -> PromptTokens:
     """``context`` with each picture's rows (and DeepStack features) from ``model``'s own
-    tower; the context itself when it holds no image."""
+    tower, stored as the prompt builders store them (stored_embeds); the context itself
+    when it holds no image."""
     grids = image_grids(context)
     if not grids:
         return context
@@ -72,7 +73,8 @@ def own_images(model: GGUFModel, name: str, context: PromptTokens,
     encode = reference_encode(model)
     features = [_stacked(encode(picture)) for picture in pictures]
     return dataclasses.replace(
-        context, image_embeds=np.concatenate([f[0] for f in features]).astype(np.float32),
+        context, image_embeds=stored_embeds(np.concatenate([f[0] for f in features]),
+                                            model.config),
         image_deepstack=np.concatenate([f[1:] for f in features], axis=1).astype(np.float32)
         if len(features[0]) > 1 else None)
 

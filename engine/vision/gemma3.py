@@ -23,7 +23,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import ImageError
 from engine.gguf.config import ModelConfig, VisionConfig
 from engine.vision.preprocess import ImageInput, load_image, normalise, to_rgb
-from engine.vision.prompt import Encode
+from engine.vision.prompt import Encode, stored_embeds
 
 GEMMA3_IMAGE_PLACEHOLDER = "<start_of_image>"  # what Gemma's chat template writes per image
 SIGLIP_MEAN = (0.5, 0.5, 0.5)
@@ -91,7 +91,6 @@ def soft_token_prompt(ids: Sequence[int], images: Sequence[ImageInput], config: 
         keys=tuple(keys),
         next_position=len(out),
         image_rows=np.concatenate(rows),
-        # the decoder scales every input row by sqrt(H); Gemma scales token embeddings only
-        image_embeds=(np.concatenate(embeds) / config.text.embedding_scale).astype(np.float32),
+        image_embeds=stored_embeds(np.concatenate(embeds), config),
         bidirectional_images=True,
     )

@@ -65,6 +65,12 @@ def image_prompt(ids: Sequence[int], images: Sequence[ImageInput | VideoInput],
                         merge_size=vision.spatial_merge_size)
 
 
+def stored_embeds(embeds: np.ndarray, config: ModelConfig) -> np.ndarray:
+    """Image embeddings as a prompt stores them: the decoder scales every input row by
+    the embedding scale (Gemma: sqrt(H)), which an image's rows must not get."""
+    return (np.asarray(embeds) / config.text.embedding_scale).astype(np.float32)
+
+
 def _add_video(built: _Built, video: VideoInput, special: SpecialTokens,
                encode_text: Callable[[str], list[int]] | None) -> None:
     if special.video_pad is None or encode_text is None:

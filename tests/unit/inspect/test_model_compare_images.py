@@ -1,7 +1,8 @@
 """Two models, one conversation with an image: a tiny random-weight Qwen2.5-VL in F32 (A)
 and the same weights quantized (B, Q8_0/Q4_0/F16), each reading the picture through its
 own tower; both log-probability rows equal HF transformers' for that model's weights, and
-so do a tiny Qwen3-VL's (DeepStack) in llama.cpp's and Ollama's layouts. A text-only model
+so do a tiny Qwen3-VL's (DeepStack) and Gemma 3's (two-way image rows) in llama.cpp's
+and Ollama's layouts. A text-only model
 and a picture of another token count or patch size are refused, naming why."""
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from engine.inspect.compare_images import (
 )
 from engine.inspect.model_compare import Candidate, compare_contexts, compare_with
 from engine.runtime.vision_encoder import VisionEncoder
+from engine.vision.gemma3 import preprocess_square
 from engine.vision.preprocess import preprocess_for
 from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_qwen3vl import qwen3vl, write_ollama_layout
 from tests.fixtures.hf_vision import TEXT, TYPES, tiny_hf_model, write_inline
 from tests.fixtures.synthetic_gguf import write_model
+from tests.unit.vision.test_gemma3_vision import (
+    gemma,  # noqa: F401 (fixture)
+    prompt_for,
+)
+from tests.unit.vision.test_gemma3_vision import hf_logits as gemma_logits
 from tests.unit.vision.test_qwen3vl_tower import hf_inputs, image_ids, noise
 from tests.unit.vision.test_vision_prompt import FIRST, SECOND, hf_logits, text, turn
 
@@ -122,3 +129,19 @@ def test_deepstack_rows_equal_hf_in_both_layouts(tmp_path):
     for row in result.logprobs:
         np.testing.assert_allclose(row, expected, atol=2e-4, rtol=0)
     assert len(result.images) == 1 and (~result.text).sum() == image.n_tokens
+
+
+def test_two_way_image_rows_equal_hf_in_both_layouts(gemma):  # noqa: F811
+    inline, paired = gemma.models["inline"], gemma.models["projector"]
+    context = prompt_for(gemma, inline, VisionEncoder(inline).encode)
+    picture = preprocess_square(gemma.picture, inline.config.vision)
+    contexts = (own_images(inline, "inline", context, [picture]),
+                own_images(paired, "projector", context, [picture]))
+    result = compare_contexts(inline, paired, contexts, [str(i) for i in context.ids],
+                              ("inline", "projector"))
+    logits = torch.from_numpy(gemma_logits(gemma, context)).double()
+    ids = context.ids.tolist()
+    expected = torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), ids[1:]].numpy()
+    for row in result.logprobs:
+        np.testing.assert_allclose(row, expected, atol=2e-4, rtol=0)
+    assert context.image_groups() is not None and (~result.text).sum() == picture.n_tokens
