@@ -3,8 +3,8 @@
 The latest prompt and answer, as the chat template rendered them, teacher-forced through
 the loaded model (A) and a second model of the store with the same vocabulary (B): each
 token's log-probability under both and the difference, the largest disagreements tinted
-and listed (click one to find it), and the mean |Δ|. An image is one tinted row, as in the
-Prompt tab's colour, without numbers: its rows predict placeholders, not text.
+and listed (click one to find it), and the mean |Δ|. An image is one row in the Prompt
+tab's image tint, without numbers: its rows predict placeholders, not text.
 app/inspector/model_comparer.py runs it.
 """
 

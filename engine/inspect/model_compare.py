@@ -34,9 +34,6 @@ from engine.reference import ReferenceWeights, forward
 from engine.store import LocalModel, Store
 from engine.vision.preprocess import ImageInput
 
-__all__ = ["Candidate", "ComparisonError", "ModelComparison", "compare_candidates",
-           "compare_contexts", "compare_models", "compare_with", "teacher_forced"]
-
 
 @dataclass(frozen=True)
 class ModelComparison:
