@@ -48,6 +48,7 @@ class LlamaLayers:
     ids: tuple[int, ...]
     rows: tuple[LayerSide, ...]     # one per block, blk.0 first
     result: Against                 # its rows start with the (shared) embeddings
+    steered: bool = False           # both ran with the answer's control vectors
 
     @property
     def first_off(self) -> int | None:
@@ -70,6 +71,7 @@ class LlamaLayers:
                     "max_abs_delta": d.max_abs, "relative": d.relative, "cosine": d.cosine}
         logits = self.result.logits
         return {"engine": f"llama-cpp-python {self.version}", "tokens": len(self.ids),
+                "steered": self.steered,
                 "tolerance": self.result.tolerance, "layers": [row(r) for r in self.rows],
                 "logits": None if logits is None else {
                     "max_abs_delta": logits.max_abs, "relative": logits.relative,
@@ -80,10 +82,11 @@ class LlamaLayers:
 
 def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
                  weights: ReferenceWeights | None = None, tolerance: float = TOLERANCE,
-                 progress: Progress | None = None,
-                 cancel: threading.Event | None = None) -> LlamaLayers:
+                 progress: Progress | None = None, cancel: threading.Event | None = None,
+                 steering: np.ndarray | None = None) -> LlamaLayers:
     """llama.cpp (GGUF at ``path``) and the reference (``model``, or ``weights`` when
-    given) over ``ids``; every block compared."""
+    given) over ``ids``, both steered by ``steering`` [n_layers, H] when given (a steered
+    answer's control vectors); every block compared."""
     if (problem := llama_build().problem) is not None:
         raise SecondOpinionUnavailable(problem)
     import llama_cpp
@@ -91,15 +94,17 @@ def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
     report = progress or (lambda stage, fraction: None)
     n = model.config.text.n_layers
     report("llama.cpp", 0.0)
-    theirs = block_states(path, ids, n, cancel=cancel, on_block=lambda i: report(
-        f"llama.cpp: block {i + 1} of {n}", (i + 1) / (2 * n)))
+    theirs = block_states(path, ids, n, cancel=cancel, steering=steering,
+                          on_block=lambda i: report(f"llama.cpp: block {i + 1} of {n}",
+                                                    (i + 1) / (2 * n)))
 
     def on_layer(i: int) -> None:
         if cancel is not None and cancel.is_set():
             raise InspectionCancelled("the comparison with llama.cpp was cancelled")
         report(f"Reference: block {i + 1} of {n}", 0.5 + (i + 1) / (2 * n))
 
-    ours = forward(model, np.asarray(ids), weights=weights, on_layer=on_layer)
+    ours = forward(model, np.asarray(ids), weights=weights, on_layer=on_layer,
+                   steering=steering)
     ours_dump = Dump("reference", np.asarray(ids), ours.hidden_states, ours.logits)
     theirs_dump = Dump("llama.cpp", np.asarray(ids), [ours.hidden_states[0], *theirs.blocks],
                        theirs.logits)
@@ -107,7 +112,8 @@ def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
     rows = tuple(LayerSide(d, _mean_std(a), _mean_std(b)) for d, a, b in zip(
         result.rows[1:], ours.hidden_states[1:], theirs.blocks, strict=True))
     report("Done", 1.0)
-    return LlamaLayers(llama_cpp.__version__, tuple(int(i) for i in ids), rows, result)
+    return LlamaLayers(llama_cpp.__version__, tuple(int(i) for i in ids), rows, result,
+                       steering is not None)
 
 
 def _mean_std(state: np.ndarray) -> tuple[float, float]:
