@@ -49,10 +49,11 @@ class LlamaLayersSection(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(section("Layer by layer"))
         layout.addWidget(hint("Each block's output in llama.cpp and in the reference over "
-                              "the same tokens; the first block whose relative max |Δ| is "
-                              "over the tolerance (the drift of llama.cpp's int8 "
-                              "activations) is named. Mean and std are the last token's, "
-                              "Lantern's then llama.cpp's."))
+                              "the same tokens; the first block whose relative error (max "
+                              "|Δ| over the largest value the position's stream carried; "
+                              "attention sinks are not judged) is over the tolerance (the "
+                              "drift of llama.cpp's int8 activations) is named. Mean and "
+                              "std are the last token's, Lantern's then llama.cpp's."))
         self.button = QPushButton("Compare every layer")
         self.button.setObjectName("llamaLayersButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
