@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import json
 
 import numpy as np
 from gguf import GGUFReader
 
 from engine.chat.prompt_tokens import PromptTokens
+from engine.cli import main
 from engine.gguf import open_model
 from engine.gguf.control_vector import Steering, write_control_vector
 from engine.inspect import inspect_context
@@ -117,3 +119,36 @@ def test_a_steered_answer_gets_a_steered_second_opinion(demo_05b, tmp_path):
     unsteered = second_opinion(demo_05b, dataclasses.replace(steered, steering=None), piece)
     assert not unsteered.steered
     assert unsteered.delta.max() > 4 * TOLERANCE, unsteered.delta
+
+
+def test_cli_inspect_and_debug_run_steered(tmp_path, capsys):
+    """`--control-vector` on `lantern inspect --llama` and `lantern debug --llama-layers`:
+    both engines steered (the lens and the blocks move, llama.cpp still agrees); a vector
+    of another width is refused with the reason."""
+    path = write_model(tmp_path / "m.gguf", "qwen2", TextSpec(layers=3, vocab=400), seed=2)
+    hidden = open_model(path).config.text.hidden_size
+    rng = np.random.default_rng(1)
+    vector = tmp_path / "v.gguf"
+    write_control_vector(vector, {n: rng.standard_normal(hidden) for n in (1, 2)}, "qwen2")
+    steer = ["--control-vector", f"{vector}:{STRENGTH}"]
+
+    def run(*args: str) -> dict:
+        assert main([*args, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    inspect = ["inspect", str(path), "Hello world", "--raw", "--llama"]
+    plain, steered = run(*inspect), run(*inspect, *steer)
+    assert not plain["second_opinion"]["steered"] and steered["second_opinion"]["steered"]
+    assert steered["second_opinion"]["max_delta_logprob"] < TOLERANCE
+    assert plain["lens"][-1] != steered["lens"][-1]
+    debug = ["debug", str(path), "Hello world", "--raw", "--llama-layers"]
+    plain, steered = run(*debug), run(*debug, *steer)
+    assert steered["steered"] and steered["first_off"] is None, steered["verdict"]
+    assert plain["layers"][0] == steered["layers"][0]          # block 0 is never steered
+    assert plain["layers"][1]["ours"] != steered["layers"][1]["ours"]
+
+    write_control_vector(tmp_path / "wide.gguf", {1: np.ones(hidden + 1)}, "qwen2")
+    assert main([*debug, "--control-vector", str(tmp_path / "wide.gguf")]) == 1
+    assert f"{hidden + 1} values per layer" in capsys.readouterr().err
+    assert main(["debug", str(path), "Hi", *steer]) == 2
+    assert "--llama-layers" in capsys.readouterr().err
