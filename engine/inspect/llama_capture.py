@@ -113,7 +113,7 @@ def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
                  on_block: Callable[[int], None] = lambda layer: None,
                  cancel: threading.Event | None = None,
                  steering: np.ndarray | None = None) -> LlamaStates:
-    """Run llama.cpp (CPU, its default settings otherwise) over ``ids`` in one batch and
+    """Run llama.cpp (CPU, llama-cpp-python's default settings) over ``ids`` in one batch and
     return the output of its first ``n_layers`` blocks and the logits of every position;
     ``steering`` [n_layers, H]: what the answer added to each block's output (row 0 none),
     as ``engine.gguf.control_vector.Steering.table`` gives it."""
@@ -157,6 +157,9 @@ def _decode(llama_cpp, model, ids: list[int], collector: _Collector,
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = params.n_batch = params.n_ubatch = max(len(ids), 16)
     params.n_threads = params.n_threads_batch = os.cpu_count() or 1
+    # as llama-cpp-python's Llama() runs it (flash_attn=False); llama.cpp's own default
+    # (auto: on, CPU) parts from the reference on long batches (BENCHMARKS.md, the 1.5B's blk.26)
+    params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
     callback = llama_cpp.ggml_backend_sched_eval_callback(collector)
     aborted = llama_cpp.ggml_abort_callback(lambda _data: cancel is not None and cancel.is_set())
     params.cb_eval, params.abort_callback = callback, aborted
