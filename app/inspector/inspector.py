@@ -44,9 +44,11 @@ class Inspector(QObject):
         self.job: Job | None = None
         self.pending: tuple[int, str] | None = None     # (row, where) waiting for the answer
         self.inspection: Inspection | None = None
-        self._shown: tuple[str, str, list] = ("", "", [])   # how to show the running job's result
+        self.inspection_steering = ""     # the control vectors it ran with, in words
+        self._shown: tuple[str, str, list, str] = ("", "", [], "")  # how to show the job's result
         self.opinion_job: Job | None = None
         self.layers_job: Job | None = None
+        self.layers_steering = ""         # the control vectors the layers run with, in words
         self.dumps = DumpJobs(panel.dump, conversation, runner, lambda: self.context, self)
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
@@ -149,6 +151,7 @@ class Inspector(QObject):
         images = len(image_grids(context))
         pictures = self._pictures()[-images:] if images else []
         gguf, piece, steering = model.gguf, self.piece, self.conversation.steering_table
+        label = self.conversation.answer_steering if steering is not None else ""
 
         def run(progress, cancel) -> Inspection:
             return inspect_context(gguf, context, piece, row, progress=progress, cancel=cancel,
@@ -159,7 +162,7 @@ class Inspector(QObject):
         job.progress.connect(self.panel.inside.show_progress)
         job.result.connect(self._inspected)
         job.failed.connect(self._failed)
-        self.job, self._shown = job, (where, note, pictures)
+        self.job, self._shown = job, (where, note, pictures, label)
         self.panel.inside.show_running(f"Inspecting position {row} ({where})…")
         self.runner.start(job)
 
@@ -203,7 +206,7 @@ class Inspector(QObject):
     def _inspected(self, inspection: Inspection) -> None:
         if self.sender() is not self.job:     # a result that was cancelled meanwhile
             return
-        where, note, pictures = self._shown
+        where, note, pictures, self.inspection_steering = self._shown
         self.job, self.inspection = None, inspection
         self.panel.inside.show_inspection(inspection, position_title(inspection, where), note,
                                           pictures[:len(inspection.images)])
@@ -223,18 +226,20 @@ class Inspector(QObject):
 
     def ask_llama(self) -> None:
         """llama.cpp over the inspected context, or else the latest one (inspected on the
-        way: the comparison needs the reference's log-probabilities)."""
+        way: the comparison needs the reference's log-probabilities), steered as it was."""
         model, inspection, context = self.conversation.model, self.inspection, self.context
         if model is None or (inspection is None and context is None):
             self.panel.opinion.show_failed("Send a message first: llama.cpp is compared over "
                                            "the conversation's latest context.")
             return
-        piece, gguf = self.piece, model.gguf
+        piece, gguf, steering = self.piece, model.gguf, self.conversation.steering_table
+        label = self.inspection_steering if inspection else self.conversation.answer_steering
 
         def run(progress, cancel) -> tuple:
             inspected = inspection or inspect_context(gguf, context, piece, len(context) - 1,
-                                                      progress=progress, cancel=cancel)
-            return second_opinion(gguf.path, inspected, piece), inspected.tokens
+                                                      progress=progress, cancel=cancel,
+                                                      steering=steering)
+            return second_opinion(gguf.path, inspected, piece), inspected.tokens, label
 
         job = ProgressJob(run)
         job.result.connect(self._opinion)
@@ -266,10 +271,12 @@ class Inspector(QObject):
                                 "this one holds an image.")
             return
         self.cancel_layers()
-        gguf, ids = model.gguf, list(context.ids)
+        gguf, ids, steering = model.gguf, list(context.ids), self.conversation.steering_table
+        self.layers_steering = self.conversation.answer_steering if steering is not None else ""
 
         def run(progress, cancel):
-            return llama_layers(gguf.path, gguf, ids, progress=progress, cancel=cancel)
+            return llama_layers(gguf.path, gguf, ids, progress=progress, cancel=cancel,
+                                steering=steering)
 
         job = ProgressJob(run)
         job.progress.connect(section.show_progress)
@@ -288,7 +295,7 @@ class Inspector(QObject):
     def _layers(self, layers) -> None:
         if self.sender() is self.layers_job:
             self.layers_job = None
-            self.panel.opinion.layers.show_layers(layers)
+            self.panel.opinion.layers.show_layers(layers, self.layers_steering)
 
     def _layers_failed(self, message: str) -> None:
         if self.sender() is self.layers_job:

@@ -2,8 +2,9 @@
 Lantern's fp32 reference side by side, the first block that diverges named.
 
 A chart of each block's relative max |Δ| against the tolerance (log scale) and a table
-(mean and std of the last token in both, max |Δ|, relative, cosine). The section only
-draws; the Inspector runs the comparison as a job with progress and cancel.
+(mean and std of the last token in both, max |Δ|, relative, cosine); the verdict says when
+both ran with a steered answer's control vectors. The section only draws; the Inspector
+runs the comparison as a job with progress and cancel.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ IDLE = ("Compare every block's output with llama.cpp's over the same context: pr
 RUNNING = "Running llama.cpp and the reference over the context…"
 
 
+def steered_note(steered: bool, label: str) -> str:
+    """What a verdict adds when both engines ran steered ("" when neither was)."""
+    if not steered:
+        return ""
+    return f" Both ran steered by the answer's control vectors ({label or 'as it was'})."
+
+
 class LlamaLayersSection(QWidget):
     requested = Signal()
     cancelRequested = Signal()
@@ -41,10 +49,11 @@ class LlamaLayersSection(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(section("Layer by layer"))
         layout.addWidget(hint("Each block's output in llama.cpp and in the reference over "
-                              "the same tokens; the first block whose relative max |Δ| is "
-                              "over the tolerance (the drift of llama.cpp's int8 "
-                              "activations) is named. Mean and std are the last token's, "
-                              "Lantern's then llama.cpp's."))
+                              "the same tokens; the first block whose relative error (max "
+                              "|Δ| over the largest value the position's stream carried; "
+                              "attention sinks are not judged) is over the tolerance (the "
+                              "drift of llama.cpp's int8 activations) is named. Mean and "
+                              "std are the last token's, Lantern's then llama.cpp's."))
         self.button = QPushButton("Compare every layer")
         self.button.setObjectName("llamaLayersButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
@@ -109,12 +118,13 @@ class LlamaLayersSection(QWidget):
         self.rows.set_records([])
         self.chart.set_series([])
 
-    def show_layers(self, layers: LlamaLayers) -> None:
+    def show_layers(self, layers: LlamaLayers, steering: str = "") -> None:
         self._idle()
         off = layers.first_off
         self.marked = layers.rows[off] if off is not None and off < len(layers.rows) else None
         self.status.setText(f"{'AGREE' if layers.ok else 'DIVERGE'}: {layers.verdict()} "
-                            f"(llama-cpp-python {layers.version}, {len(layers.ids)} tokens)")
+                            f"(llama-cpp-python {layers.version}, {len(layers.ids)} tokens)."
+                            + steered_note(layers.steered, steering))
         self.rows.set_records(list(layers.rows))
         labels = [r.delta.label for r in layers.rows]
         tolerance = layers.result.tolerance

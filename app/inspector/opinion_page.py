@@ -3,7 +3,8 @@
 Top-5 of Lantern's fp32 reference and of llama.cpp side by side at the inspected
 position, and |Δ logprob| of the token that came next at every earlier position
 (teacher-forced) as a chart; below, every block's output compared
-(app/inspector/llama_layers_section.py). Without llama-cpp-python it says how to get it.
+(app/inspector/llama_layers_section.py). A steered answer's comparison says that llama.cpp
+ran with the same control vectors. Without llama-cpp-python it says how to get it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHeaderView, QWidget
 
 from app.inspector.charts import LineChart, Series
-from app.inspector.llama_layers_section import LlamaLayersSection
+from app.inspector.llama_layers_section import LlamaLayersSection, steered_note
 from app.inspector.rows import TOP_ROWS, visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import action_row, hint, scrolling_body, section
@@ -39,8 +40,13 @@ IDLE = ("Compare Lantern with llama.cpp on this conversation's latest context: p
         "button.")
 
 
-def opinion_verdict(opinion: SecondOpinion, tokens: tuple[str, ...]) -> str:
-    """Agree or disagree, against the tolerance the cross-check uses, and where."""
+def opinion_verdict(opinion: SecondOpinion, tokens: tuple[str, ...], steering: str = "") -> str:
+    """Agree or disagree, against the tolerance the cross-check uses, and where; whether
+    both ran with the control vectors (``steering``, in words) that steered the answer."""
+    return _verdict(opinion, tokens) + steered_note(opinion.steered, steering)
+
+
+def _verdict(opinion: SecondOpinion, tokens: tuple[str, ...]) -> str:
     delta = opinion.delta
     versus = f"llama-cpp-python {opinion.version} vs Lantern's reference"
     if not opinion.same_top1:
@@ -122,9 +128,10 @@ class OpinionPage(QWidget):
         self.chart.set_series([])
         self.layers.clear()
 
-    def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...]) -> None:
+    def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...],
+                     steering: str = "") -> None:
         self.button.setEnabled(True)
-        self.status.setText(opinion_verdict(opinion, tokens))
+        self.status.setText(opinion_verdict(opinion, tokens, steering))
         self.pairs.set_records([OpinionPair(i + 1, a, b) for i, (a, b)
                                 in enumerate(zip(opinion.ours, opinion.theirs, strict=True))])
         self.chart.set_series([Series("|Δ logprob|", opinion.delta.tolist(), DELTA_COLOUR)],

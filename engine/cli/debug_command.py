@@ -14,6 +14,7 @@ engine/inspect/dump_compare.py's, which the app's Reference tab shares.
 reference and prints every block's output side by side (mean and std of the last token,
 max |Δ|, relative and cosine over every position) and the first block that diverges
 (engine/inspect/llama_layers.py); `--json` prints that as one object; exits 1 when one does.
+With `--control-vector FILE[:STRENGTH]` both run steered, as `lantern run` steers an answer.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 from pathlib import Path
 
 from engine.cli import add_models_dir
+from engine.cli.steering_args import add_control_vector_args, steering_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--llama-layers", action="store_true",
                    help="compare every block's output with llama.cpp's (needs lantern[llama])")
     p.add_argument("--json", action="store_true", help="--llama-layers: one JSON object")
+    add_control_vector_args(p, "llama.cpp and the reference (--llama-layers)")
     add_models_dir(p)
     p.set_defaults(func=run)
 
@@ -54,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
     from engine.runtime.check import check_against_reference
     from engine.runtime.loader import load_model
 
-    if args.json and not args.llama_layers:
-        print("--json goes with --llama-layers", file=sys.stderr)
+    if (args.json or args.control_vector or args.control_vector_scaled) \
+            and not args.llama_layers:
+        print("--json and --control-vector go with --llama-layers", file=sys.stderr)
         return 2
     if args.llama_layers and (hint := missing()) is not None:
         raise SecondOpinionUnavailable(hint)   # before loading the model, not after
@@ -121,13 +125,15 @@ def _dump_or_against(args: argparse.Namespace, model, ids) -> int:
 def _llama_layers(args: argparse.Namespace, model, ids) -> int:
     from engine.inspect.llama_layers import llama_layers
 
-    result = llama_layers(model.gguf.path, model.gguf, ids)
+    result = llama_layers(model.gguf.path, model.gguf, ids,
+                          steering=steering_table(args, model.gguf))
     if args.json:
         json.dump(result.to_json(), sys.stdout)
         print()
         return 0 if result.ok else 1
     print(f"{len(ids)} tokens through llama-cpp-python {result.version} and Lantern's fp32 "
-          f"reference; mean and std of the last token")
+          f"reference{', both steered' if result.steered else ''}; mean and std of the last "
+          f"token")
     print(f"{'layer':<20}{'mean':>10}{'llama.cpp':>11}{'std':>10}{'llama.cpp':>11}"
           f"{'max |Δ|':>11}{'relative':>10}{'cosine':>10}")
     for i, side in enumerate(result.rows):

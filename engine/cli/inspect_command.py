@@ -6,6 +6,8 @@ prints one object: {"lens": [n_layers + 1 rows of {"top": [...]}], "attention":
 [n_layers][n_heads][position + 1], ...}; `--llama` adds llama.cpp's second opinion,
 `--contributions` the next token's logit split by head and MLP, `--attribution` the change
 of its log-probability with each earlier token hidden (one reference run per token).
+`--control-vector FILE[:STRENGTH]` steers all of them, llama.cpp too, as `lantern run`
+steers an answer.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import sys
 
 from engine.cli import add_models_dir
+from engine.cli.steering_args import add_control_vector_args, steering_table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="--attribution: hide an image's merged patches in N x N blocks "
                         "(fewer runs; the block's patches share one value)")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    add_control_vector_args(p, "the reference (and llama.cpp with --llama)")
     p.add_argument("--system", metavar="TEXT")
     add_models_dir(p)
     p.set_defaults(func=run)
@@ -65,11 +69,14 @@ def run(args: argparse.Namespace) -> int:
     position = args.position
     if position is not None and position < 0:
         position += len(prompt)
-    inspection = inspect_context(model.gguf, prompt, piece, position, top=max(args.top, 5))
+    steering = steering_table(args, model.gguf)
+    inspection = inspect_context(model.gguf, prompt, piece, position, top=max(args.top, 5),
+                                 steering=steering)
     opinion = second_opinion(model.gguf.path, inspection, piece) if args.llama else None
     attribution = None
     if args.attribution:
-        attribution = occlusion(model.gguf, prompt, position, patch_group=args.patch_group)
+        attribution = occlusion(model.gguf, prompt, position, patch_group=args.patch_group,
+                                steering=steering)
     if args.json:
         out = inspection.to_json() | {"engine_mode": "exact" if args.exact else "fast"}
         if opinion is not None:
@@ -134,6 +141,8 @@ def _print(inspection, opinion) -> None:
               f"{grid.start}..{grid.stop - 1}, {share:.1%} of the attention (mean over layers)")
     if opinion is not None:
         print()
+        if opinion.steered:
+            print("both steered by the control vectors")
         print(f"{'#':<3}{'lantern':<28}{'logit':>9}    {'llama.cpp':<28}{'logit':>9}")
         for rank, (a, b) in enumerate(zip(opinion.ours, opinion.theirs, strict=True), 1):
             print(f"{rank:<3}{a.token!r:<28}{a.logit:>9.3f}    {b.token!r:<28}{b.logit:>9.3f}")

@@ -21,6 +21,7 @@ from engine.cli.format_option import HELP as FORMAT_HELP
 from engine.cli.format_option import split_formats
 from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
+from engine.cli.steering_args import add_control_vector_args, control_vector_specs
 from engine.cli.tools_option import HELP as TOOLS_HELP
 from engine.errors import GenerationError, ImageError, LanternError
 from engine.remote.connection import Connection
@@ -123,12 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="speculative decoding, the same answer faster where text repeats: "
                         "auto (default: prompt lookup, or a draft model from the store when "
                         "one pays), off, ngram (prompt lookup) or a draft model's name")
-    p.add_argument("--control-vector", action="append", default=[], metavar="FILE[:STRENGTH]",
-                   help="add a control vector (llama.cpp's GGUF format, e.g. from `lantern "
-                        "steer`) to the residual stream, times STRENGTH (default 1; "
-                        "repeatable: the vectors add up)")
-    p.add_argument("--control-vector-scaled", action="append", default=[], nargs=2,
-                   metavar=("FILE", "STRENGTH"), help="the same, as llama.cpp spells it")
+    add_control_vector_args(p, "the model as it answers")
     add_models_dir(p)
     add_server(p)
     p.add_argument("--no-server", action="store_true",
@@ -258,16 +254,10 @@ def _speculate(args: argparse.Namespace, chat) -> None:
 
 def _steer(args: argparse.Namespace, chat) -> None:
     """--control-vector FILE[:STRENGTH] and --control-vector-scaled FILE STRENGTH."""
-    from engine.gguf.control_vector import Steering, parse_spec
+    from engine.gguf.control_vector import Steering
     from engine.launch import steer
 
-    specs = [parse_spec(spec) for spec in args.control_vector]
-    for path, strength in args.control_vector_scaled:
-        try:
-            specs.append((Path(path), float(strength)))
-        except ValueError:
-            raise GenerationError(f"--control-vector-scaled {path} {strength}: the strength "
-                                  "must be a number") from None
+    specs = control_vector_specs(args)
     if specs:
         steer(chat, Steering.load(specs))
         if args.verbose:

@@ -43,6 +43,7 @@ class Inspection:
     logprobs: np.ndarray                 # float64 [position]: row r's log-prob of ids[r + 1]
     contributions: Contributions | None = None  # the next token's logit, split by head
     source: str = SOURCE
+    steering: np.ndarray | None = None   # [n_layers, H]: the control vectors it ran with
 
     @property
     def attention_mean(self) -> np.ndarray:
@@ -132,6 +133,7 @@ def inspect_context(
         logprobs=next_logprobs(out.logits, ids),
         contributions=contributions(probe, out.hidden_states, out.logits, weights, piece,
                                     context.ids[position + 1] if position + 1 < n else None),
+        steering=steering,
     )
 
 

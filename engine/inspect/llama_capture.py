@@ -12,6 +12,11 @@ without an output there).
 The callback's tensor is a ``struct ggml_tensor *``: its leading fields (type, buffer,
 ne, nb) are read as a ctypes structure, its name and data through ggml's own functions
 (``ggml_get_name``, ``ggml_backend_tensor_get``, which copies from any backend).
+
+A steered answer (control vectors, engine/gguf/control_vector.py) is run steered here too,
+through llama.cpp's ``llama_set_adapter_cvec``: its buffer starts at layer 1, as its
+control-vector loader lays a file out, and llama.cpp adds layer N's row to block N's output
+(before ``l_out-N``), Lantern's convention (tests/unit/inspect/test_steering_llama_cpp.py).
 """
 
 from __future__ import annotations
@@ -106,9 +111,12 @@ class _Collector:
 
 def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
                  on_block: Callable[[int], None] = lambda layer: None,
-                 cancel: threading.Event | None = None) -> LlamaStates:
-    """Run llama.cpp (CPU, its default settings otherwise) over ``ids`` in one batch and
-    return every block's output and the logits of every position."""
+                 cancel: threading.Event | None = None,
+                 steering: np.ndarray | None = None) -> LlamaStates:
+    """Run llama.cpp (CPU, llama-cpp-python's default settings) over ``ids`` in one batch and
+    return the output of its first ``n_layers`` blocks and the logits of every position;
+    ``steering`` [n_layers, H]: what the answer added to each block's output (row 0 none),
+    as ``engine.gguf.control_vector.Steering.table`` gives it."""
     import llama_cpp
 
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)   # its log, errors only
@@ -119,16 +127,39 @@ def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
     if not model:
         raise LlamaRunFailed(f"llama.cpp could not load {path}")
     try:
-        return _decode(llama_cpp, model, list(ids), _Collector(n_layers, on_block), cancel)
+        return _decode(llama_cpp, model, list(ids), _Collector(n_layers, on_block), cancel,
+                       steering)
     finally:
         llama_cpp.llama_model_free(model)
 
 
+def llama_logits(path: Path, ids: Sequence[int],
+                 steering: np.ndarray | None = None) -> np.ndarray:
+    """llama.cpp's logits of every position over ``ids``, float32 [S, V] (no block read)."""
+    return block_states(path, ids, 0, steering=steering).logits
+
+
+def _steer(llama_cpp, context, table: np.ndarray | None) -> None:
+    """Hand llama.cpp the rows of ``table`` after block 1 onwards (row 0 is never steered)."""
+    if table is None:
+        return
+    data = np.ascontiguousarray(table[1:], np.float32).reshape(-1)
+    status = llama_cpp.llama_set_adapter_cvec(
+        context, data.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), len(data),
+        table.shape[1], 1, table.shape[0] - 1)
+    if status != 0:
+        raise LlamaRunFailed(f"llama.cpp refused the control vectors ({table.shape[1]} values "
+                             "per layer; they must match the model's hidden size)")
+
+
 def _decode(llama_cpp, model, ids: list[int], collector: _Collector,
-            cancel: threading.Event | None) -> LlamaStates:
+            cancel: threading.Event | None, steering: np.ndarray | None) -> LlamaStates:
     params = llama_cpp.llama_context_default_params()
     params.n_ctx = params.n_batch = params.n_ubatch = max(len(ids), 16)
     params.n_threads = params.n_threads_batch = os.cpu_count() or 1
+    # as llama-cpp-python's Llama() runs it (flash_attn=False); llama.cpp's own default
+    # (auto: on, CPU) parts from the reference on long batches (BENCHMARKS.md, the 1.5B's blk.26)
+    params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
     callback = llama_cpp.ggml_backend_sched_eval_callback(collector)
     aborted = llama_cpp.ggml_abort_callback(lambda _data: cancel is not None and cancel.is_set())
     params.cb_eval, params.abort_callback = callback, aborted
@@ -137,6 +168,7 @@ def _decode(llama_cpp, model, ids: list[int], collector: _Collector,
         raise LlamaRunFailed(f"llama.cpp could not make a context of {len(ids)} tokens")
     batch = llama_cpp.llama_batch_init(len(ids), 0, 1)
     try:
+        _steer(llama_cpp, context, steering)
         for i, token in enumerate(ids):
             batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, i, 1
             batch.seq_id[i][0], batch.logits[i] = 0, 1

@@ -4,13 +4,15 @@ GGUF and the same token ids, teacher-forced, against Lantern's fp32 reference.
 Per position: both engines' log-probability of the token that actually came next, and
 |Δ logprob| between them; at the inspected position both top-5 lists side by side. This
 is the check to run when an engine prints garbage: where the two part, and by how much.
+An inspection of a steered answer runs llama.cpp with the same control vectors
+(engine/inspect/llama_capture.py): unsteered, it would part from the steered reference
+for that reason alone.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +25,7 @@ import numpy as np
 from engine.errors import LanternError
 from engine.inspect.inspection import Inspection
 from engine.inspect.lens import LensToken, logit_lens
+from engine.inspect.llama_capture import llama_logits
 
 INSTALL_HINT = ("llama.cpp's second opinion needs llama-cpp-python: "
                 "pip install 'lantern[llama]' (or pip install 'llama-cpp-python>=0.3.36')")
@@ -40,6 +43,7 @@ class SecondOpinion:
     theirs: tuple[LensToken, ...]          # llama.cpp's
     ours_logprob: np.ndarray               # float64 [position]: row r's log-prob of ids[r+1]
     theirs_logprob: np.ndarray             # float64 [position]
+    steered: bool = False                  # both ran with the answer's control vectors
 
     @property
     def delta(self) -> np.ndarray:
@@ -56,6 +60,7 @@ class SecondOpinion:
                     for t in top]
         delta = self.delta
         return {"engine": f"llama-cpp-python {self.version}", "position": self.position,
+                "steered": self.steered,
                 "ours": tokens(self.ours), "theirs": tokens(self.theirs),
                 "delta_logprob": delta.tolist(),
                 "max_delta_logprob": float(delta.max()) if len(delta) else 0.0}
@@ -103,7 +108,8 @@ def _probe_import() -> LlamaBuild:
 
 def second_opinion(path: Path, inspection: Inspection, piece: Callable[[int], str],
                    top: int = 5) -> SecondOpinion:
-    """Run llama.cpp over ``inspection``'s context (GGUF at ``path``) and compare."""
+    """Run llama.cpp over ``inspection``'s context (GGUF at ``path``), steered as the
+    inspection was, and compare."""
     if (problem := llama_build().problem) is not None:
         raise SecondOpinionUnavailable(problem)
     if inspection.images:
@@ -112,13 +118,7 @@ def second_opinion(path: Path, inspection: Inspection, piece: Callable[[int], st
     import llama_cpp
 
     ids = list(inspection.ids)
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=max(len(ids), 16), logits_all=True,
-                          n_threads=os.cpu_count() or 1, verbose=False)
-    try:
-        llm.eval(ids)
-        scores = np.array(llm.scores[: len(ids)], dtype=np.float64)  # [S, V]
-    finally:
-        llm.close()
+    scores = llama_logits(path, ids, inspection.steering).astype(np.float64)  # [S, V]
     peak = scores.max(axis=1, keepdims=True)
     log_probs = scores - (peak + np.log(np.exp(scores - peak).sum(axis=1, keepdims=True)))
     rows = np.arange(len(ids) - 1)
@@ -129,4 +129,5 @@ def second_opinion(path: Path, inspection: Inspection, piece: Callable[[int], st
         theirs=logit_lens(scores[-1:], piece, top)[0].top,
         ours_logprob=inspection.logprobs,
         theirs_logprob=log_probs[rows, np.asarray(ids[1:], dtype=np.int64)],
+        steered=inspection.steering is not None,
     )

@@ -66,3 +66,33 @@ def test_the_slider_steers_the_next_answer_and_marks_it(qtbot, tmp_path, tiny_st
         window.chat.view.messages[-1].buttons["Regenerate"].click()
     assert done.args[0].steering == "" and done.args[0].text == plain.text
     assert window.chat.view.messages[-1].steered.isHidden()
+
+
+def test_llama_cpp_runs_with_the_answers_vectors_and_says_so(qtbot, tmp_path, tiny_store):  # noqa: F811
+    window = loaded_window(qtbot, Settings(models_dir=str(tiny_store), options={
+        "temperature": 0.0, "num_predict": 4}), tmp_path)
+    hidden = window.controller.model.gguf.config.text.hidden_size
+    vector = tmp_path / "bright.gguf"
+    write_control_vector(vector, {n: np.random.default_rng(0).standard_normal(hidden)
+                                  for n in (1, 2)}, "qwen2")
+    window.chat.steering.add_vector(str(vector))
+    window.chat.steering.rows[0].slider.setValue(250)            # strength 2.5
+    send(qtbot, window, "Hello")
+    page, inspector = window.panel.opinion, window.inspector
+
+    page.button.click()
+    qtbot.waitUntil(lambda: inspector.opinion_job is None, timeout=TIMEOUT_MS)
+    assert page.status.text().startswith("AGREE"), page.status.text()
+    assert page.status.text().endswith("Both ran steered by the answer's control vectors "
+                                       "(bright x2.5).")
+    page.layers.button.click()
+    qtbot.waitUntil(lambda: inspector.layers_job is None, timeout=TIMEOUT_MS)
+    assert page.layers.status.text().startswith("AGREE"), page.layers.status.text()
+    assert "Both ran steered by the answer's control vectors (bright x2.5)" in \
+        page.layers.status.text()
+
+    window.chat.steering.rows[0].slider.setValue(0)              # the next answer: unsteered
+    send(qtbot, window, "Again")
+    page.button.click()
+    qtbot.waitUntil(lambda: inspector.opinion_job is None, timeout=TIMEOUT_MS)
+    assert "steered" not in page.status.text() and page.status.text().startswith("AGREE")

@@ -1,7 +1,9 @@
 """Layer by layer against llama.cpp (llama-cpp-python's eval callback) on tiny random-weight
 models: a sound reference agrees within the tolerance, a reference broken on purpose (one
 block's weight scaled, a wrong rope theta) is named at that block; the CLI's table and JSON;
-cancel stops llama.cpp's graph."""
+cancel stops llama.cpp's graph. The verdict's rule: an attention sink whose huge activation a
+block cancels is not judged (the 1.5B demo model's blk.26 false alarm), a real divergence
+at another position still is."""
 
 from __future__ import annotations
 
@@ -16,13 +18,16 @@ import pytest
 from engine.cli import main
 from engine.gguf import open_model
 from engine.inspect.llama_capture import LlamaRunCancelled, block_states
-from engine.inspect.llama_layers import TOLERANCE, llama_layers
+from engine.inspect.llama_layers import TOLERANCE, judged, llama_layers
 from engine.inspect.second_opinion import INSTALL_HINT
+from engine.prompt import render_prompt
 from engine.reference import ReferenceWeights
-from engine.reference.against import ROPE_GQA
+from engine.reference.against import ROPE_GQA, against
+from engine.reference.dump import Dump
 from engine.reference.text import output_logits
 from engine.tokenizer import load_tokenizer
 from tests.fixtures.synthetic_gguf import T, TextSpec
+from tests.hf_oracle import PROMPTS
 
 LAYERS = 4
 TEXT = "Hello world, the tokens are read in one batch; the first layer is the embeddings"
@@ -115,8 +120,9 @@ def test_cli_prints_every_block_and_json(tiny, capsys):
     assert "no layer is off" in out
     assert main(["debug", str(tiny), "Hello world", "--raw", "--llama-layers", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert set(data) == {"engine", "tokens", "tolerance", "layers", "logits", "first_off",
-                         "verdict", "suspects"}
+    assert set(data) == {"engine", "tokens", "steered", "tolerance", "layers", "logits",
+                         "first_off", "verdict", "sinks", "suspects"}
+    assert data["steered"] is False
     assert data["tokens"] == len(load_tokenizer(tiny).encode("Hello world"))
     assert data["tolerance"] == TOLERANCE and data["first_off"] is None
     assert len(data["layers"]) == LAYERS
@@ -145,3 +151,48 @@ def test_the_demo_model_agrees_block_by_block(demo_05b):
     assert len(result.rows) == 24
     assert all(r.delta.cosine > 0.9995 for r in result.rows), result.rows
     assert max(r.delta.relative for r in result.rows) < TOLERANCE / 1.5
+
+
+def sink_dumps() -> tuple[Dump, Dump]:
+    """Four states of 6 positions: position 0 carries 4000 in channel 0 until the last block
+    cancels it to 300; llama.cpp's side drifts 1% everywhere and keeps 12% of the cancelled
+    4000 at position 0 (what blk.26 of the 1.5B demo model does)."""
+    rng = np.random.default_rng(3)
+    states = [5 * rng.standard_normal((6, 8)) for _ in range(4)]
+    for state, sink in zip(states, (4.0, 4000.0, 4000.0, 300.0), strict=True):
+        state[0, 0] = sink
+    logits = rng.standard_normal((6, 20))
+    theirs = [h + 0.01 * np.abs(h).max(axis=-1, keepdims=True) * rng.standard_normal(h.shape)
+              for h in states]
+    theirs[0] = states[0]
+    theirs[3][0, 0] += 0.12 * 4000
+    ids = np.arange(6)
+    return Dump("reference", ids, states, logits), Dump("llama.cpp", ids, theirs, logits + 0.01)
+
+
+def test_a_cancelled_sink_is_not_judged_a_real_divergence_is():
+    ours, theirs = sink_dumps()
+    assert against(ours, theirs, TOLERANCE).first_off == 3       # the old rule's false alarm
+    result, sinks, (drift, block) = judged(ours, theirs, TOLERANCE)
+    assert result.ok and sinks == (0,), result.verdict()
+    assert block == 2 and 0.11 < drift < 0.13          # 480 of the 4000 the stream carried
+    theirs.hidden_states[2][3] *= 1.3                  # a block truly off at position 3
+    result, _, _ = judged(ours, theirs, TOLERANCE)
+    assert result.first_off == 2 and result.rows[2].relative > 2 * TOLERANCE, result.verdict()
+    theirs.hidden_states[2][3] /= 1.3
+    theirs.logits[4] *= 1.5                            # a head truly off: the logits named
+    assert judged(ours, theirs, TOLERANCE)[0].first_off == 4
+
+
+def test_the_15b_demo_model_agrees_its_first_token_not_judged(demo_15b):
+    """blk.26 cancels the first token's huge activation; llama.cpp keeps 12% of it there.
+    No block is named, and the verdict says how far the sink drifted."""
+    model, tokenizer = open_model(demo_15b), load_tokenizer(demo_15b)
+    ids = tokenizer.encode_prompt(render_prompt([{"role": "user", "content": PROMPTS[0].text}],
+                                                chat_template=model.config.chat_template).segments)
+    result = llama_layers(demo_15b, model, ids)
+    assert result.ok and result.sinks == (0,), result.verdict()
+    assert max(r.delta.relative for r in result.rows) < TOLERANCE
+    assert result.sink_drift[0] > TOLERANCE and result.sink_drift[1] == 26
+    assert "not judged: position 0" in result.verdict() and "blk.26" in result.verdict()
+    assert result.to_json()["sinks"] == [0]
