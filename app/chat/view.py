@@ -308,13 +308,19 @@ def _image_strip(images: tuple[str, ...]) -> QHBoxLayout:
 
 
 class ChatView(QScrollArea):
-    """A vertical list of messages that follows the newest one while the user is at the end."""
+    """A vertical list of messages that follows the newest one while the user is at the end.
+    Older messages can arrive above the others (a reopened conversation is built from its
+    end): the view stays at the end, or on what the user scrolled to."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chatView")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.NoFrame)
+        # PySide resolves the first viewport() of the process against every widget class
+        # it knows, creating their enums: paid here, while the window is being built,
+        # rather than by the first message's bubble
+        self.viewport()
         inner = QWidget()
         inner.setObjectName("chatInner")
         self._layout = QVBoxLayout(inner)
@@ -330,13 +336,25 @@ class ChatView(QScrollArea):
         self._layout.insertWidget(0, self.hint)
         self.messages: list[MessageWidget] = []
         self._follow = True
-        self.verticalScrollBar().rangeChanged.connect(self._keep_at_end)
+        # since messages came in above (and none at the end), what grows grows above what
+        # is shown: scrolled away from the end, the view keeps its distance from the end
+        self._grown_above = False
+        self._maximum = 0
+        self.verticalScrollBar().rangeChanged.connect(self._keep_in_place)
         self.verticalScrollBar().valueChanged.connect(self._track_follow)
 
     def add(self, widget: MessageWidget) -> MessageWidget:
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.messages.append(widget)
-        self._follow = True
+        self._follow, self._grown_above = True, False
+        self.hint.hide()
+        return widget
+
+    def prepend(self, widget: MessageWidget) -> MessageWidget:
+        """An older message, above all the others."""
+        self._layout.insertWidget(1, widget)      # under the (hidden) hint
+        self.messages.insert(0, widget)
+        self._grown_above = True
         self.hint.hide()
         return widget
 
@@ -357,11 +375,16 @@ class ChatView(QScrollArea):
     def clear(self) -> None:
         if self.messages:
             self.remove_from(self.messages[0])
+        self._follow, self._grown_above = True, False
 
     def _track_follow(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self._follow = value >= bar.maximum() - 24
 
-    def _keep_at_end(self, _minimum: int, maximum: int) -> None:
+    def _keep_in_place(self, _minimum: int, maximum: int) -> None:
+        bar = self.verticalScrollBar()
         if self._follow:
-            self.verticalScrollBar().setValue(maximum)
+            bar.setValue(maximum)
+        elif self._grown_above:
+            bar.setValue(bar.value() + maximum - self._maximum)
+        self._maximum = maximum
