@@ -35,6 +35,9 @@ from app.chat.markdown_blocks import split_blocks
 from app.chat.thinking_section import ThinkingSection
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
+DESTROY_SLICE = 8                 # bubbles of a conversation left destroyed per turn
+OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
+# hiding a bubble hides each of its many child widgets, which is what costs)
 
 
 def probability_colour(probability: float) -> QColor:
@@ -340,6 +343,9 @@ class ChatView(QScrollArea):
         # is shown: scrolled away from the end, the view keeps its distance from the end
         self._grown_above = False
         self._maximum = 0
+        self._leaving: list[MessageWidget] = []      # out of sight, to be destroyed
+        self._destroy_timer = QTimer(self, singleShot=True, interval=0)
+        self._destroy_timer.timeout.connect(self._destroy_some)
         self.verticalScrollBar().rangeChanged.connect(self._keep_in_place)
         self.verticalScrollBar().valueChanged.connect(self._track_follow)
 
@@ -373,9 +379,24 @@ class ChatView(QScrollArea):
         self.hint.setVisible(not self.messages)
 
     def clear(self) -> None:
-        if self.messages:
-            self.remove_from(self.messages[0])
+        """Every message leaves the layout and the view at once; the widgets are destroyed
+        a slice per turn of the event loop (a long chat's all at once would freeze it)."""
+        for widget in self.messages:
+            self._layout.removeWidget(widget)
+            widget.move(OUT_OF_SIGHT)
+        self._leaving += self.messages
+        self.messages = []
+        self.hint.show()
         self._follow, self._grown_above = True, False
+        if self._leaving:
+            self._destroy_timer.start()
+
+    def _destroy_some(self) -> None:
+        for widget in self._leaving[:DESTROY_SLICE]:
+            widget.deleteLater()
+        del self._leaving[:DESTROY_SLICE]
+        if self._leaving:
+            self._destroy_timer.start()
 
     def _track_follow(self, value: int) -> None:
         bar = self.verticalScrollBar()

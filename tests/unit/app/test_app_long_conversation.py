@@ -129,3 +129,16 @@ def test_scrolled_up_the_view_keeps_its_distance_from_the_end(qtbot, window):
     qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
     qtbot.wait(100)
     assert bar.maximum() > grown_from + 1000 and bar.maximum() - bar.value() == 300
+
+
+def test_leaving_a_long_conversation_clears_the_view_at_once(qtbot, window):
+    window.open_conversation(chat_id(window, "long"))
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    view = window.chat.view
+    window.new_chat()
+    assert view.messages == [] and view.hint.isVisibleTo(view)
+    assert view.widget().layout().count() == 2                       # the hint, the stretch
+    assert all(not w.geometry().intersects(view.widget().rect())
+               for w in view.widget().findChildren(MessageWidget))   # out of sight meanwhile
+    qtbot.waitUntil(lambda: view.widget().findChildren(MessageWidget) == [],
+                    timeout=TIMEOUT_MS)
