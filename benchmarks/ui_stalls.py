@@ -2,12 +2,13 @@
 
 A 5 ms timer on the GUI thread records every gap between its ticks; the longest gap of
 each scripted action is that action's stall (what a user feels as a frozen window). The
-script drives a MainWindow through what a user does: start (the store's models described on a
-worker while the window is up), stream an answer, switch
-conversation mid-answer, Ctrl+N mid-answer, switch model mid-answer, run the reference
-check, inspect a position, close mid-answer. Target: no stall over 50 ms, and closing
-returns within 1 s. Beside each stall, the CPU time the GUI thread itself used in it: the
-rest of the stall it waited (for the GIL held by a worker, or for a core on a busy machine).
+script drives a MainWindow through what a user does: start (the store's models described
+on a worker while the window is up), stream an answer, switch conversation mid-answer,
+Ctrl+N mid-answer, switch model mid-answer, run the reference check, inspect a position,
+open a long stored conversation, close mid-answer. Target: no stall over 50 ms, and
+closing returns within 1 s. Beside each stall, the CPU time the GUI thread itself used in
+it: the rest of the stall it waited (for the GIL held by a worker, or for a core on a busy
+machine).
 A tiny synthetic model with a long prompt stands in by default
 (`--models-dir DIR --model NAME --model2 NAME` uses a real store's models).
 
@@ -28,12 +29,14 @@ from PySide6.QtCore import QElapsedTimer, QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 if TYPE_CHECKING:
+    from app.conversations.history import History
     from app.window import MainWindow
 
 TICK_MS = 5
 TARGET_MS = 50.0
 CLOSE_TARGET_S = 1.0
 LONG_PROMPT = " ".join(f"item{i} is {i * 7 % 13}" for i in range(700))
+LONG_CHAT = 100      # exchanges of the stored conversation the window opens
 
 
 class StallMonitor(QObject):
@@ -104,6 +107,24 @@ def described(window: MainWindow) -> bool:
         and all(e.checked for e in entries)
 
 
+def long_conversation(history: History) -> int:
+    """A stored chat of LONG_CHAT exchanges, each answer with a code block and its tokens
+    saved (four characters a token), as a long day's chat leaves it."""
+    from app.conversations.history import StoredMessage
+
+    conversation = history.create("a long chat", "").id
+    for n in range(LONG_CHAT):
+        history.add(conversation, "user", f"Question {n}: how do I sort a list by length?")
+        text = (f"Answer {n}: give `sorted` a key:\n\n```python\nsorted(items, key=len)\n"
+                "```\n\nIt returns a **new** list; `items.sort(key=len)` sorts in place.")
+        pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
+        rows = tuple({"token": p, "text": p, "logprob": -0.5, "top": [[p, -0.5]]}
+                     for p in pieces)
+        history.add_message(conversation, StoredMessage(0, "assistant", text, (), True,
+                                                        logprobs=rows))
+    return conversation
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models-dir")
@@ -124,9 +145,11 @@ def main() -> int:
         models, first, second = tiny_store(scratch)
     monitor = StallMonitor()
     monitor.start()
+    history = History(scratch / "h.sqlite3")
+    long_chat = long_conversation(history)
     window = MainWindow(Settings(models_dir=str(models), num_ctx=8192,
                                  options={"temperature": 0.0, "num_predict": 64}),
-                        History(scratch / "h.sqlite3"), auto_load=False)
+                        history, auto_load=False)
     window.show()
     results: list[tuple[str, float, float]] = []
 
@@ -170,6 +193,8 @@ def main() -> int:
     wait_until(app, lambda: not controller.busy)
     measure("inspect the latest token", window.panel.inside.inspect_button.click,
             lambda: window.inspector.inspection is not None, after_s=0.5)
+    measure("open a long conversation", lambda: window.open_conversation(long_chat),
+            lambda: not getattr(window.chat, "building", False))
     send("And more")
     settle(app, 0.1)
     measure("switch model mid-answer", lambda: load(second),
