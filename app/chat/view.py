@@ -72,8 +72,11 @@ class AutoHeightBrowser(QTextBrowser):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
-        self.document().setTextWidth(self.viewport().width())
-        self._fit()
+        # a new text width lays the whole text out again: only when the width changed
+        # (each bubble's own height fitting resizes it too)
+        if self.document().textWidth() != self.viewport().width():
+            self.document().setTextWidth(self.viewport().width())
+            self._fit()
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.MouseMove:
