@@ -35,7 +35,7 @@ from app.chat.markdown_blocks import split_blocks
 from app.chat.thinking_section import ThinkingSection
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
-DESTROY_SLICE = 8                 # bubbles of a conversation left destroyed per turn
+DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per turn
 OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
 # hiding a bubble hides each of its many child widgets, which is what costs)
 
