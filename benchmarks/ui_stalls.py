@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QElapsedTimer, QObject, QTimer
+from PySide6.QtCore import QCoreApplication, QElapsedTimer, QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
 if TYPE_CHECKING:
@@ -71,19 +71,26 @@ class StallMonitor(QObject):
         self.last, self.last_cpu = now, cpu
 
 
+def turn(app: QApplication) -> None:
+    """One turn of the event loop as the app's own runs it: widgets given up with
+    deleteLater are destroyed too (``processEvents`` alone leaves them)."""
+    app.processEvents()
+    QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+
+
 def wait_until(app: QApplication, done: Callable[[], bool], timeout_s: float = 600.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:
             raise TimeoutError("the window did not get there in time")
-        app.processEvents()
+        turn(app)
         time.sleep(0.001)
 
 
 def settle(app: QApplication, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        app.processEvents()
+        turn(app)
         time.sleep(0.001)
 
 
