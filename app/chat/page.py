@@ -103,14 +103,18 @@ class ChatPage(QWidget):
     def _build_older(self, floor: int | None = None) -> None:
         """Bubbles for the newest unbuilt messages: down to ``floor`` (an index), then
         while BUILD_SLICE_S lasts; the rest on the next turn."""
-        started = time.perf_counter()
+        started, latest = time.perf_counter(), floor is not None
         floor = len(self._unbuilt) - 1 if floor is None else floor
         while self._unbuilt and (len(self._unbuilt) > floor
                                  or time.perf_counter() - started < BUILD_SLICE_S):
-            self.view.prepend(self._restored(self._unbuilt.pop()))
+            widget = self.view.prepend(self._restored(self._unbuilt.pop()))
+            if not latest:       # older than the latest exchange: no Edit, no Regenerate
+                widget.set_action_enabled("Edit", False)
+                widget.set_action_enabled("Regenerate", False)
         if self._unbuilt:
             self._build_timer.start()
-        self._update_actions()
+        if latest:
+            self._update_actions()
 
     def _restored(self, stored: StoredMessage) -> MessageWidget:
         widget = self._new_widget(stored.role, stored.content, stored.images, stored.id,

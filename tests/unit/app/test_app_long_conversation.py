@@ -122,13 +122,15 @@ def test_scrolled_up_the_view_keeps_its_distance_from_the_end(qtbot, window):
     window.open_conversation(chat_id(window, "long"))
     view = window.chat.view
     bar = view.verticalScrollBar()
-    qtbot.waitUntil(lambda: len(view.messages) >= 20, timeout=TIMEOUT_MS)
-    assert window.chat.building and bar.value() == bar.maximum() > 400   # at the end so far
+    qtbot.waitUntil(lambda: len(view.messages) >= 20 and bar.value() == bar.maximum() > 400,
+                    timeout=TIMEOUT_MS)                # at the end so far
+    assert window.chat.building
     bar.setValue(bar.maximum() - 300)                 # the user scrolls up a little
     grown_from = bar.maximum()
     qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
     qtbot.wait(100)
-    assert bar.maximum() > grown_from + 1000 and bar.maximum() - bar.value() == 300
+    # (the newest bubbles may still settle their heights by a line: a few pixels)
+    assert bar.maximum() > grown_from + 1000 and abs(bar.maximum() - bar.value() - 300) <= 24
 
 
 def test_leaving_a_long_conversation_clears_the_view_at_once(qtbot, window):
