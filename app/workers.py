@@ -8,6 +8,7 @@ its late signals (``ended`` lets the next job on the same engine wait, off the G
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from engine.runtime.cancel import CancelEvent
 
 log = logging.getLogger(__name__)
 BATCH_S = 0.02       # a streamed answer's tokens reach the GUI at most this often
+GIL_SWITCH_S = 0.001  # the longest a job's Python code keeps the GUI thread waiting for the GIL
 
 
 def _message(error: BaseException) -> str:
@@ -180,6 +182,10 @@ class JobRunner(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._running: dict[Job, QThread] = {}
+        # A job in Python code (a vocabulary read, sampling) hands the GIL over only when
+        # the interpreter's switch interval runs out, each time the GUI thread asks for it,
+        # and one paint asks many times: the window waits that much less.
+        sys.setswitchinterval(min(sys.getswitchinterval(), GIL_SWITCH_S))
 
     def start(self, job: Job) -> Job:
         thread = QThread(QCoreApplication.instance())  # owned by the app, not by us

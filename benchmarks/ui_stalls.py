@@ -2,11 +2,13 @@
 
 A 5 ms timer on the GUI thread records every gap between its ticks; the longest gap of
 each scripted action is that action's stall (what a user feels as a frozen window). The
-script drives a MainWindow through what a user does: stream an answer, switch
-conversation mid-answer, Ctrl+N mid-answer, switch model mid-answer, run the reference
-check, inspect a position, close mid-answer. Target: no stall over 50 ms, and closing
-returns within 1 s. Beside each stall, the CPU time the GUI thread itself used in it: the
-rest of the stall it waited (for the GIL held by a worker, or for a core on a busy machine).
+script drives a MainWindow through what a user does: start (the store's models described
+on a worker while the window is up), stream an answer, switch conversation mid-answer,
+Ctrl+N mid-answer, switch model mid-answer, run the reference check, inspect a position,
+open a long stored conversation, close mid-answer. Target: no stall over 50 ms, and
+closing returns within 1 s. Beside each stall, the CPU time the GUI thread itself used in
+it: the rest of the stall it waited (for the GIL held by a worker, or for a core on a busy
+machine).
 A tiny synthetic model with a long prompt stands in by default
 (`--models-dir DIR --model NAME --model2 NAME` uses a real store's models).
 
@@ -21,14 +23,20 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QElapsedTimer, QObject, QTimer
+from PySide6.QtCore import QCoreApplication, QElapsedTimer, QEvent, QObject, QTimer
 from PySide6.QtWidgets import QApplication
+
+if TYPE_CHECKING:
+    from app.conversations.history import History
+    from app.window import MainWindow
 
 TICK_MS = 5
 TARGET_MS = 50.0
 CLOSE_TARGET_S = 1.0
 LONG_PROMPT = " ".join(f"item{i} is {i * 7 % 13}" for i in range(700))
+LONG_CHAT = 100      # exchanges of the stored conversation the window opens
 
 
 class StallMonitor(QObject):
@@ -63,19 +71,26 @@ class StallMonitor(QObject):
         self.last, self.last_cpu = now, cpu
 
 
+def turn(app: QApplication) -> None:
+    """One turn of the event loop as the app's own runs it: widgets given up with
+    deleteLater are destroyed too (``processEvents`` alone leaves them)."""
+    app.processEvents()
+    QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+
+
 def wait_until(app: QApplication, done: Callable[[], bool], timeout_s: float = 600.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
         if time.monotonic() > deadline:
             raise TimeoutError("the window did not get there in time")
-        app.processEvents()
+        turn(app)
         time.sleep(0.001)
 
 
 def settle(app: QApplication, seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        app.processEvents()
+        turn(app)
         time.sleep(0.001)
 
 
@@ -90,6 +105,31 @@ def tiny_store(folder: Path) -> tuple[Path, str, str]:
     for name in ("slow", "slow2"):
         import_gguf(Store.open(root), gguf, name)
     return root, "slow:latest", "slow2:latest"
+
+
+def described(window: MainWindow) -> bool:
+    """The store's scan is over: every model listed and opened (or found unusable)."""
+    entries = window.models.entries
+    return window.scan_job is not None and window.scan_job.ended.is_set() and bool(entries) \
+        and all(e.checked for e in entries)
+
+
+def long_conversation(history: History) -> int:
+    """A stored chat of LONG_CHAT exchanges, each answer with a code block and its tokens
+    saved (four characters a token), as a long day's chat leaves it."""
+    from app.conversations.history import StoredMessage
+
+    conversation = history.create("a long chat", "").id
+    for n in range(LONG_CHAT):
+        history.add(conversation, "user", f"Question {n}: how do I sort a list by length?")
+        text = (f"Answer {n}: give `sorted` a key:\n\n```python\nsorted(items, key=len)\n"
+                "```\n\nIt returns a **new** list; `items.sort(key=len)` sorts in place.")
+        pieces = [text[i:i + 4] for i in range(0, len(text), 4)]
+        rows = tuple({"token": p, "text": p, "logprob": -0.5, "top": [[p, -0.5]]}
+                     for p in pieces)
+        history.add_message(conversation, StoredMessage(0, "assistant", text, (), True,
+                                                        logprobs=rows))
+    return conversation
 
 
 def main() -> int:
@@ -110,12 +150,14 @@ def main() -> int:
         models, first, second = Path(args.models_dir), args.model, args.model2
     else:
         models, first, second = tiny_store(scratch)
-    window = MainWindow(Settings(models_dir=str(models), num_ctx=8192,
-                                 options={"temperature": 0.0, "num_predict": 64}),
-                        History(scratch / "h.sqlite3"), auto_load=False)
-    window.show()
     monitor = StallMonitor()
     monitor.start()
+    history = History(scratch / "h.sqlite3")
+    long_chat = long_conversation(history)
+    window = MainWindow(Settings(models_dir=str(models), num_ctx=8192,
+                                 options={"temperature": 0.0, "num_predict": 64}),
+                        history, auto_load=False)
+    window.show()
     results: list[tuple[str, float, float]] = []
 
     def measure(name: str, action: Callable[[], None], until: Callable[[], bool],
@@ -134,7 +176,7 @@ def main() -> int:
         window.chat.input.submit()
 
     controller = window.controller
-    wait_until(app, lambda: window.models.row_of(first) >= 0)
+    measure("start", lambda: None, lambda: described(window))
     measure("load the model", lambda: load(first),
             lambda: controller.model is not None and controller.model.name == first)
     measure("stream the first answer", lambda: send("Hello"), lambda: not controller.busy)
@@ -158,6 +200,8 @@ def main() -> int:
     wait_until(app, lambda: not controller.busy)
     measure("inspect the latest token", window.panel.inside.inspect_button.click,
             lambda: window.inspector.inspection is not None, after_s=0.5)
+    measure("open a long conversation", lambda: window.open_conversation(long_chat),
+            lambda: not getattr(window.chat, "building", False))
     send("And more")
     settle(app, 0.1)
     measure("switch model mid-answer", lambda: load(second),

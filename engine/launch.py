@@ -42,6 +42,8 @@ def load_local(source: LocalModel | Path, choices: EngineChoices, num_ctx: int, 
                progress: Progress | None = None,
                cancel: threading.Event | None = None) -> LoadedModel:
     """``source`` loaded as ``choices`` say, its KV cache holding ``num_ctx`` tokens."""
+    # the chat's module too: ``open_chat`` follows a load, in the app on the window's thread
+    import engine.runtime.chat  # noqa: F401
     from engine.runtime.loader import load_model
 
     return load_model(source, exact=choices.exact, provider=choices.provider,

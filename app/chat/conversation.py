@@ -334,8 +334,7 @@ class ConversationController(QObject):
     def _last_stored(self, role: str) -> StoredMessage | None:
         if self.conversation_id is None:
             return None
-        return next((m for m in reversed(self.history.messages(self.conversation_id))
-                     if m.role == role), None)
+        return self.history.last_message(self.conversation_id, role)
 
     def _last_id(self, role: str) -> int | None:
         last = self._last_stored(role)

@@ -5,9 +5,10 @@ where they make sense: Edit on the last question, Regenerate on the last answer)
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
@@ -22,6 +23,7 @@ from app.conversations.history import StoredMessage
 from engine.chat.events import DoneEvent, TokenEvent, ToolCallEvent
 from engine.errors import LanternError
 
+BUILD_SLICE_S = 0.012     # a reopened conversation's bubbles are built this long per turn
 DONE_NOTES = {"cancel": "stopped", "length": "cut off at the length limit"}
 
 
@@ -39,6 +41,14 @@ def no_video_text(model_name: str, paths: list[str]) -> str:
             "or send the first frame as it is.")
 
 
+def latest_exchange(messages: list[StoredMessage]) -> int:
+    """Where the latest question and answer start: what a reopened chat shows first (and
+    what Edit, Regenerate and the panel work on)."""
+    latest = [max((i for i, m in enumerate(messages) if m.role == role), default=-1)
+              for role in ("user", "assistant")]
+    return min((i for i in latest if i >= 0), default=0)
+
+
 class ChatPage(QWidget):
     message = Signal(str, str)               # banner level, text
     tokenHovered = Signal(object)            # TokenEvent under the mouse
@@ -51,6 +61,10 @@ class ChatPage(QWidget):
         self.controller = controller
         self.answer: MessageWidget | None = None      # the answer being streamed
         self.color_tokens = False
+        self._unbuilt: list[StoredMessage] = []     # older messages not shown yet
+        self._model_name = ""
+        self._build_timer = QTimer(self, singleShot=True, interval=0)
+        self._build_timer.timeout.connect(self._build_older)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
@@ -79,21 +93,47 @@ class ChatPage(QWidget):
     # -- showing conversations -------------------------------------------------------------
 
     def show_conversation(self, messages: list[StoredMessage], model_name: str) -> None:
-        self.view.clear()
-        self.answer = None
-        for stored in messages:
-            widget = self._add(stored.role, stored.content, stored.images, stored.id,
-                               model_name)
-            if stored.thinking:
-                widget.thinking.finish(stored.thinking, stored.thinking_ms)
-            if stored.role == "assistant":
-                widget.tokens = saved_tokens(stored)
-                widget.set_color_tokens(self.color_tokens)
-            if stored.role == "assistant" and not stored.complete:
+        """A stored conversation: its latest exchange at once, the older messages from the
+        newest back over the next turns of the event loop (a long chat built in one go
+        would freeze the window)."""
+        self._forget_shown()
+        self._unbuilt, self._model_name = list(messages), model_name
+        self._build_older(floor=latest_exchange(messages))
+
+    def _build_older(self, floor: int | None = None) -> None:
+        """Bubbles for the newest unbuilt messages: down to ``floor`` (an index), then
+        while BUILD_SLICE_S lasts; the rest on the next turn."""
+        started, latest = time.perf_counter(), floor is not None
+        floor = len(self._unbuilt) - 1 if floor is None else floor
+        while self._unbuilt and (len(self._unbuilt) > floor
+                                 or time.perf_counter() - started < BUILD_SLICE_S):
+            widget = self.view.prepend(self._restored(self._unbuilt.pop()))
+            if not latest:       # older than the latest exchange: no Edit, no Regenerate
+                widget.set_action_enabled("Edit", False)
+                widget.set_action_enabled("Regenerate", False)
+        if self._unbuilt:
+            self._build_timer.start()
+        if latest:
+            self._update_actions()
+
+    def _restored(self, stored: StoredMessage) -> MessageWidget:
+        widget = self._new_widget(stored.role, stored.content, stored.images, stored.id,
+                                  self._model_name)
+        if stored.thinking:
+            widget.thinking.finish(stored.thinking, stored.thinking_ms)
+        if stored.role == "assistant":
+            widget.tokens = saved_tokens(stored)
+            widget.set_steering(stored.steering)
+            if self.color_tokens:
+                widget.set_color_tokens(True)
+            if not stored.complete:
                 widget.set_status("interrupted")
-            if stored.role == "assistant":
-                widget.set_steering(stored.steering)
-        self._update_actions()
+        return widget
+
+    @property
+    def building(self) -> bool:
+        """Older messages of the conversation shown are still to be built."""
+        return bool(self._unbuilt)
 
     def last_answer_tokens(self) -> list:
         """The latest answer's tokens (saved ones for a reopened conversation)."""
@@ -101,9 +141,14 @@ class ChatPage(QWidget):
         return list(last.tokens) if last is not None else []
 
     def clear(self) -> None:
+        self._forget_shown()
+        self.input.cancel_edit()
+
+    def _forget_shown(self) -> None:
+        self._build_timer.stop()
+        self._unbuilt = []
         self.view.clear()
         self.answer = None
-        self.input.cancel_edit()
 
     def refresh_header(self) -> None:
         """Title, model and this conversation's own settings; the empty chat's hint."""
@@ -136,8 +181,15 @@ class ChatPage(QWidget):
             if widget.role == "assistant":
                 widget.set_color_tokens(enabled)
 
-    def _add(self, role: str, text: str, images: tuple[str, ...], message_id: int | None,
-             model_name: str = "") -> MessageWidget:
+    def _add(self, role: str, text: str, images: tuple[str, ...],
+             message_id: int | None) -> MessageWidget:
+        widget = self._new_widget(role, text, images, message_id)
+        if role == "assistant":
+            widget.set_color_tokens(self.color_tokens)
+        return self.view.add(widget)
+
+    def _new_widget(self, role: str, text: str, images: tuple[str, ...],
+                    message_id: int | None, model_name: str = "") -> MessageWidget:
         title = "You" if role == "user" else (model_name or self.controller.model_name
                                               or "Assistant")
         widget = MessageWidget(role, title, text, images, message_id)
@@ -147,9 +199,7 @@ class ChatPage(QWidget):
         widget.tokenHovered.connect(self._hovered)
         widget.tokenClicked.connect(
             lambda w, i: self.tokenClicked.emit(w.tokens[i]) if 0 <= i < len(w.tokens) else None)
-        if role == "assistant":
-            widget.set_color_tokens(self.color_tokens)
-        return self.view.add(widget)
+        return widget
 
     # -- turns -----------------------------------------------------------------------------
 

@@ -35,6 +35,9 @@ from app.chat.markdown_blocks import split_blocks
 from app.chat.thinking_section import ThinkingSection
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
+DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per turn
+OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
+# hiding a bubble hides each of its many child widgets, which is what costs)
 
 
 def probability_colour(probability: float) -> QColor:
@@ -69,8 +72,11 @@ class AutoHeightBrowser(QTextBrowser):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 (Qt override)
         super().resizeEvent(event)
-        self.document().setTextWidth(self.viewport().width())
-        self._fit()
+        # a new text width lays the whole text out again: only when the width changed
+        # (each bubble's own height fitting resizes it too)
+        if self.document().textWidth() != self.viewport().width():
+            self.document().setTextWidth(self.viewport().width())
+            self._fit()
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
         if event.type() == QEvent.MouseMove:
@@ -308,13 +314,19 @@ def _image_strip(images: tuple[str, ...]) -> QHBoxLayout:
 
 
 class ChatView(QScrollArea):
-    """A vertical list of messages that follows the newest one while the user is at the end."""
+    """A vertical list of messages that follows the newest one while the user is at the end.
+    Older messages can arrive above the others (a reopened conversation is built from its
+    end): the view stays at the end, or on what the user scrolled to."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("chatView")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.NoFrame)
+        # PySide resolves the first viewport() of the process against every widget class
+        # it knows, creating their enums: paid here, while the window is being built,
+        # rather than by the first message's bubble
+        self.viewport()
         inner = QWidget()
         inner.setObjectName("chatInner")
         self._layout = QVBoxLayout(inner)
@@ -330,13 +342,28 @@ class ChatView(QScrollArea):
         self._layout.insertWidget(0, self.hint)
         self.messages: list[MessageWidget] = []
         self._follow = True
-        self.verticalScrollBar().rangeChanged.connect(self._keep_at_end)
+        # since messages came in above (and none at the end), what grows grows above what
+        # is shown: scrolled away from the end, the view keeps its distance from the end
+        self._grown_above = False
+        self._maximum = 0
+        self._leaving: list[MessageWidget] = []      # out of sight, to be destroyed
+        self._destroy_timer = QTimer(self, singleShot=True, interval=0)
+        self._destroy_timer.timeout.connect(self._destroy_some)
+        self.verticalScrollBar().rangeChanged.connect(self._keep_in_place)
         self.verticalScrollBar().valueChanged.connect(self._track_follow)
 
     def add(self, widget: MessageWidget) -> MessageWidget:
         self._layout.insertWidget(self._layout.count() - 1, widget)
         self.messages.append(widget)
-        self._follow = True
+        self._follow, self._grown_above = True, False
+        self.hint.hide()
+        return widget
+
+    def prepend(self, widget: MessageWidget) -> MessageWidget:
+        """An older message, above all the others."""
+        self._layout.insertWidget(1, widget)      # under the (hidden) hint
+        self.messages.insert(0, widget)
+        self._grown_above = True
         self.hint.hide()
         return widget
 
@@ -355,13 +382,33 @@ class ChatView(QScrollArea):
         self.hint.setVisible(not self.messages)
 
     def clear(self) -> None:
-        if self.messages:
-            self.remove_from(self.messages[0])
+        """Every message leaves the layout and the view at once; the widgets are destroyed
+        a slice per turn of the event loop (a long chat's all at once would freeze it)."""
+        for widget in self.messages:
+            self._layout.removeWidget(widget)
+            widget.move(OUT_OF_SIGHT)
+        self._leaving += self.messages
+        self.messages = []
+        self.hint.show()
+        self._follow, self._grown_above = True, False
+        if self._leaving:
+            self._destroy_timer.start()
+
+    def _destroy_some(self) -> None:
+        for widget in self._leaving[:DESTROY_SLICE]:
+            widget.deleteLater()
+        del self._leaving[:DESTROY_SLICE]
+        if self._leaving:
+            self._destroy_timer.start()
 
     def _track_follow(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self._follow = value >= bar.maximum() - 24
 
-    def _keep_at_end(self, _minimum: int, maximum: int) -> None:
+    def _keep_in_place(self, _minimum: int, maximum: int) -> None:
+        bar = self.verticalScrollBar()
         if self._follow:
-            self.verticalScrollBar().setValue(maximum)
+            bar.setValue(maximum)
+        elif self._grown_above:
+            bar.setValue(bar.value() + maximum - self._maximum)
+        self._maximum = maximum

@@ -295,11 +295,14 @@ class History:
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id",
             (conversation,),
         )
-        return [
-            StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]),
-                          row[5], row[6], tuple(json.loads(row[7])), row[8])
-            for row in rows
-        ]
+        return [_stored(row) for row in rows]
+
+    def last_message(self, conversation: int, role: str) -> StoredMessage | None:
+        """The conversation's latest message from ``role`` (a long chat's others unread)."""
+        row = self._db.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation = ? AND role = ? "
+            "ORDER BY id DESC LIMIT 1", (conversation, role)).fetchone()
+        return None if row is None else _stored(row)
 
     def _insert_message(self, conversation: int, m: StoredMessage,
                         message_id: int | None = None) -> int:
@@ -351,3 +354,8 @@ def _lead_with_match(snippet: str) -> str:
         return plain
     start = plain.rfind(" ", 0, at - SNIPPET_LEAD) + 1 or at - SNIPPET_LEAD
     return "…" + plain[start:].lstrip("…")
+
+
+def _stored(row: tuple) -> StoredMessage:
+    return StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]),
+                         row[5], row[6], tuple(json.loads(row[7])), row[8])

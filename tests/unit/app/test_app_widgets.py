@@ -212,3 +212,16 @@ def test_settings_dialog_offers_requantization_only_outside_exact_mode(qtbot):
     dialog.exact.setChecked(False)
     combo.setCurrentIndex(0)
     assert combo.isEnabled() and dialog.result_settings().requantize == ""
+
+
+def test_jobs_hand_the_gil_back_to_the_window_often(qtbot, monkeypatch):
+    """A job in Python code keeps the GUI thread waiting at most GIL_SWITCH_S per turn."""
+    import sys
+
+    from app.workers import GIL_SWITCH_S
+
+    monkeypatch.setattr(sys, "getswitchinterval", lambda: 0.005)   # CPython's default
+    shortened: list[float] = []
+    monkeypatch.setattr(sys, "setswitchinterval", shortened.append)
+    JobRunner()
+    assert shortened == [GIL_SWITCH_S] and GIL_SWITCH_S < 0.005

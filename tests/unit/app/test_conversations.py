@@ -182,3 +182,18 @@ def test_a_search_snippet_starts_just_before_the_match(history):
                                  "twelve thirteen fourteen lanterns glow")
     snippet = history.search("lanterns")[0].snippet
     assert "lanterns" in snippet and snippet.index("lanterns") <= 20, snippet
+
+
+def test_the_last_message_of_a_role_is_read_alone(history):
+    chat = history.create("c", "m").id
+    other = history.create("d", "m").id
+    for n in range(3):
+        history.add(chat, "user", f"q{n}")
+        history.add(chat, "assistant", f"a{n}", complete=n < 2)
+    history.add(other, "user", "elsewhere")
+    messages = history.messages(chat)
+    assert history.last_message(chat, "user") == messages[-2]
+    assert history.last_message(chat, "assistant") == messages[-1]
+    assert not history.last_message(chat, "assistant").complete
+    assert history.last_message(other, "assistant") is None
+    assert history.last_message(other, "user").content == "elsewhere"

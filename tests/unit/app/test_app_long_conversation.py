@@ -1,0 +1,146 @@
+"""A long conversation reopens without freezing the window: its latest exchange shows at
+once, the older messages fill in above over the next turns of the event loop, and in the
+end every message is there, in order, scrolled to the end (or as far from it as the
+user scrolled), with the saved tokens' colouring and Edit / Regenerate where they belong."""
+
+
+import pytest
+
+from app.chat.view import TOKEN_PROPERTY, MessageWidget
+from app.conversations.history import History, StoredMessage
+from app.settings.store import Settings
+from app.window import MainWindow
+from engine.catalog.importer import import_gguf
+from engine.store import Store
+from tests.fixtures.synthetic_gguf import write_model
+
+EXCHANGES = 60
+TIMEOUT_MS = 30_000
+
+
+def answer_rows(text: str) -> list[dict]:
+    """Saved tokens that spell ``text``: one per word, as the history keeps them."""
+    words = text.split(" ")
+    pieces = [w if i == 0 else " " + w for i, w in enumerate(words)]
+    return [{"token": p, "text": p, "logprob": -0.1 * (i % 7), "top": [[p, -0.1]]}
+            for i, p in enumerate(pieces)]
+
+
+def stored_chat(history: History, title: str, exchanges: int) -> int:
+    conversation = history.create(title, "tiny:latest").id
+    for n in range(exchanges):
+        history.add(conversation, "user", f"{title} question {n}")
+        text = f"{title} answer {n} with a few more words"
+        history.add_message(conversation, StoredMessage(0, "assistant", text, (), True,
+                                                        logprobs=tuple(answer_rows(text))))
+    return conversation
+
+
+@pytest.fixture
+def window(qtbot, tmp_path) -> MainWindow:
+    models = tmp_path / "models"
+    import_gguf(Store.open(models), write_model(tmp_path / "t.gguf", "qwen2"), "tiny")
+    history = History(tmp_path / "h.sqlite3")
+    stored_chat(history, "long", EXCHANGES)
+    stored_chat(history, "short", 1)
+    window = MainWindow(Settings(models_dir=str(models)), history, auto_load=False)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitUntil(lambda: window.pages.currentWidget() is window.chat, timeout=TIMEOUT_MS)
+    return window
+
+
+def chat_id(window: MainWindow, title: str) -> int:
+    return next(c.id for c in window.history.conversations() if c.title == title)
+
+
+def texts(window: MainWindow) -> list[str]:
+    return [w.text for w in window.chat.view.messages]
+
+
+def coloured_tokens(widget: MessageWidget) -> list[int]:
+    """The token indices the answer's text spans carry (colouring by probability)."""
+    found = []
+    for browser in widget._blocks:
+        block = browser.document().begin()
+        while block.isValid():
+            it = block.begin()
+            while not it.atEnd():
+                value = it.fragment().charFormat().property(TOKEN_PROPERTY)
+                if value is not None:
+                    found.append(int(value))
+                it += 1
+            block = block.next()
+    return found
+
+
+def test_a_long_conversation_shows_its_end_at_once_and_fills_in_above(qtbot, window):
+    long_chat = chat_id(window, "long")
+    stored = window.history.messages(long_chat)
+    window.open_conversation(long_chat)
+    assert window.chat.building and 2 <= len(window.chat.view.messages) < len(stored)
+    assert texts(window)[-2:] == [m.content for m in stored[-2:]]
+    assert window.panel.reply and len(window.panel.reply) == len(stored[-1].logprobs)
+
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    assert texts(window) == [m.content for m in stored]
+    assert [w.message_id for w in window.chat.view.messages] == [m.id for m in stored]
+    bar = window.chat.view.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
+    messages = window.chat.view.messages
+    assert [not w.buttons["Edit"].isHidden() for w in messages if w.role == "user"] == \
+        [False] * (EXCHANGES - 1) + [True]
+    assert [not w.buttons["Regenerate"].isHidden() for w in messages
+            if w.role == "assistant"] == [False] * (EXCHANGES - 1) + [True]
+
+
+def test_saved_tokens_colour_every_answer_built_later(qtbot, window):
+    window.panel.color_toggle.setChecked(True)
+    window.open_conversation(chat_id(window, "long"))
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    answers = [w for w in window.chat.view.messages if w.role == "assistant"]
+    assert len(answers) == EXCHANGES
+    for widget in answers:
+        assert "".join(t.text for t in widget.tokens) == widget.text
+        assert coloured_tokens(widget) == list(range(len(widget.tokens)))
+    window.panel.color_toggle.setChecked(False)
+    assert all(coloured_tokens(w) == [] for w in answers)
+
+
+def test_switching_away_mid_build_stops_it(qtbot, window):
+    window.open_conversation(chat_id(window, "long"))
+    assert window.chat.building
+    short = chat_id(window, "short")
+    window.open_conversation(short)
+    assert not window.chat.building
+    qtbot.wait(300)
+    assert texts(window) == [m.content for m in window.history.messages(short)]
+
+
+def test_scrolled_up_the_view_keeps_its_distance_from_the_end(qtbot, window):
+    """Older messages arrive above: scrolled up, the user's place does not slide away."""
+    window.open_conversation(chat_id(window, "long"))
+    view = window.chat.view
+    bar = view.verticalScrollBar()
+    qtbot.waitUntil(lambda: len(view.messages) >= 20 and bar.value() == bar.maximum() > 400,
+                    timeout=TIMEOUT_MS)                # at the end so far
+    assert window.chat.building
+    bar.setValue(bar.maximum() - 300)                 # the user scrolls up a little
+    grown_from = bar.maximum()
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    qtbot.wait(100)
+    # (the newest bubbles may still settle their heights by a line: a few pixels)
+    assert bar.maximum() > grown_from + 1000 and abs(bar.maximum() - bar.value() - 300) <= 24
+
+
+def test_leaving_a_long_conversation_clears_the_view_at_once(qtbot, window):
+    window.open_conversation(chat_id(window, "long"))
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    view = window.chat.view
+    window.new_chat()
+    assert view.messages == [] and view.hint.isVisibleTo(view)
+    assert view.widget().layout().count() == 2                       # the hint, the stretch
+    assert all(not w.geometry().intersects(view.widget().rect())
+               for w in view.widget().findChildren(MessageWidget))   # out of sight meanwhile
+    qtbot.waitUntil(lambda: view.widget().findChildren(MessageWidget) == [],
+                    timeout=TIMEOUT_MS)
