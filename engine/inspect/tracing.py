@@ -52,6 +52,20 @@ class PatchBlock:
     rows: range
     columns: range
 
+    @property
+    def label(self) -> str:
+        """Short, for a column or a line: "img 1 r0-1 c2-3"."""
+        return f"img {self.image + 1} r{span(self.rows)} c{span(self.columns)}"
+
+    @property
+    def name(self) -> str:
+        return (f"image {self.image + 1}, patch rows {span(self.rows)}, columns "
+                f"{span(self.columns)}")
+
+
+def span(values: range) -> str:
+    return f"{values.start}" if len(values) == 1 else f"{values.start}-{values.stop - 1}"
+
 
 @dataclass(frozen=True)
 class Trace:
