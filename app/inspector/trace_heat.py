@@ -20,7 +20,7 @@ ROW_HEIGHT = 12
 LABEL_WIDTH = 40
 MIN_COLUMN = 14
 SCALE_HEIGHT = 26           # the colour scale's row, above the map
-TOKEN_HEIGHT = 84           # the tokens' labels, written upwards below the map
+TOKEN_HEIGHT = 96           # the tokens' labels, written upwards below the map
 CHANGED = QColor(255, 170, 40)
 
 

@@ -4,9 +4,9 @@ It follows the conversation: its latest user message is the clean text, refreshe
 answer starts and when another conversation opens. The texts go through the model's chat
 template with the conversation's system prompt (or verbatim), as `lantern trace` does; the
 message's images go with both, read and encoded in the job (the token counts shown while
-editing are the texts' alone), their patches restored in groups that keep an image to 64
-columns. A trace is a cancellable job over engine.inspect.tracing, steered as the answers
-are, never run while an answer streams: an answer that starts cancels it.
+editing are the texts' alone), their patches restored in groups that keep an image to
+IMAGE_COLUMNS columns. A trace is a cancellable job over engine.inspect.tracing, steered as
+the answers are, never run while an answer streams: an answer that starts cancels it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from engine.chat.backend import Capability
 from engine.chat.messages import Message
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect.occlusion import fitting_patch_group
-from engine.inspect.tracing import Trace, trace
+from engine.inspect.tracing import IMAGE_COLUMNS, Trace, trace
 
 PLAIN_IMAGES = ("Plain text cannot carry the message's image: clear Plain text to trace "
                 "it with the chat template.")
@@ -116,7 +116,8 @@ class Tracer(QObject):
             images = tuple(model.prepare_image(path, max_pixels) for path in paths)
             clean, corrupt = (prompt(model, text, plain, system, images) for text in texts)
             return trace(model.gguf, clean, corrupt, steering=steering, progress=progress,
-                         patch_group=fitting_patch_group(clean, len(clean)), cancel=cancel)
+                         patch_group=fitting_patch_group(clean, len(clean), IMAGE_COLUMNS),
+                         cancel=cancel)
 
         job = ProgressJob(run)
         # bound methods of GUI-thread objects only: the job's signals are then queued

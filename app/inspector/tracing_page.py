@@ -115,7 +115,7 @@ class TracingPage(QWidget):
     def show_counts(self, clean: int, corrupt: int, same: bool) -> bool:
         """Say whether the two texts can be traced against each other; True if they can.
         With images the counts are the texts' own: the images add the same to both."""
-        besides = " besides the images" if self.images else ""
+        besides = {0: "", 1: " besides the image"}.get(self.images, " besides the images")
         if clean != corrupt:
             text = (f"The corrupted text has {corrupt} tokens{besides}, the clean one {clean}: "
                     "change one word for another of the same length in tokens.")
@@ -197,7 +197,9 @@ def image_note(trace: Trace) -> str:
             "column each" if group > 1 else " Each image's merged patch is a column")
     columns = [n for n in range(len(trace.units)) if trace.patch_block(n) is not None]
     if not trace.restored[:, columns].any():
-        note += (": the images come before the changed word, the same in both runs, so "
+        note += (": the image comes before the changed word, the same in both runs, so "
+                 "restoring it brings nothing back" if len(trace.images) == 1 else
+                 ": the images come before the changed word, the same in both runs, so "
                  "restoring them brings nothing back")
     return note + "."
 

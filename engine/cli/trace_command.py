@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an image both texts go with (repeatable; a vision model)")
     p.add_argument("--patch-group", type=int, metavar="N",
                    help="restore an image's merged patches in N x N blocks (default: the "
-                        "smallest that keeps an image to 64 blocks)")
+                        "smallest that keeps an image to 16 blocks)")
     p.add_argument("--system", metavar="TEXT")
     p.add_argument("--json", action="store_true", help="one JSON object")
     add_models_dir(p)
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.chat.messages import Message
     from engine.cli.run_command import load_images, resolve_source
     from engine.inspect.occlusion import fitting_patch_group
-    from engine.inspect.tracing import trace
+    from engine.inspect.tracing import IMAGE_COLUMNS, trace
     from engine.runtime.loader import load_model
 
     model = load_model(resolve_source(args.model, args.models_dir))
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return model.tokenize_chat([Message("user", text, images)], system=args.system)
 
     clean = context(args.clean)
-    group = args.patch_group or fitting_patch_group(clean, len(clean))
+    group = args.patch_group or fitting_patch_group(clean, len(clean), IMAGE_COLUMNS)
     result = trace(model.gguf, clean, context(args.corrupt), patch_group=group)
     piece = model.tokenizer.id_to_piece
     if args.json:

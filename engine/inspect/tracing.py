@@ -38,6 +38,8 @@ from engine.inspect.occlusion import first_row, hidden_units
 from engine.reference import KVCache, ReferenceOutput, ReferenceWeights, forward
 from engine.reference.text import blocks, rms_norm, rope_tables
 
+IMAGE_COLUMNS = 16  # patch groups per image that the app and CLI choose: a readable map
+
 
 class TraceError(LanternError):
     """Prompts that cannot be traced against each other."""

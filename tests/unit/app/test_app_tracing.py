@@ -17,7 +17,7 @@ from app.settings.store import Settings
 from app.window import PANEL_WIDTH
 from engine.chat.messages import Message
 from engine.inspect.occlusion import fitting_patch_group
-from engine.inspect.tracing import trace
+from engine.inspect.tracing import IMAGE_COLUMNS, trace
 from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
 from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
 from tests.unit.app.test_app_images import send as send_vl
@@ -136,14 +136,14 @@ def test_an_image_message_traces_as_the_engine_does(qtbot, tmp_path, vision_stor
     assert "Plain text cannot carry" in page.counts.text() and not page.button.isEnabled()
     page.plain.setChecked(False)
     page.corrupt.setPlainText("What is in that picture?")
-    assert "tokens besides the images: ready" in page.counts.text() and page.button.isEnabled()
+    assert "tokens besides the image: ready" in page.counts.text() and page.button.isEnabled()
     page.button.click()
     qtbot.waitUntil(lambda: tracer.job is None and page.trace is not None, timeout=TIMEOUT_MS)
     model = window.controller.model
     image = model.prepare_image(str(photo), window.controller.settings.max_pixels)
     clean, corrupt = (model.tokenize_chat([Message("user", t, (image,))])
                       for t in ("What is in this picture?", "What is in that picture?"))
-    group = fitting_patch_group(clean, len(clean))
+    group = fitting_patch_group(clean, len(clean), IMAGE_COLUMNS)
     direct = trace(model.gguf, clean, corrupt, patch_group=group)
     shown = page.trace
     assert (shown.answer, shown.rival, shown.units) == (direct.answer, direct.rival, direct.units)

@@ -17,7 +17,7 @@ from engine.chat.messages import Message
 from engine.cli import main
 from engine.cli.run_command import resolve_source
 from engine.inspect.occlusion import fitting_patch_group
-from engine.inspect.tracing import trace
+from engine.inspect.tracing import IMAGE_COLUMNS, trace
 from engine.runtime.loader import load_model
 from engine.store import Store
 from engine.vision.preprocess import MAX_PIXELS
@@ -52,7 +52,7 @@ def test_trace_image_json_equals_the_engine(store, capsys):
     model = load_model(resolve_source(NAME, str(store[0])))
     image = model.prepare_image(str(store[1]), MAX_PIXELS)
     clean, corrupt = (model.tokenize_chat([Message("user", t, (image,))]) for t in (CLEAN, CORRUPT))
-    group = fitting_patch_group(clean, len(clean))
+    group = fitting_patch_group(clean, len(clean), IMAGE_COLUMNS)
     direct = trace(model.gguf, clean, corrupt, patch_group=group)
     np.testing.assert_allclose(out["restored"], direct.restored, atol=1e-12)
     assert out["units"] == [list(u) for u in direct.units] and out["patch_group"] == group > 1
