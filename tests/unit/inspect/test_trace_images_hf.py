@@ -195,7 +195,8 @@ def test_a_two_way_image_restarts_at_its_first_row_as_full_reruns(tmp_path):
     """Three Gemma 3 blocks (a window over the whole prompt), an image whose rows see each
     other both ways: restoring a patch inside it changes the patches before it from the
     next block on; every cell equals a run of all rows from the restored layer on (no keys
-    reused). The HF Gemma 3 above has too few blocks and too short a window to show it."""
+    reused), steered as the answer was. The HF Gemma 3 above has too few blocks and too
+    short a window to show the restart."""
     model = open_model(write_model(tmp_path / "g.gguf", "gemma3", TextSpec(layers=3), std=0.3,
                                    overrides={"gemma3.attention.sliding_window": 16}))
     rng = np.random.default_rng(4)
@@ -207,21 +208,22 @@ def test_a_two_way_image_restarts_at_its_first_row_as_full_reruns(tmp_path):
     changed = ids.copy()
     changed[2] += 1
     corrupt = dataclasses.replace(clean, ids=changed)
-    got = trace(model, clean, corrupt)
+    steering = rng.normal(0, 0.5, (3, 64)).astype(np.float32)   # the answer's control vectors
+    got = trace(model, clean, corrupt, steering=steering)
     weights = ReferenceWeights(model)
     embeds = weights.embed(ids), weights.embed(changed)
     for e in embeds:
         e[rows] = clean.image_embeds
     groups = clean.image_groups()
-    states = [forward(model, None, clean.positions, e, weights=weights, image_groups=groups)
-              .hidden_states for e in embeds]
+    states = [forward(model, None, clean.positions, e, weights=weights, image_groups=groups,
+                      steering=steering).hidden_states for e in embeds]
     head = weights.lm_head()[got.answer] - weights.lm_head()[got.rival]
     tables = rope_tables(clean.positions, weights.config)
     for layer in range(4):
         for n, unit in enumerate(got.units):
             x = states[1][layer].copy()
             x[list(unit)] = states[0][layer][list(unit)]
-            out = blocks(x, weights, tables, first=layer, groups=groups)
+            out = blocks(x, weights, tables, first=layer, groups=groups, steering=steering)
             last = (out[-1] if out else x)[-1]
             expected = rms_norm(last, weights.output_norm(), weights.config.rms_eps) @ head
             assert got.diff[layer, n] == pytest.approx(float(expected), abs=1e-5)
