@@ -1,8 +1,9 @@
 """Causal tracing's layer x position map: one row per hidden state (the embeddings at the
-top, then every block), one column per prompt position labelled with its token below, each
-cell tinted by the share of the clean answer's logit difference that restoring that one
-state brings back; a colour scale above. The changed positions' labels are marked. Hover:
-layer, token and value. A long prompt makes the map wider than the panel, which scrolls.
+top, then every block), one column per prompt position labelled with its token below (an
+image's patch group: one column, "img 1 r0-1 c2-3"), each cell tinted by the share of the
+clean answer's logit difference that restoring that one state brings back; a colour scale
+above. The changed positions' labels are marked. Hover: layer, place and value. A long
+prompt makes the map wider than the panel, which scrolls.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ ROW_HEIGHT = 12
 LABEL_WIDTH = 40
 MIN_COLUMN = 14
 SCALE_HEIGHT = 26           # the colour scale's row, above the map
-TOKEN_HEIGHT = 84           # the tokens' labels, written upwards below the map
+TOKEN_HEIGHT = 96           # the tokens' labels, written upwards below the map
 CHANGED = QColor(255, 170, 40)
 
 
@@ -38,16 +39,19 @@ def state_name(layer: int) -> str:
 class TraceHeat(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.restored = np.zeros((0, 0))       # [n_layers + 1, S]
+        self.restored = np.zeros((0, 0))       # [n_layers + 1, U]
         self.tokens: list[str] = []
         self.changed: list[bool] = []
+        self.places: list[str] = []
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.setFixedHeight(0)
 
-    def set_data(self, restored: np.ndarray, tokens: list[str], changed: list[bool]) -> None:
-        """tokens: each position's label (a changed one as "clean/corrupt")."""
-        self.restored, self.tokens, self.changed = restored, tokens, changed
+    def set_data(self, restored: np.ndarray, tokens: list[str], changed: list[bool],
+                 places: list[str]) -> None:
+        """tokens: each column's label (a changed one as "clean/corrupt"); places: where it
+        lies, in words ("position 5 the", "image 1, patch rows 0-1, columns 2-3")."""
+        self.restored, self.tokens, self.changed, self.places = restored, tokens, changed, places
         rows, columns = restored.shape
         self.setMinimumWidth(LABEL_WIDTH + columns * MIN_COLUMN + 4 if columns else 0)
         self.setFixedHeight(SCALE_HEIGHT + rows * ROW_HEIGHT + TOKEN_HEIGHT if rows else 0)
@@ -125,9 +129,8 @@ class TraceHeat(QWidget):
         return (layer, position) if inside and layer < rows and position < columns else None
 
     def tip(self, layer: int, position: int) -> str:
-        return (f"{state_name(layer)} ({layer_name(layer)}), position {position} "
-                f"{self.tokens[position]}: {self.restored[layer, position]:.1%} of the "
-                "difference restored")
+        return (f"{state_name(layer)} ({layer_name(layer)}), {self.places[position]}: "
+                f"{self.restored[layer, position]:.1%} of the difference restored")
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt override)
         where = self.at(event.position().x(), event.position().y())

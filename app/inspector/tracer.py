@@ -2,15 +2,18 @@
 
 It follows the conversation: its latest user message is the clean text, refreshed when an
 answer starts and when another conversation opens. The texts go through the model's chat
-template with the conversation's system prompt (or verbatim), as `lantern trace` does. A
-trace is a cancellable job over engine.inspect.tracing, never run while an answer streams:
-an answer that starts cancels it.
+template with the conversation's system prompt (or verbatim), as `lantern trace` does; the
+message's images go with both, read and encoded in the job (the token counts shown while
+editing are the texts' alone), their patches restored in groups that keep an image to
+IMAGE_COLUMNS columns. A trace is a cancellable job over engine.inspect.tracing, steered as
+the answers are, never run while an answer streams: an answer that starts cancels it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 from PySide6.QtCore import QObject
 
 from app.chat.conversation import ConversationController
@@ -18,11 +21,21 @@ from app.inspector.tracing_page import TracingPage
 from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.backend import Capability
 from engine.chat.messages import Message
-from engine.inspect.tracing import Trace, trace
+from engine.chat.prompt_tokens import PromptTokens
+from engine.inspect.occlusion import fitting_patch_group
+from engine.inspect.tracing import IMAGE_COLUMNS, Trace, trace
 
-IMAGES = ("This message holds an image: causal tracing compares two token sequences of text "
-          "only, so it cannot trace it. Send a text message to trace it.")
+PLAIN_IMAGES = ("Plain text cannot carry the message's image: clear Plain text to trace "
+                "it with the chat template.")
 STREAMING = "An answer is streaming: trace again when it ends."
+
+
+def prompt(model, text: str, plain: bool, system: str | None, images: tuple = ()) -> PromptTokens:
+    """``text`` as the trace takes it: verbatim (``plain``), or in the chat template with
+    ``images`` (prepared; none for the counts)."""
+    if plain:
+        return model.tokenize_raw(text)
+    return model.tokenize_chat([Message("user", text, images)], system=system)
 
 
 class Tracer(QObject):
@@ -32,6 +45,7 @@ class Tracer(QObject):
         self.page, self.conversation, self.runner = page, conversation, runner
         self.job: Job | None = None
         self.shown: str | None = None            # the text of the message shown
+        self.images: tuple[str, ...] = ()        # the paths of its images
         self.piece: Callable[[int], str] = str
         conversation.promptReady.connect(self.refresh)
         conversation.busyChanged.connect(self._busy)
@@ -47,8 +61,8 @@ class Tracer(QObject):
         if shown == self.shown:
             return
         self.shown = shown
-        self.page.set_clean(message.content if message else "",
-                            IMAGES if message is not None and message.images else "")
+        self.images = tuple(message.images) if message is not None else ()
+        self.page.set_clean(message.content if message else "", images=len(self.images))
         self.count()
 
     def clear(self) -> None:
@@ -62,25 +76,24 @@ class Tracer(QObject):
         if busy and self.conversation.busy:
             self.cancel(STREAMING)
 
-    def _ids(self, text: str) -> list[int]:
-        model = self.conversation.model
-        if self.page.plain.isChecked():
-            return list(model.tokenize_raw(text).ids)
-        return list(model.tokenize_chat([Message("user", text)],
-                                        system=self.conversation.system_prompt()).ids)
-
-    def _texts(self) -> tuple[list[int], list[int]] | None:
-        """Both texts' token ids, or None where they cannot be traced (the page says why)."""
+    def _texts(self) -> tuple[str, str] | None:
+        """Both texts, or None where they cannot be traced (the page says why)."""
         page, conversation = self.page, self.conversation
         if not page.clean.toPlainText() or page.corrupt.isReadOnly():
             return None
-        if conversation.model is None or Capability.REFERENCE not in conversation.capabilities:
+        model = conversation.model
+        if model is None or Capability.REFERENCE not in conversation.capabilities:
             page.counts.setText("Causal tracing needs a model whose weights are on this "
                                 "computer: load one from the model list.")
             return None
-        clean, corrupt = self._ids(page.clean.toPlainText()), self._ids(page.corrupt_text())
-        able = page.show_counts(len(clean), len(corrupt), clean == corrupt)
-        return (clean, corrupt) if able else None
+        if self.images and page.plain.isChecked():
+            page.show_blocked(PLAIN_IMAGES)
+            return None
+        texts = page.clean.toPlainText(), page.corrupt_text()
+        plain, system = page.plain.isChecked(), conversation.system_prompt()
+        clean, corrupt = (prompt(model, t, plain, system).ids for t in texts)
+        able = page.show_counts(len(clean), len(corrupt), np.array_equal(clean, corrupt))
+        return texts if able else None
 
     def count(self) -> None:
         if self.job is None:
@@ -93,12 +106,18 @@ class Tracer(QObject):
         texts = self._texts()
         if texts is None or self.job is not None:
             return
-        model = self.conversation.model
-        gguf, self.piece = model.gguf, model.tokenizer.id_to_piece
-        clean, corrupt = texts
+        model, conversation, paths = self.conversation.model, self.conversation, self.images
+        self.piece = model.tokenizer.id_to_piece
+        max_pixels, steering = conversation.settings.max_pixels, conversation.steering_table
+        plain, system = self.page.plain.isChecked(), conversation.system_prompt()
 
         def run(progress, cancel) -> Trace:
-            return trace(gguf, clean, corrupt, progress=progress, cancel=cancel)
+            progress("Reading the image" if paths else "Tokenizing", 0.0)
+            images = tuple(model.prepare_image(path, max_pixels) for path in paths)
+            clean, corrupt = (prompt(model, text, plain, system, images) for text in texts)
+            return trace(model.gguf, clean, corrupt, steering=steering, progress=progress,
+                         patch_group=fitting_patch_group(clean, len(clean), IMAGE_COLUMNS),
+                         cancel=cancel)
 
         job = ProgressJob(run)
         # bound methods of GUI-thread objects only: the job's signals are then queued

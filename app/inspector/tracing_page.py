@@ -2,9 +2,10 @@
 
 The latest message is the clean text; the user edits a copy into the corrupted text (one
 word changed) and the page says at once when their token counts differ, which the trace
-cannot compare. The result: the clean answer and its rival, the two logit differences and
-the layer x position map of the share restored. The page only draws; the Tracer decides
-what to compute.
+cannot compare. A message's images go with both texts. The result: the clean answer and its
+rival, the two logit differences and the layer x position map of the share restored, an
+image's patch groups as columns of their own. The page only draws; the Tracer decides what
+to compute.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ class TracingPage(QWidget):
         layout.addWidget(hint("Clean: the conversation's latest message"))
         self.clean = text_box(read_only=True)
         layout.addWidget(self.clean)
+        self.image_note = hint("")
+        self.image_note.setObjectName("traceImages")
+        layout.addWidget(self.image_note)
         layout.addWidget(hint("Corrupted: the same with one word changed"))
         self.corrupt = text_box(read_only=False)
         self.corrupt.textChanged.connect(self.textsEdited)
@@ -82,39 +86,53 @@ class TracingPage(QWidget):
         layout.addStretch(1)
         self.trace: Trace | None = None
         self.ready = False               # the texts can be traced against each other
+        self.images = 0                  # the images the message holds
         self.button.setEnabled(False)
 
     # -- the texts ----------------------------------------------------------------------
 
-    def set_clean(self, text: str, note: str = "") -> None:
-        """A new latest message (``text`` empty: none; ``note``: why it cannot be traced)."""
+    def set_clean(self, text: str, images: int = 0) -> None:
+        """A new latest message (``text`` empty: none) holding ``images``."""
         self.clean.setPlainText(text)
         self.corrupt.blockSignals(True)
         self.corrupt.setPlainText(text)
         self.corrupt.blockSignals(False)
-        self.corrupt.setReadOnly(not text or bool(note))
+        self.corrupt.setReadOnly(not text)
+        self.images = images
+        self.image_note.setText(("The message's image goes" if images == 1 else
+                                 f"The message's {images} images go") +
+                                " with both texts, unchanged." if images else "")
+        self.image_note.setVisible(bool(images))
         self.show_result(None)
         self.ready = False
         self.counts.setText("")
         self._idle()
-        self.status.setText(note or ("" if text else EMPTY))
+        self.status.setText("" if text else EMPTY)
 
     def corrupt_text(self) -> str:
         return self.corrupt.toPlainText()
 
     def show_counts(self, clean: int, corrupt: int, same: bool) -> bool:
-        """Say whether the two texts can be traced against each other; True if they can."""
+        """Say whether the two texts can be traced against each other; True if they can.
+        With images the counts are the texts' own: the images add the same to both."""
+        besides = {0: "", 1: " besides the image"}.get(self.images, " besides the images")
         if clean != corrupt:
-            text = (f"The corrupted text has {corrupt} tokens, the clean one {clean}: change "
-                    "one word for another of the same length in tokens.")
+            text = (f"The corrupted text has {corrupt} tokens{besides}, the clean one {clean}: "
+                    "change one word for another of the same length in tokens.")
         elif same:
             text = EDIT
         else:
-            text = f"Both texts have {clean} tokens: ready to trace."
+            text = f"Both texts have {clean} tokens{besides}: ready to trace."
         self.counts.setText(text)
         self.ready = clean == corrupt and not same
         self.button.setEnabled(self.ready and self.progress.isHidden())
         return self.ready
+
+    def show_blocked(self, text: str) -> None:
+        """The texts cannot be traced as they are set: ``text`` says why."""
+        self.counts.setText(text)
+        self.ready = False
+        self.button.setEnabled(False)
 
     # -- states -------------------------------------------------------------------------
 
@@ -149,21 +167,51 @@ class TracingPage(QWidget):
         self.trace = trace
         if trace is None:
             self.summary.setText("")
-            self.heat.set_data(np.zeros((0, 0)), [], [])
+            self.heat.set_data(np.zeros((0, 0)), [], [], [])
             return
         self._idle()
         self.status.setText("")
         answer, rival = (html.escape(visible_piece(piece(t))) for t in (trace.answer, trace.rival))
         restored = trace.restored
-        layer, position = divmod(int(restored.argmax()), restored.shape[1])
-        tokens = [visible_piece(piece(a)) if a == b else
-                  f"{visible_piece(piece(a))}/{visible_piece(piece(b))}"
-                  for a, b in zip(trace.clean, trace.corrupt, strict=True)]
+        layer, best = divmod(int(restored.argmax()), restored.shape[1])
+        columns = [column(trace, n, piece) for n in range(len(trace.units))]
+        label, place = columns[best]
+        where = place if trace.patch_block(best) is not None else \
+            f"<code>{html.escape(label)}</code>, position {trace.units[best][0]}"
         self.summary.setText(
             f"Clean answer <code>{answer}</code> against its rival <code>{rival}</code>: "
             f"logit difference {trace.clean_diff:+.3f} clean, {trace.corrupt_diff:+.3f} "
-            f"corrupted. Most restored: {state_name(layer)} at "
-            f"<code>{html.escape(tokens[position])}</code> (position {position}, "
-            f"{restored[layer, position]:.0%}). Hover a cell for its value.")
-        self.heat.set_data(restored, tokens,
-                           [a != b for a, b in zip(trace.clean, trace.corrupt, strict=True)])
+            f"corrupted. Most restored: {state_name(layer)} at {where} "
+            f"({restored[layer, best]:.0%}).{image_note(trace)} Hover a cell for its value.")
+        self.heat.set_data(restored, [label for label, _ in columns],
+                           [trace.changed(n) for n in range(len(trace.units))],
+                           [place for _, place in columns])
+
+
+def image_note(trace: Trace) -> str:
+    """How the map shows the images, and why their columns are empty where they are."""
+    if not trace.images:
+        return ""
+    group = trace.patch_group
+    note = (f" Each image's merged patches are restored {group} x {group} at a time, a "
+            "column each" if group > 1 else " Each image's merged patch is a column")
+    columns = [n for n in range(len(trace.units)) if trace.patch_block(n) is not None]
+    if not trace.restored[:, columns].any():
+        note += (": the image comes before the changed word, the same in both runs, so "
+                 "restoring it brings nothing back" if len(trace.images) == 1 else
+                 ": the images come before the changed word, the same in both runs, so "
+                 "restoring them brings nothing back")
+    return note + "."
+
+
+def column(trace: Trace, unit: int, piece) -> tuple[str, str]:
+    """A map column's label (a changed token as "clean/corrupt", an image's patch group as
+    "img 1 r0-1 c2-3") and where it lies, in words."""
+    block = trace.patch_block(unit)
+    positions = trace.units[unit]
+    if block is not None:
+        return block.label, block.name
+    a, b = trace.clean[positions[0]], trace.corrupt[positions[0]]
+    token = visible_piece(piece(a)) if a == b else \
+        f"{visible_piece(piece(a))}/{visible_piece(piece(b))}"
+    return token, f"position {positions[0]} {token}"

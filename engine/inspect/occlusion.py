@@ -68,6 +68,15 @@ def hidden_units(context: PromptTokens, position: int, patch_group: int) -> list
     return units + [np.array([i]) for i in range(j, position)]
 
 
+def first_row(unit: np.ndarray, groups: np.ndarray | None) -> int:
+    """Where a run that changes ``unit`` must start: its first row, or the first row of its
+    image where rows of one image see each other both ways (``groups``, Gemma 3)."""
+    first = int(unit.min())
+    if groups is not None and groups[first] >= 0:
+        first = int(np.flatnonzero(groups == groups[first])[0])
+    return first
+
+
 def fitting_patch_group(context: PromptTokens, position: int, runs_per_image: int = 64) -> int:
     """The smallest patch group that hides the largest image before ``position`` in at
     most ``runs_per_image`` runs (1 without images): what the app uses."""
@@ -120,9 +129,7 @@ def occlusion(
         if cancel is not None and cancel.is_set():
             raise InspectionCancelled("the attribution was cancelled")
         report(f"Hiding {n + 1} of {len(units)}", n / len(units))
-        first = int(unit.min())
-        if groups is not None and groups[first] >= 0:  # a two-way image runs whole
-            first = int(np.flatnonzero(groups == groups[first])[0])
+        first = first_row(unit, groups)
         if first > prefix.length:
             forward(model, None, positions[..., prefix.length:first],
                     embeds[prefix.length:first], weights=weights, cache=prefix,

@@ -246,13 +246,30 @@ def forward(
     positions = np.arange(past, past + len(x)) if positions is None else np.asarray(positions)
     if positions.shape[-1] != len(x):
         raise ValueError(f"positions {positions.shape} do not match {len(x)} tokens")
-    angles, local_angles = rope_tables(positions, cfg, rope_length)
+    tables = rope_tables(positions, cfg, rope_length)
     groups = None if image_groups is None else np.asarray(image_groups, np.int64)[-len(x):]
 
     if probe is None and attention_rows is not None:
         probe = AttentionProbe(np.asarray(attention_rows, dtype=np.int64).reshape(-1))
-    hidden_states = [x]
-    for i in range(cfg.n_layers):
+    hidden_states = [x, *blocks(x, weights, tables, cache=cache, probe=probe, groups=groups,
+                                deepstack=deepstack, steering=steering, on_layer=on_layer)]
+    logits = output_logits(hidden_states[-1], weights)  # [S, V]
+    return ReferenceOutput(hidden_states=hidden_states, logits=logits,
+                           attentions=None if probe is None else probe.probs)
+
+
+def blocks(
+    x: np.ndarray, weights: ReferenceWeights, tables: tuple[np.ndarray, np.ndarray], *,
+    first: int = 0, cache: KVCache | None = None, probe: AttentionProbe | None = None,
+    groups: np.ndarray | None = None, deepstack: ArrayLike | None = None,
+    steering: np.ndarray | None = None, on_layer: Callable[[int], None] | None = None,
+) -> list[np.ndarray]:
+    """Blocks ``first``.. over x [S, H], the hidden state entering block ``first`` -> each
+    block's output; ``tables``: rope_tables' angles of the S rows, the rest as forward's.
+    Causal tracing resumes a run here from a state it restored."""
+    cfg, out = weights.config, []
+    angles, local_angles = tables
+    for i in range(first, cfg.n_layers):
         layer_angles = local_angles if cfg.slides(i) else angles
         x = decoder_layer(x, weights.layer(i), cfg, layer_angles, cache, i, probe, groups)
         if deepstack is not None and i < len(deepstack):
@@ -261,12 +278,10 @@ def forward(
             x = x + steering[i].astype(x.dtype)
             if probe is not None and probe.parts:
                 probe.mlps[-1] = probe.mlps[-1] + steering[i].astype(x.dtype)
-        hidden_states.append(x)
+        out.append(x)
         if on_layer is not None:
             on_layer(i)
-    logits = output_logits(x, weights)  # [S, V]
-    return ReferenceOutput(hidden_states=hidden_states, logits=logits,
-                           attentions=None if probe is None else probe.probs)
+    return out
 
 
 def rope_tables(positions: np.ndarray, cfg: TextConfig,

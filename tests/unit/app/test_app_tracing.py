@@ -2,7 +2,8 @@
 of another token count is refused with the counts named and nothing runs; a trace on a
 tiny model shows exactly engine.inspect.tracing's numbers (answer, rival, differences,
 the map and its hover); cancel ends the job; an answer that starts cancels it; another
-conversation empties the tab; an image message is refused with the reason; the panel's
+conversation empties the tab; an image message traces with its image in both prompts, its
+patch groups as labelled columns, exactly as the engine does; the panel's
 tab names, the Tracing tab's among them, are whole at the panel's opening width."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from app.inspector.trace_heat import LABEL_WIDTH, ROW_HEIGHT, SCALE_HEIGHT
 from app.settings.store import Settings
 from app.window import PANEL_WIDTH
 from engine.chat.messages import Message
-from engine.inspect.tracing import trace
+from engine.inspect.occlusion import fitting_patch_group
+from engine.inspect.tracing import IMAGE_COLUMNS, trace
 from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
 from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
 from tests.unit.app.test_app_images import send as send_vl
@@ -122,14 +124,43 @@ def test_cancel_an_answer_and_another_conversation(qtbot, window):
     assert page.summary.text() == "" and page.heat.restored.size == 0
 
 
-def test_an_image_message_is_not_traced(qtbot, tmp_path, vision_store, photo):  # noqa: F811
+def test_an_image_message_traces_as_the_engine_does(qtbot, tmp_path, vision_store,  # noqa: F811
+                                                    photo):  # noqa: F811
     window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
     window.chat.input.attach([str(photo)])
     send_vl(qtbot, window, "What is in this picture?")
-    page = window.panel.tracing
-    assert page.clean.toPlainText() == "What is in this picture?"
-    assert "holds an image" in page.status.text() and "text only" in page.status.text()
-    assert page.corrupt.isReadOnly() and not page.button.isEnabled()
+    page, tracer = window.panel.tracing, window.inspector.tracer
+    assert page.clean.toPlainText() == "What is in this picture?" and not page.corrupt.isReadOnly()
+    assert "image goes with both texts" in page.image_note.text()
+    page.plain.setChecked(True)                      # no template: no place for the image
+    assert "Plain text cannot carry" in page.counts.text() and not page.button.isEnabled()
+    page.plain.setChecked(False)
+    page.corrupt.setPlainText("What is in that picture?")
+    assert "tokens besides the image: ready" in page.counts.text() and page.button.isEnabled()
+    page.button.click()
+    qtbot.waitUntil(lambda: tracer.job is None and page.trace is not None, timeout=TIMEOUT_MS)
+    model = window.controller.model
+    image = model.prepare_image(str(photo), window.controller.settings.max_pixels)
+    clean, corrupt = (model.tokenize_chat([Message("user", t, (image,))])
+                      for t in ("What is in this picture?", "What is in that picture?"))
+    group = fitting_patch_group(clean, len(clean), IMAGE_COLUMNS)
+    direct = trace(model.gguf, clean, corrupt, patch_group=group)
+    shown = page.trace
+    assert (shown.answer, shown.rival, shown.units) == (direct.answer, direct.rival, direct.units)
+    np.testing.assert_array_equal(page.heat.restored, direct.restored)
+    assert group > 1 and len(direct.units) < len(clean)     # patch groups, a column each
+    [grid] = direct.images
+    columns = [n for n in range(len(direct.units)) if direct.patch_block(n) is not None]
+    assert len(columns) == -(-grid.height // group) * -(-grid.width // group)
+    first = columns[0]
+    assert page.heat.tokens[first] == f"img 1 r0-{group - 1} c0-{group - 1}"
+    assert not page.heat.changed[first] and any(page.heat.changed)
+    assert page.heat.tip(2, first) == (f"block 2 (L2), image 1, patch rows 0-{group - 1}, "
+                                       f"columns 0-{group - 1}: {direct.restored[2, first]:.1%}"
+                                       " of the difference restored")
+    assert f"restored {group} x {group} at a time" in page.summary.text()
+    # the word changed after the image: the image is the same in both runs
+    assert not direct.restored[:, columns].any() and "brings nothing back" in page.summary.text()
 
 
 def test_every_tab_name_is_whole_at_the_panels_width(qtbot):
