@@ -4,9 +4,10 @@ It follows the conversation: its latest user message is the clean text, refreshe
 answer starts and when another conversation opens. The texts go through the model's chat
 template with the conversation's system prompt (or verbatim), as `lantern trace` does; the
 message's images go with both, read and encoded in the job (the token counts shown while
-editing are the texts' alone), their patches restored in groups that keep an image to
-IMAGE_COLUMNS columns. A trace is a cancellable job over engine.inspect.tracing, steered as
-the answers are, never run while an answer streams: an answer that starts cancels it.
+editing are the texts' alone), or with the corrupted text noised (engine.inspect.tracing's
+``noised``), their patches restored in groups that keep an image to IMAGE_COLUMNS columns.
+A trace is a cancellable job over engine.inspect.tracing, steered as the answers are, never
+run while an answer streams: an answer that starts cancels it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from engine.chat.backend import Capability
 from engine.chat.messages import Message
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect.occlusion import fitting_patch_group
-from engine.inspect.tracing import IMAGE_COLUMNS, Trace, trace
+from engine.inspect.tracing import IMAGE_COLUMNS, Trace, noised, trace
 
 PLAIN_IMAGES = ("Plain text cannot carry the message's image: clear Plain text to trace "
                 "it with the chat template.")
@@ -110,11 +111,14 @@ class Tracer(QObject):
         self.piece = model.tokenizer.id_to_piece
         max_pixels, steering = conversation.settings.max_pixels, conversation.steering_table
         plain, system = self.page.plain.isChecked(), conversation.system_prompt()
+        noise = self.page.noised()
 
         def run(progress, cancel) -> Trace:
             progress("Reading the image" if paths else "Tokenizing", 0.0)
             images = tuple(model.prepare_image(path, max_pixels) for path in paths)
-            clean, corrupt = (prompt(model, text, plain, system, images) for text in texts)
+            clean = prompt(model, texts[0], plain, system, images)
+            corrupt = prompt(model, texts[1], plain, system,
+                             tuple(noised(image) for image in images) if noise else images)
             return trace(model.gguf, clean, corrupt, steering=steering, progress=progress,
                          patch_group=fitting_patch_group(clean, len(clean), IMAGE_COLUMNS),
                          cancel=cancel)

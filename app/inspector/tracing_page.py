@@ -13,8 +13,16 @@ from __future__ import annotations
 import html
 
 import numpy as np
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QCheckBox, QPlainTextEdit, QPushButton, QSizePolicy, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFrame,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QWidget,
+)
 
 from app.inspector.rows import visible_piece
 from app.inspector.trace_heat import TraceHeat, state_name
@@ -25,6 +33,8 @@ EMPTY = ("Send a message first: causal tracing starts from this conversation's l
          "message.")
 EDIT = ("Change one word of the corrupted text for another of the same length in tokens, "
         "then trace.")
+EDIT_OR_NOISE = ("Change one word of the corrupted text for another of the same length in "
+                 "tokens, or noise the picture, then trace.")
 TEXT_LINES = 3
 
 
@@ -66,6 +76,12 @@ class TracingPage(QWidget):
                                "lantern trace --raw)")
         self.plain.toggled.connect(self.textsEdited)
         layout.addWidget(self.plain)
+        self.noise = QCheckBox("Noise the picture in the corrupted prompt (the words may stay "
+                               "the same)")
+        self.noise.setObjectName("traceNoise")
+        self.noise.toggled.connect(self.textsEdited)
+        self.noise.setVisible(False)
+        layout.addWidget(self.noise)
         self.counts = hint("")
         self.counts.setObjectName("traceCounts")
         layout.addWidget(self.counts)
@@ -82,7 +98,12 @@ class TracingPage(QWidget):
         self.summary.setObjectName("traceSummary")
         layout.addWidget(self.summary)
         self.heat = TraceHeat()
-        layout.addWidget(self.heat)
+        self.heat_area = QScrollArea()    # a wide map scrolls alone; the text keeps the width
+        self.heat_area.setWidgetResizable(True)
+        self.heat_area.setFrameShape(QFrame.NoFrame)
+        self.heat_area.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.heat_area.setWidget(self.heat)
+        layout.addWidget(self.heat_area)
         layout.addStretch(1)
         self.trace: Trace | None = None
         self.ready = False               # the texts can be traced against each other
@@ -101,8 +122,12 @@ class TracingPage(QWidget):
         self.images = images
         self.image_note.setText(("The message's image goes" if images == 1 else
                                  f"The message's {images} images go") +
-                                " with both texts, unchanged." if images else "")
+                                " with both texts." if images else "")
         self.image_note.setVisible(bool(images))
+        self.noise.setVisible(bool(images))
+        self.noise.blockSignals(True)
+        self.noise.setChecked(False)
+        self.noise.blockSignals(False)
         self.show_result(None)
         self.ready = False
         self.counts.setText("")
@@ -112,6 +137,10 @@ class TracingPage(QWidget):
     def corrupt_text(self) -> str:
         return self.corrupt.toPlainText()
 
+    def noised(self) -> bool:
+        """Does the corrupted prompt go with noise for the message's pictures?"""
+        return bool(self.images) and self.noise.isChecked()
+
     def show_counts(self, clean: int, corrupt: int, same: bool) -> bool:
         """Say whether the two texts can be traced against each other; True if they can.
         With images the counts are the texts' own: the images add the same to both."""
@@ -119,12 +148,14 @@ class TracingPage(QWidget):
         if clean != corrupt:
             text = (f"The corrupted text has {corrupt} tokens{besides}, the clean one {clean}: "
                     "change one word for another of the same length in tokens.")
+        elif same and not self.noised():
+            text = EDIT_OR_NOISE if self.images else EDIT
         elif same:
-            text = EDIT
+            text = "The same words, the picture noised: ready to trace."
         else:
             text = f"Both texts have {clean} tokens{besides}: ready to trace."
         self.counts.setText(text)
-        self.ready = clean == corrupt and not same
+        self.ready = clean == corrupt and (not same or self.noised())
         self.button.setEnabled(self.ready and self.progress.isHidden())
         return self.ready
 
@@ -168,6 +199,7 @@ class TracingPage(QWidget):
         if trace is None:
             self.summary.setText("")
             self.heat.set_data(np.zeros((0, 0)), [], [], [])
+            self._fit_heat()
             return
         self._idle()
         self.status.setText("")
@@ -186,6 +218,13 @@ class TracingPage(QWidget):
         self.heat.set_data(restored, [label for label, _ in columns],
                            [trace.changed(n) for n in range(len(trace.units))],
                            [place for _, place in columns])
+        self._fit_heat()
+
+    def _fit_heat(self) -> None:
+        """The map's area as tall as the map and a scroll bar under it."""
+        bar = self.heat_area.horizontalScrollBar().sizeHint().height()
+        height = self.heat.minimumHeight()   # set_data fixes it
+        self.heat_area.setFixedHeight(height + bar if height else 0)
 
 
 def image_note(trace: Trace) -> str:

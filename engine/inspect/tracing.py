@@ -8,11 +8,14 @@ output) and each position, the corrupted run is repeated with that one state res
 its clean value: the share of the clean difference that comes back is the classic layer x
 position plot.
 
-Prompts with images trace the same way: both prompts hold the clean one's images at the
-same tokens (image embeddings, M-RoPE positions, Gemma 3's two-way image attention,
-Qwen3-VL's DeepStack features, steering all as the answer ran). An image's merged patches
-are restored in square patch groups (occlusion's hidden_units), one column of the result
-each, which bounds the runs for a large image.
+Prompts with images trace the same way: both prompts hold their images at the same tokens
+(image embeddings, M-RoPE positions, Gemma 3's two-way image attention, Qwen3-VL's DeepStack
+features, steering all as the answer ran). The corruption may be in the text, in the
+pictures or both: ``noised`` replaces a picture by noise of its own layout (ROME corrupts a
+subject's input with noise), so the same question over a noised picture shows which patches
+carry the answer. An image's merged patches are restored in square patch groups
+(occlusion's hidden_units), one column of the result each, which bounds the runs for a large
+image.
 
 Restoring state (l, i) changes nothing before layer l or before position i, so each run
 starts there, from the corrupted run's states and its keys and values of positions < i
@@ -23,6 +26,7 @@ nothing: no run is needed.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from dataclasses import dataclass, replace
 
@@ -37,6 +41,8 @@ from engine.inspect.inspection import InspectionCancelled, Progress, image_embed
 from engine.inspect.occlusion import first_row, hidden_units
 from engine.reference import KVCache, ReferenceOutput, ReferenceWeights, forward
 from engine.reference.text import blocks, rms_norm, rope_tables
+from engine.vision.preprocess import ImageInput
+from engine.vision.video import VideoInput
 
 IMAGE_COLUMNS = 16  # patch groups per image that the app and CLI choose: a readable map
 
@@ -119,19 +125,35 @@ def as_context(prompt: PromptTokens | ArrayLike) -> PromptTokens:
 
 
 def paired(clean: PromptTokens, corrupt: PromptTokens) -> PromptTokens:
-    """The corrupted prompt with the clean one's images, or an error saying why the two
-    cannot be traced against each other."""
+    """The corrupted prompt, or an error saying why the two cannot be traced against each
+    other."""
     if len(clean) != len(corrupt):
         raise TraceError(f"the clean prompt has {len(clean)} tokens and the corrupted one "
                          f"{len(corrupt)}: change a word for one of the same token count")
-    if np.array_equal(clean.ids, corrupt.ids):
-        raise TraceError("the clean and corrupted prompts are the same tokens: change a word")
     rows = [np.asarray(p.image_rows if p.image_rows is not None else (), np.int64)
             for p in (clean, corrupt)]
     if not np.array_equal(*rows) or not np.array_equal(clean.positions, corrupt.positions):
         raise TraceError("the clean and corrupted prompts hold their images at different "
-                         "tokens: change a word of the text, keeping the images")
-    return replace(clean, ids=np.asarray(corrupt.ids, np.int64), keys=corrupt.keys)
+                         "tokens: change a word of the text, or a picture for one of the "
+                         "same size")
+    same_pictures = not len(rows[0]) or np.array_equal(clean.image_embeds, corrupt.image_embeds)
+    if np.array_equal(clean.ids, corrupt.ids) and same_pictures:
+        raise TraceError("the clean and corrupted prompts are the same: change a word (or "
+                         "a picture)")
+    return corrupt
+
+
+def noised(picture: ImageInput | VideoInput, seed: int = 0) -> ImageInput | VideoInput:
+    """``picture`` with its pixels replaced by standard normal noise (in the tower's
+    normalised units) of the same layout, under a digest of its own so no cached embedding
+    of the real picture stands in for it."""
+    if isinstance(picture, VideoInput):
+        return replace(picture, patches=tuple(noised(p, seed + n)
+                                              for n, p in enumerate(picture.patches)))
+    pixels = np.random.default_rng(seed).standard_normal(picture.pixel_values.shape)
+    pixels = pixels.astype(picture.pixel_values.dtype)
+    digest = hashlib.sha256(b"noise:" + picture.digest.encode() + pixels.tobytes())
+    return replace(picture, pixel_values=pixels, digest=digest.hexdigest())
 
 
 def trace(
@@ -146,7 +168,7 @@ def trace(
     corrupt = paired(clean, as_context(corrupt))
     if patch_group < 1:
         raise TraceError(f"a patch group is at least 1 patch wide, not {patch_group}")
-    runs = Runs(model, clean, steering, progress, cancel)
+    runs = Runs(model, clean, corrupt, steering, progress, cancel)
     runs.report("Clean and corrupted runs", 0.0)
     clean_out, (corrupt_out, cache) = runs.full(clean), runs.cached(corrupt)
     answer = int(clean_out.logits[-1].argmax())
@@ -176,17 +198,19 @@ def trace(
 
 
 class Runs:
-    """The reference runs of one trace over the clean prompt's positions and images."""
+    """The reference runs of one trace, over the positions and image layout both prompts share."""
 
-    def __init__(self, model: GGUFModel, clean: PromptTokens, steering: np.ndarray | None,
-                 progress: Progress | None, cancel: threading.Event | None) -> None:
+    def __init__(self, model: GGUFModel, clean: PromptTokens, corrupt: PromptTokens,
+                 steering: np.ndarray | None, progress: Progress | None,
+                 cancel: threading.Event | None) -> None:
         self.model, self.steering, self.cancel = model, steering, cancel
         self.report = progress or (lambda stage, fraction: None)
         self.weights = ReferenceWeights(model, keep=True)
         self.positions = np.asarray(clean.positions)
         self.length = int(self.positions.max()) + 1  # every run turns as the whole (LongRoPE)
         self.groups = clean.image_groups()            # Gemma 3: an image's rows see each other
-        self.deepstack = clean.deepstack()            # Qwen3-VL's image features, or None
+        self.deepstack = corrupt.deepstack()  # Qwen3-VL's image features (the restoring
+        #                                       runs are the corrupted one's), or None
         self.tables = rope_tables(self.positions, self.weights.config, self.length)
         self.direction = np.zeros(0)
 
@@ -200,7 +224,7 @@ class Runs:
             embeds = self.weights.embed(context.ids)
         return forward(self.model, None, self.positions, embeds, weights=self.weights,
                        cache=cache, on_layer=self.check_cancel, image_groups=self.groups,
-                       rope_length=self.length, deepstack=self.deepstack,
+                       rope_length=self.length, deepstack=context.deepstack(),
                        steering=self.steering)
 
     def cached(self, context: PromptTokens) -> tuple[ReferenceOutput, KVCache]:

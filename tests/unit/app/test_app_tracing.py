@@ -17,7 +17,7 @@ from app.settings.store import Settings
 from app.window import PANEL_WIDTH
 from engine.chat.messages import Message
 from engine.inspect.occlusion import fitting_patch_group
-from engine.inspect.tracing import IMAGE_COLUMNS, trace
+from engine.inspect.tracing import IMAGE_COLUMNS, noised, trace
 from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
 from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
 from tests.unit.app.test_app_images import send as send_vl
@@ -161,6 +161,33 @@ def test_an_image_message_traces_as_the_engine_does(qtbot, tmp_path, vision_stor
     assert f"restored {group} x {group} at a time" in page.summary.text()
     # the word changed after the image: the image is the same in both runs
     assert not direct.restored[:, columns].any() and "brings nothing back" in page.summary.text()
+
+
+def test_the_same_question_over_a_noised_picture(qtbot, tmp_path, vision_store,  # noqa: F811
+                                                 photo):  # noqa: F811
+    window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
+    page, tracer = window.panel.tracing, window.inspector.tracer
+    assert page.noise.isHidden()                    # no picture yet
+    window.chat.input.attach([str(photo)])
+    send_vl(qtbot, window, "What is in this picture?")
+    assert not page.noise.isHidden() and not page.button.isEnabled()
+    assert "or noise the picture" in page.counts.text()
+    page.noise.setChecked(True)                      # the same words, the picture noised
+    assert "picture noised: ready" in page.counts.text() and page.button.isEnabled()
+    page.button.click()
+    qtbot.waitUntil(lambda: tracer.job is None and page.trace is not None, timeout=TIMEOUT_MS)
+    model = window.controller.model
+    image = model.prepare_image(str(photo), window.controller.settings.max_pixels)
+    clean, corrupt = (model.tokenize_chat([Message("user", "What is in this picture?", (p,))])
+                      for p in (image, noised(image)))
+    direct = trace(model.gguf, clean, corrupt,
+                   patch_group=fitting_patch_group(clean, len(clean), IMAGE_COLUMNS))
+    np.testing.assert_array_equal(page.heat.restored, direct.restored)
+    columns = [n for n in range(len(direct.units)) if direct.patch_block(n) is not None]
+    assert np.abs(direct.restored[:, columns]).max() > 1e-3       # the patches carry it
+    assert "brings nothing back" not in page.summary.text() and not any(page.heat.changed)
+    window.new_chat()
+    assert page.noise.isHidden() and not page.noise.isChecked()
 
 
 def test_every_tab_name_is_whole_at_the_panels_width(qtbot):

@@ -1,7 +1,8 @@
 """`lantern trace --image`: both texts go with the image (a tiny random-weight Qwen2.5-VL
 in a store); --json equals engine.inspect.tracing over the same prompts, the image's
-patches in square groups; the printed map has a line per patch group; a text-only model
-is told it cannot read images."""
+patches in square groups; --noise without --corrupt traces the same question over the
+noised picture; the printed map has a line per patch group; a text-only model is told it
+cannot read images, --noise without an image what it needs."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from engine.chat.messages import Message
 from engine.cli import main
 from engine.cli.run_command import resolve_source
 from engine.inspect.occlusion import fitting_patch_group
-from engine.inspect.tracing import IMAGE_COLUMNS, trace
+from engine.inspect.tracing import IMAGE_COLUMNS, noised, trace
 from engine.runtime.loader import load_model
 from engine.store import Store
 from engine.vision.preprocess import MAX_PIXELS
@@ -60,6 +61,30 @@ def test_trace_image_json_equals_the_engine(store, capsys):
     assert grid == direct.images[0].to_json() and out["clean"][grid["start"]] == \
         out["corrupt"][grid["start"]]
     assert len(out["units"]) < len(out["clean"])        # the patches went in groups
+
+
+def test_noise_traces_the_same_question_over_a_noised_picture(store, capsys):
+    models, photo = store
+    assert main(["trace", NAME, "--models-dir", str(models), "--clean", CLEAN,
+                 "--image", str(photo), "--noise", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["clean"] == out["corrupt"]                    # the same words
+    model = load_model(resolve_source(NAME, str(models)))
+    image = model.prepare_image(str(photo), MAX_PIXELS)
+    clean, corrupt = (model.tokenize_chat([Message("user", CLEAN, (p,))])
+                      for p in (image, noised(image)))
+    direct = trace(model.gguf, clean, corrupt, patch_group=out["patch_group"])
+    np.testing.assert_allclose(out["restored"], direct.restored, atol=1e-12)
+    [grid] = out["images"]
+    stop = grid["start"] + grid["height"] * grid["width"]
+    patches = [n for n, unit in enumerate(out["units"]) if grid["start"] <= unit[0] < stop]
+    assert np.abs(np.array(out["restored"])[:, patches]).max() > 1e-3   # the picture carries it
+
+
+def test_noise_needs_an_image(store, capsys):
+    assert main(["trace", NAME, "--models-dir", str(store[0]), "--clean", CLEAN,
+                 "--noise"]) == 1
+    assert "--image" in capsys.readouterr().err
 
 
 def test_trace_image_prints_a_line_per_patch_group(store, capsys):

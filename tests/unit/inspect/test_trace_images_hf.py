@@ -5,8 +5,10 @@ image so that the image's states differ. Tiny random-weight models: Qwen2.5-VL i
 GGUF layouts (M-RoPE, patches in 2 x 2 groups), Gemma 3 (an image's rows see each other
 both ways: a restored patch changes the ones before it) and Qwen3-VL (DeepStack features
 added after the first blocks). A word changed after the image leaves the image's columns at
-nothing restored; prompts holding the image at other tokens are refused; a two-way image's
-restart at its first row equals full re-runs of the reference."""
+nothing restored; the same question over a noised picture (ROME's corruption of a
+subject) traces through the patches, DeepStack features included; prompts holding the image
+at other tokens are refused; a two-way image's restart at its first row equals full re-runs
+of the reference."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import open_model
 from engine.inspect import image_grids
 from engine.inspect.occlusion import hidden_units
-from engine.inspect.tracing import Trace, TraceError, trace
+from engine.inspect.tracing import Trace, TraceError, noised, trace
 from engine.reference import ReferenceWeights, forward
 from engine.reference.text import blocks, rms_norm, rope_tables
 from engine.runtime.vision_encoder import VisionEncoder
@@ -42,7 +44,9 @@ def hidden_of(args, kwargs) -> torch.Tensor:
 
 def hf_diff(layers, run: Run, direction: np.ndarray, restore=None) -> float:
     """HF's logit difference at the last position, with hidden state ``layer`` of the
-    positions ``unit`` replaced by ``state`` [len(unit), H] (layer 0: the decoder's input)."""
+    positions ``unit`` replaced by ``state`` [len(unit), H]: the input of decoder layer
+    ``layer`` (after the DeepStack features Qwen3-VL adds to the one before), or the last
+    layer's output."""
     hooks = []
     if restore is not None:
         layer, unit, state = restore
@@ -57,8 +61,8 @@ def hf_diff(layers, run: Run, direction: np.ndarray, restore=None) -> float:
         def after(_module, _args, out):
             (out[0] if isinstance(out, tuple) else out)[0, index] = state
             return out
-        hooks.append(layers[0].register_forward_pre_hook(before, with_kwargs=True)
-                     if layer == 0 else layers[layer - 1].register_forward_hook(after))
+        hooks.append(layers[layer].register_forward_pre_hook(before, with_kwargs=True)
+                     if layer < len(layers) else layers[-1].register_forward_hook(after))
     try:
         with torch.no_grad():
             return float(run()[0, -1].double().numpy() @ direction)
@@ -68,15 +72,14 @@ def hf_diff(layers, run: Run, direction: np.ndarray, restore=None) -> float:
 
 
 def hf_states(layers, run: Run) -> list[torch.Tensor]:
-    """The decoder's input and every layer's output [S, H] of one HF run (where a hook of
-    hf_diff puts them back: before Qwen3-VL adds its DeepStack features)."""
+    """Every decoder layer's input and the last one's output [S, H] of one HF run: the
+    residual stream as HF's output_hidden_states holds it (where hf_diff puts them back)."""
     states = []
-    hooks = [layers[0].register_forward_pre_hook(
+    hooks = [layer.register_forward_pre_hook(
         lambda _m, args, kwargs: states.append(hidden_of(args, kwargs)[0].clone()),
-        with_kwargs=True)]
-    hooks += [layer.register_forward_hook(
-        lambda _m, _a, out: states.append((out[0] if isinstance(out, tuple) else out)[0].clone()))
-        for layer in layers]
+        with_kwargs=True) for layer in layers]
+    hooks.append(layers[-1].register_forward_hook(
+        lambda _m, _a, out: states.append((out[0] if isinstance(out, tuple) else out)[0].clone())))
     try:
         with torch.no_grad():
             run()
@@ -110,11 +113,11 @@ def qwen25_prompts(model, before: bool):
             image_prompt(changed, [FIRST], model.config, encode))
 
 
-def qwen25_run(hf, prompt) -> Run:
+def qwen25_run(hf, prompt, picture=FIRST) -> Run:
     input_ids = torch.from_numpy(prompt.ids)[None]
     return lambda: hf.model(input_ids=input_ids, mm_token_type_ids=(input_ids == PAD).int(),
-                            pixel_values=torch.from_numpy(FIRST.pixel_values),
-                            image_grid_thw=torch.tensor([FIRST.grid])).logits
+                            pixel_values=torch.from_numpy(picture.pixel_values),
+                            image_grid_thw=torch.tensor([picture.grid])).logits
 
 
 def test_qwen25vl_trace_equals_hf(hf_vl, vl_model):  # noqa: F811
@@ -170,6 +173,39 @@ def test_qwen3vl_trace_with_deepstack_equals_hf(qwen, image):  # noqa: F811
 
     assert_equals_hf(got, qwen.hf.model.language_model.layers, run(clean), run(corrupt),
                      qwen.hf.config.text_config.vocab_size)
+
+
+def test_a_noised_picture_traces_through_its_patches_as_hf(hf_vl, vl_model):  # noqa: F811
+    ids = turn(text(2), "img", text(3))
+    encode = VisionEncoder(vl_model, threads=1).encode
+    noise = noised(FIRST)
+    assert noise.digest != FIRST.digest and noise.pixel_values.shape == FIRST.pixel_values.shape
+    clean, corrupt = (image_prompt(ids, [p], vl_model.config, encode) for p in (FIRST, noise))
+    got = trace(vl_model, clean, corrupt, patch_group=2)
+    assert not any(got.changed(n) for n in range(len(got.units)))   # the same words
+    assert_equals_hf(got, hf_vl.model.model.language_model.layers, qwen25_run(hf_vl, clean),
+                     qwen25_run(hf_vl, corrupt, noise),
+                     hf_vl.model.config.text_config.vocab_size)
+    text_before = [n for n in range(len(got.units)) if got.units[n][0] < got.images[0].start]
+    np.testing.assert_array_equal(got.restored[:, text_before], 0.0)  # nothing differs there
+
+
+def test_a_noised_picture_with_deepstack_equals_hf(qwen, image):  # noqa: F811
+    model, encode = qwen.paired, VisionEncoder(qwen.paired, threads=1).encode
+    ids, noise = image_ids(qwen), noised(image)
+    clean, corrupt = (image_prompt(ids, [p], model.config, encode) for p in (image, noise))
+    assert not np.array_equal(clean.image_deepstack, corrupt.image_deepstack)
+    got = trace(model, clean, corrupt, patch_group=2)
+    assert_equals_hf(got, qwen.hf.model.language_model.layers,
+                     lambda: qwen.hf(**hf_inputs(qwen, clean.ids.tolist(), image)).logits,
+                     lambda: qwen.hf(**hf_inputs(qwen, corrupt.ids.tolist(), noise)).logits,
+                     qwen.hf.config.text_config.vocab_size)
+
+
+def test_the_same_words_and_pictures_are_refused(vl_model):  # noqa: F811
+    clean, _ = qwen25_prompts(vl_model, before=True)
+    with pytest.raises(TraceError, match="are the same"):
+        trace(vl_model, clean, clean)
 
 
 def test_a_word_after_the_image_leaves_it_unrestored(vl_model):  # noqa: F811
