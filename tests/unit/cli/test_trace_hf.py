@@ -83,7 +83,7 @@ def test_trace_cli(tiny, capsys):
     path, _ = tiny
     assert main(["trace", str(path), "--clean", "Hello world the thing", "--corrupt",
                  "Hello world the thing", "--raw"]) == 1
-    assert "the same tokens" in capsys.readouterr().err
+    assert "prompts are the same: change a word" in capsys.readouterr().err
     assert main(["trace", str(path), "--clean", "Hello world the thing", "--corrupt",
                  "Hello the the thing", "--raw", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
