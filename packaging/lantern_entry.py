@@ -1,8 +1,16 @@
 """The bundle's program: the whole ``lantern`` command line; with no command (as when
-double-clicked) or only window options it opens the desktop window."""
+double-clicked) or only window options it opens the desktop window.
 
+Each loaded tokenizer encodes in a spawned child process (engine/tokenizer/
+encoder_process.py), which a frozen bundle starts as this same program:
+``freeze_support`` turns such a start into the child, and the ``__main__`` guard keeps the
+child from running the command line again."""
+
+import multiprocessing
 import sys
 
-from engine.cli import main
+if __name__ == "__main__":
+    multiprocessing.freeze_support()
+    from engine.cli import main
 
-sys.exit(main())
+    sys.exit(main())

@@ -112,7 +112,7 @@ def _grammar_tokenizer(tokenizer: Tokenizer):
     if found is None:
         import llguidance
 
-        found = llguidance.LLTokenizer(tokenizer.backend.to_str(), n_vocab=tokenizer.vocab_size,
+        found = llguidance.LLTokenizer(tokenizer.pipeline(), n_vocab=tokenizer.vocab_size,
                                        eos_token=sorted(tokenizer.stop_ids))
         _GRAMMAR_TOKENIZERS[tokenizer] = found
     return found

@@ -16,15 +16,16 @@ from tokenizers import Tokenizer as Backend
 
 from engine.errors import CorruptModel
 from engine.tokenizer.byte_level import byte_to_char, spell
+from engine.tokenizer.info import TokenizerInfo
 from engine.tokenizer.sentencepiece_bpe import SPACE, is_unigram, merges_by_score
-from engine.tokenizer.tokenizer import Tokenizer, TokenizerInfo
 from engine.tokenizer.vocab import SENTENCEPIECE, TokenType, Vocabulary
 
 _ADDED = (TokenType.CONTROL, TokenType.USER_DEFINED)
 NEVER = -1e9  # a unigram score no segmentation picks while it has another
 
 
-def build_tokenizer(vocab: Vocabulary) -> Tokenizer:
+def build_tokenizer(vocab: Vocabulary) -> tuple[Backend, TokenizerInfo]:
+    """The pipeline and its info (load.py writes them as a cache entry and opens that)."""
     backend = _sentencepiece(vocab) if vocab.model == SENTENCEPIECE else _byte_level(vocab)
     return _with_added_tokens(backend, vocab)
 
@@ -76,7 +77,7 @@ def _sentencepiece(vocab: Vocabulary) -> Backend:
     return backend
 
 
-def _with_added_tokens(backend: Backend, vocab: Vocabulary) -> Tokenizer:
+def _with_added_tokens(backend: Backend, vocab: Vocabulary) -> tuple[Backend, TokenizerInfo]:
     control = [i for i, kind in enumerate(vocab.token_types) if kind == TokenType.CONTROL]
     user = [i for i, kind in enumerate(vocab.token_types) if kind == TokenType.USER_DEFINED]
     # normalized=False: matched in the raw text, before NFC (as llama.cpp and HF do).
@@ -95,7 +96,7 @@ def _with_added_tokens(backend: Backend, vocab: Vocabulary) -> Tokenizer:
         model=vocab.model,
         add_space_prefix=vocab.add_space_prefix,
     )
-    return Tokenizer(backend, info)
+    return backend, info
 
 
 def _vocabulary_entries(vocab: Vocabulary) -> dict[str, int]:

@@ -8,65 +8,25 @@ Decoding works on bytes, so it agrees exactly with ``StreamDecoder``.
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-
-from tokenizers import Tokenizer as Backend
 
 from engine.tokenizer import byte_level, sentencepiece_bpe
 from engine.tokenizer.byte_level import shown_bytes, spell
-
-
-@dataclass(frozen=True)
-class TokenizerInfo:
-    """What a Tokenizer knows beyond its ``tokenizers`` pipeline (cached beside it)."""
-
-    vocab_size: int  # entries in the GGUF vocabulary (= logits width)
-    bos_id: int | None
-    eos_id: int | None
-    add_bos: bool  # tokenizer.ggml.add_bos_token (False for Qwen)
-    stop_ids: frozenset[int]  # generation ends at any of these
-    control_ids: frozenset[int]  # token type CONTROL
-    pre: str  # pre-tokenizer name (byte-level BPE)
-    model: str = "gpt2"  # tokenizer.ggml.model: gpt2 (byte-level BPE) or llama (SentencePiece)
-    add_space_prefix: bool = False  # SentencePiece: " " before each piece of text
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "vocab_size": self.vocab_size,
-            "bos_id": self.bos_id,
-            "eos_id": self.eos_id,
-            "add_bos": self.add_bos,
-            "stop_ids": sorted(self.stop_ids),
-            "control_ids": sorted(self.control_ids),
-            "pre": self.pre,
-            "model": self.model,
-            "add_space_prefix": self.add_space_prefix,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TokenizerInfo":
-        return cls(
-            vocab_size=int(data["vocab_size"]),
-            bos_id=data["bos_id"],
-            eos_id=data["eos_id"],
-            add_bos=bool(data["add_bos"]),
-            stop_ids=frozenset(data["stop_ids"]),
-            control_ids=frozenset(data["control_ids"]),
-            pre=str(data["pre"]),
-            model=str(data["model"]),
-            add_space_prefix=bool(data["add_space_prefix"]),
-        )
+from engine.tokenizer.encoder_process import EncoderProcess
+from engine.tokenizer.info import TokenizerInfo
 
 
 class Tokenizer:
-    """One model's tokenizer. ``backend`` is the ``tokenizers`` pipeline; it never parses
-    control tokens itself (``encode_special_tokens``), this class does."""
+    """One model's tokenizer. Lookups use the tables here; an ``EncoderProcess`` runs the
+    ``tokenizers`` pipeline in a child process, which never parses control tokens itself:
+    this class does. ``close`` ends the child (dropping the tokenizer does too)."""
 
-    def __init__(self, backend: Backend, info: TokenizerInfo) -> None:
-        self.backend = backend
-        self.backend.encode_special_tokens = True
+    def __init__(self, info: TokenizerInfo, pieces: list[str | None], ids: dict[str, int],
+                 encoder: EncoderProcess) -> None:
         self.info = info
-        self._control_ids = {backend.id_to_token(i): i for i in info.control_ids}
+        self._pieces = pieces  # stored spelling by id ("Ġhello", "<|im_end|>")
+        self._ids = ids
+        self._encoder = encoder
+        self._control_ids = {pieces[i]: i for i in info.control_ids}
         # Longest first, so that at one position the longest control token wins.
         by_length = sorted(self._control_ids, key=len, reverse=True)
         self._control_pattern = (
@@ -76,6 +36,14 @@ class Tokenizer:
         self._sentencepiece = info.model == "llama"
         self._piece_bytes = (sentencepiece_bpe.piece_bytes if self._sentencepiece
                              else byte_level.piece_bytes)
+
+    def close(self) -> None:
+        """Ends the encoder's process now rather than when the tokenizer is dropped."""
+        self._encoder.close()
+
+    def pipeline(self) -> str:
+        """The serialized ``tokenizers`` pipeline (llguidance reads its vocabulary)."""
+        return self._encoder.pipeline()
 
     @property
     def vocab_size(self) -> int:
@@ -143,13 +111,13 @@ class Tokenizer:
             return []
         if self.info.add_space_prefix:
             text = " " + text
-        return self.backend.encode(text, add_special_tokens=False).ids
+        return self._encoder.encode(text)
 
     def token_bytes(self, token_id: int) -> bytes:
         """The bytes a token stands for (control tokens: their text)."""
         found = self._bytes.get(token_id)
         if found is None:
-            piece = self.backend.id_to_token(token_id) if 0 <= token_id < self.vocab_size else None
+            piece = self._pieces[token_id] if 0 <= token_id < self.vocab_size else None
             if piece is None:
                 raise ValueError(
                     f"token id {token_id} is outside the vocabulary (0..{self.vocab_size - 1})"
@@ -169,10 +137,10 @@ class Tokenizer:
     def token_to_id(self, text: str) -> int | None:
         """Id of a vocabulary entry, given as stored ("Ġhello", "<|im_end|>") or as the
         text it stands for (" hello"); None when there is none."""
-        found = self.backend.token_to_id(text)
+        found = self._ids.get(text)
         if found is None:
             stored = (text.replace(" ", sentencepiece_bpe.SPACE) if self._sentencepiece
                       else spell(text))
-            found = self.backend.token_to_id(stored)
+            found = self._ids.get(stored)
         return found
 

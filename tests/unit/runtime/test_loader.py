@@ -55,7 +55,10 @@ def test_cancel_at_each_stage_raises_and_leaves_no_thread(tiny, at_stage):
     with pytest.raises(LoadCancelled):
         load_model(tiny, num_ctx=64, progress=progress, cancel=cancel)
     assert len(seen) == at_stage + 1
-    assert set(threading.enumerate()) - before == set()  # the session thread was joined
+    # the session thread was joined (a dropped tokenizer's child is reaped on a thread
+    # of its own, which ends by itself: engine/tokenizer/encoder_process.py)
+    left = {t for t in set(threading.enumerate()) - before if t.name != "lantern-tokenizer-reaper"}
+    assert left == set()
 
 
 def test_a_session_failure_reaches_the_caller(tiny, monkeypatch):

@@ -71,5 +71,6 @@ def test_the_split_shows_in_the_ids(gguf_with):
     gpt4o, llama3 = (load_tokenizer(gguf_with(pre)) for pre in ("gpt-4o", "llama-bpe"))
     differ = [line for line in LINES if gpt4o.encode(line) != llama3.encode(line)]
     assert len(differ) > len(LINES) // 10
-    pieces = gpt4o.backend.pre_tokenizer.pre_tokenize_str("HelloWorld don't 12345")
+    pre_tokenizer = Tokenizer.from_str(gpt4o.pipeline()).pre_tokenizer
+    pieces = pre_tokenizer.pre_tokenize_str("HelloWorld don't 12345")
     assert [p for p, _ in pieces] == ["Hello", "World", "Ġdon't", "Ġ", "123", "45"]

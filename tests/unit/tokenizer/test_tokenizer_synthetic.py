@@ -14,10 +14,13 @@ from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, pre_tokenizers
 
 from engine.errors import CorruptModel, UnsupportedModel
+from engine.gguf.reader import read_gguf
 from engine.tokenizer import StreamDecoder, load_tokenizer
 from engine.tokenizer import load as tokenizer_load
+from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.byte_level import byte_to_char, piece_bytes, spell
 from engine.tokenizer.load import cache_entry
+from engine.tokenizer.vocab import read_vocabulary
 from tests.data.tokenizer_corpus import generate
 from tests.fixtures.synthetic_gguf import write_model
 
@@ -84,7 +87,9 @@ def tokenizer(tmp_path: Path, name: str = "vocab.gguf", **overrides: object):
 
 
 def pieces(tok, text: str) -> list[str]:
-    return [piece for piece, _ in tok.backend.pre_tokenizer.pre_tokenize_str(text)]
+    """The pre-tokenizer's split, by the pipeline the encoder's process runs."""
+    pre_tokenizer = Backend.from_str(tok.pipeline()).pre_tokenizer
+    return [piece for piece, _ in pre_tokenizer.pre_tokenize_str(text)]
 
 
 def test_qwen2_encodes_merges_and_decodes_back(tmp_path):
@@ -289,7 +294,8 @@ def test_cache_is_written_then_used(tmp_path, monkeypatch):
         "hello <|im_end|>", parse_special=True
     )
     assert second.info == first.info
-    assert second.backend.to_str() == first.backend.to_str()  # model, added tokens, ids
+    built, _ = build_tokenizer(read_vocabulary(read_gguf(path).metadata, path))
+    assert second.pipeline() == built.to_str()  # model, added tokens, ids
 
 
 def test_corrupt_cache_entry_is_rebuilt(tmp_path):
@@ -381,7 +387,7 @@ def test_fixture_model_matches_hf(tmp_path, arch, pre):
     # The one deliberate difference: Llama 3's own tokenizer.json and llama.cpp keep a word
     # that is itself in the vocabulary whole (ignore_merges); HF's GGUF loader does not.
     assert hf.backend_tokenizer.model.ignore_merges is False
-    hf.backend_tokenizer.model.ignore_merges = ours.backend.model.ignore_merges
+    hf.backend_tokenizer.model.ignore_merges = json.loads(ours.pipeline())["model"]["ignore_merges"]
     lines = [unicodedata.normalize("NFC", line) for line in generate.corpus()[::5]]
     plain = hf(lines, add_special_tokens=False, split_special_tokens=True)["input_ids"]
     parsed = hf(lines, add_special_tokens=False)["input_ids"]

@@ -1,0 +1,77 @@
+"""The tokenizer's child process: it encodes as the pipeline does, ends with its tokenizer,
+and a child that died or could not build the pipeline is named, not waited for."""
+
+import gc
+import json
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+
+from engine.tokenizer import load_tokenizer
+from engine.tokenizer.encoder_process import EncoderGone
+from engine.tokenizer.load import cache_entry
+from tests.unit.tokenizer.test_tokenizer_synthetic import ID, write_vocab_gguf
+
+
+def _children() -> set[int]:
+    return {child.pid for child in multiprocessing.active_children()
+            if child.name == "lantern-tokenizer"}
+
+
+def _gone(pid: int, timeout_s: float = 10.0) -> bool:
+    """The process has ended and been reaped (no zombie left)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _new_tokenizer(tmp_path):
+    before = _children()
+    tokenizer = load_tokenizer(write_vocab_gguf(tmp_path / "m.gguf"))
+    (pid,) = _children() - before
+    return tokenizer, pid
+
+
+def test_each_tokenizer_has_a_child_that_ends_when_it_is_dropped(tmp_path):
+    tokenizer, pid = _new_tokenizer(tmp_path)
+    assert tokenizer.encode("hello world") == [ID["hello"], ID["Ġworld"]]
+    del tokenizer
+    gc.collect()
+    assert _gone(pid)
+
+
+def test_close_ends_the_child_and_later_calls_say_so(tmp_path):
+    tokenizer, pid = _new_tokenizer(tmp_path)
+    tokenizer.close()
+    assert _gone(pid)
+    with pytest.raises(EncoderGone, match="tokenizer's process ended"):
+        tokenizer.encode("hello")
+    assert tokenizer.id_to_piece(ID["Ġworld"]) == " world"  # lookups need no child
+
+
+def test_a_killed_child_is_named_with_what_to_do(tmp_path):
+    tokenizer, pid = _new_tokenizer(tmp_path)
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(EncoderGone, match=r"ended \(exit code -9\).*loaded again"):
+        tokenizer.encode("hello")
+    assert _gone(pid)
+
+
+def test_an_entry_the_child_cannot_build_is_rebuilt(tmp_path):
+    path = write_vocab_gguf(tmp_path / "m.gguf")
+    expected = load_tokenizer(path).encode("hello world")
+    entry = cache_entry(path)
+    head, *rest = entry.read_bytes().split(b"\n")
+    damaged = json.loads(head)
+    damaged["pipeline"]["model"]["type"] = "WordPiece"  # the tables read; the child refuses
+    entry.write_bytes(b"\n".join([json.dumps(damaged).encode(), *rest]))
+    assert load_tokenizer(path).encode("hello world") == expected
+    assert json.loads(entry.read_bytes().split(b"\n")[0])["pipeline"]["model"]["type"] == "BPE"
