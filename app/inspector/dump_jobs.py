@@ -14,7 +14,6 @@ from app.chat.conversation import ConversationController
 from app.inspector.dump_section import DumpSection
 from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.prompt_tokens import PromptTokens
-from engine.inspect import image_grids
 from engine.inspect.dump_compare import compare_dump, export_dump
 from engine.inspect.inspection import Progress
 
@@ -41,15 +40,11 @@ class DumpJobs(QObject):
             self.section.show_status("Send a message first: the dump holds the reference's "
                                      "layers over the conversation's latest context.")
             return
-        if image_grids(context):
-            self.section.show_status("This context holds an image; a dump holds token ids "
-                                     "only, so it cannot carry the image's embeddings.")
-            return
-        gguf, name, ids = model.gguf, self.conversation.model_name, list(context.ids)
-        self._start(lambda progress, cancel: export_dump(gguf, name, ids, folder,
+        gguf, name = model.gguf, self.conversation.model_name
+        self._start(lambda progress, cancel: export_dump(gguf, name, context, folder,
                                                          progress=progress, cancel=cancel),
                     folder, self._exported,
-                    f"Running the reference over {len(ids)} tokens for {folder}…")
+                    f"Running the reference over {len(context)} tokens for {folder}…")
 
     def compare(self, folder: Path) -> None:
         """Another engine's dump in ``folder`` against the reference of the loaded model."""
@@ -59,9 +54,8 @@ class DumpJobs(QObject):
                                      "reference.")
             return
         gguf, name = model.gguf, self.conversation.model_name
-        expected = None if context is None else list(context.ids)
         self._start(lambda progress, cancel: compare_dump(
-            gguf, name, folder, expected_ids=expected, progress=progress, cancel=cancel),
+            gguf, name, folder, expected=context, progress=progress, cancel=cancel),
             folder, self._compared, f"Comparing the dump in {folder} with the reference…")
 
     def _start(self, call: Callable[[Progress, threading.Event], object], folder: Path,

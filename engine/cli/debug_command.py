@@ -7,8 +7,10 @@ top-5 next tokens of both side by side. Exits 1 when they disagree beyond tolera
 `--dump DIR` writes the reference's ids, hidden states and logits as .npy files with a
 manifest (README "Your engine against Lantern"); `--against DIR` reads another engine's
 dump in that format, runs the reference over its ids and names the first layer off, by how
-much, and the usual suspects for the pattern; exits 1 when one is. Both are
-engine/inspect/dump_compare.py's, which the app's Reference tab shares.
+much, and the usual suspects for the pattern; exits 1 when one is. With `--image FILE` the
+prompt holds the picture: the dump's embeddings hold its rows as Lantern's vision tower
+made them, and `--against` runs the reference over that prompt (the dump must hold its ids).
+Both are engine/inspect/dump_compare.py's, which the app's Reference tab shares.
 
 `--llama-layers` runs the same ids through llama.cpp (needs lantern[llama]) and the
 reference and prints every block's output side by side (mean and std of the last token,
@@ -39,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write the reference's ids, hidden states and logits (.npy) to DIR")
     p.add_argument("--against", metavar="DIR", type=Path,
                    help="compare another engine's dump in DIR with the reference")
+    p.add_argument("--image", action="append", default=[], metavar="FILE",
+                   help="--dump / --against: a picture the prompt holds (repeatable; a "
+                        "vision model)")
     p.add_argument("--tolerance", type=float, default=1e-2, metavar="T",
                    help="--against: max |Δ| allowed per layer, relative to each position's "
                         "largest value (default 1e-2)")
@@ -52,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from engine.chat.messages import Message
-    from engine.cli.run_command import resolve_source
+    from engine.cli.run_command import load_images, resolve_source
     from engine.inspect.second_opinion import SecondOpinionUnavailable, missing
     from engine.runtime.check import check_against_reference
     from engine.runtime.loader import load_model
@@ -61,19 +66,23 @@ def run(args: argparse.Namespace) -> int:
             and not args.llama_layers:
         print("--json and --control-vector go with --llama-layers", file=sys.stderr)
         return 2
+    if args.image and not (args.dump or args.against):
+        print("--image goes with --dump or --against", file=sys.stderr)
+        return 2
     if args.llama_layers and (hint := missing()) is not None:
         raise SecondOpinionUnavailable(hint)   # before loading the model, not after
     source = resolve_source(args.model, args.models_dir)
     model = load_model(source, exact=args.exact, layer_stats=not (args.dump or args.against
                                                                  or args.llama_layers))
+    images = load_images(model, args.image, args.raw, model.prepare_image)
     if args.raw:
         prompt = model.tokenize_raw(args.prompt)
     else:
-        prompt = model.tokenize_chat([Message("user", args.prompt)], system=args.system)
+        prompt = model.tokenize_chat([Message("user", args.prompt, images)], system=args.system)
     if args.llama_layers:
         return _llama_layers(args, model, prompt.ids)
     if args.dump or args.against:
-        return _dump_or_against(args, model, prompt.ids)
+        return _dump_or_against(args, model, prompt)
     report = check_against_reference(
         model.gguf, prompt, model.tokenizer.id_to_piece, exact=args.exact, decoder=model.decoder
     )
@@ -92,17 +101,17 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _dump_or_against(args: argparse.Namespace, model, ids) -> int:
+def _dump_or_against(args: argparse.Namespace, model, prompt) -> int:
     from engine.inspect.dump_compare import compare_dump, reference_dump
     from engine.reference.dump import write_dump
 
     comparison = None
     if args.against:
-        comparison = compare_dump(model.gguf, model.name, args.against, expected_ids=ids,
+        comparison = compare_dump(model.gguf, model.name, args.against, expected=prompt,
                                   tolerance=args.tolerance)
         if (note := comparison.ids_note("Lantern's tokenization of PROMPT")) is not None:
             print(f"note: {note}")
-    ours = comparison.ours if comparison else reference_dump(model.gguf, model.name, ids)
+    ours = comparison.ours if comparison else reference_dump(model.gguf, model.name, prompt)
     if args.dump:
         write_dump(args.dump, ours)
         print(f"wrote {len(ours.hidden_states)} hidden states of {len(ours.ids)} tokens and "

@@ -1,6 +1,11 @@
 """Your engine against Lantern: the fp32 reference's dump of a context written to a
 folder, and another engine's dump compared with the reference over the dump's own ids.
 
+A context with images is dumped whole (the embeddings' rows of an image are what the
+vision tower and projector made, so a wrong image encoder shows at the embeddings), and a
+dump is compared against such a context over the context itself: a dump holds token ids,
+not pictures, so its ids must be the context's.
+
 Shared by `lantern debug --dump / --against` and the app's Reference tab, with progress
 and cancel for the app's worker. The format is engine/reference/dump.py's, the comparison
 (rows, first layer off, usual suspects) engine/reference/against.py's. A dump is checked
@@ -17,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import Remedy
 from engine.gguf import GGUFModel
-from engine.inspect.inspection import InspectionCancelled, Progress
-from engine.reference import forward
+from engine.inspect.attention import image_grids
+from engine.inspect.inspection import InspectionCancelled, Progress, forward_context
 from engine.reference.against import Against, against
 from engine.reference.dump import Dump, DumpError, read_dump, write_dump
 
@@ -43,10 +49,10 @@ class DumpComparison:
                 f"(tokenizer or chat template?); compared on the dump's ids")
 
 
-def reference_dump(model: GGUFModel, name: str, ids: Sequence[int], *,
+def reference_dump(model: GGUFModel, name: str, context: PromptTokens, *,
                    progress: Progress | None = None,
                    cancel: threading.Event | None = None) -> Dump:
-    """The reference's hidden states and logits over ``ids``, as a dump of ``name``."""
+    """The reference's hidden states and logits over ``context``, as a dump of ``name``."""
     report = progress or (lambda stage, fraction: None)
     n = model.config.text.n_layers
 
@@ -56,17 +62,16 @@ def reference_dump(model: GGUFModel, name: str, ids: Sequence[int], *,
         report(f"Reference: block {i + 1} of {n}", (i + 1) / (n + 1))
 
     report("Reference", 0.0)
-    ids = np.asarray(ids, dtype=np.int64)
-    out = forward(model, ids, on_layer=on_layer)
-    return Dump(name, ids, out.hidden_states, out.logits)
+    out = forward_context(model, context, on_layer=on_layer)
+    return Dump(name, np.asarray(context.ids, np.int64), out.hidden_states, out.logits)
 
 
-def export_dump(model: GGUFModel, name: str, ids: Sequence[int], folder: Path, *,
+def export_dump(model: GGUFModel, name: str, context: PromptTokens, folder: Path, *,
                 progress: Progress | None = None,
                 cancel: threading.Event | None = None) -> Dump:
-    """Run the reference over ``ids`` and write its dump to ``folder``."""
+    """Run the reference over ``context`` and write its dump to ``folder``."""
     report = progress or (lambda stage, fraction: None)
-    dump = reference_dump(model, name, ids, progress=report, cancel=cancel)
+    dump = reference_dump(model, name, context, progress=report, cancel=cancel)
     if cancel is not None and cancel.is_set():
         raise InspectionCancelled("the dump was cancelled before it was written")
     report("Writing the dump", len(dump.hidden_states) / (len(dump.hidden_states) + 1))
@@ -76,16 +81,24 @@ def export_dump(model: GGUFModel, name: str, ids: Sequence[int], folder: Path, *
 
 
 def compare_dump(model: GGUFModel, name: str, folder: Path, *,
-                 expected_ids: Sequence[int] | None = None, tolerance: float = TOLERANCE,
+                 expected: PromptTokens | None = None, tolerance: float = TOLERANCE,
                  progress: Progress | None = None,
                  cancel: threading.Event | None = None) -> DumpComparison:
     """Read the dump in ``folder``, run the reference (``model``, called ``name``) over its
-    ids and compare every layer; ``expected_ids``: the ids the dump should hold, for the
-    note when it does not."""
+    ids and compare every layer; ``expected``: the context the dump should be of, for the
+    note when its ids are not (a context with images is run itself, and its ids must be
+    the dump's)."""
     theirs = read_dump(folder)
     check_fits(theirs, model, name, folder)
-    ours = reference_dump(model, name, theirs.ids, progress=progress, cancel=cancel)
-    differ = None if expected_ids is None else first_difference(expected_ids, theirs.ids)
+    differ = None if expected is None else first_difference(expected.ids, theirs.ids)
+    context = PromptTokens.text(theirs.ids)
+    if expected is not None and image_grids(expected):
+        if differ is not None:
+            raise DumpError(f"{folder}: the dump's ids differ from the context's from "
+                            f"position {differ}; a context with images is compared over "
+                            "itself (a dump holds no pictures), so the dump must hold its ids")
+        context = expected
+    ours = reference_dump(model, name, context, progress=progress, cancel=cancel)
     return DumpComparison(against(ours, theirs, tolerance), ours, theirs.model, differ)
 
 

@@ -20,7 +20,7 @@ from engine.gguf import GGUFModel
 from engine.inspect.attention import ImageGrid, head_mean, image_grids
 from engine.inspect.contributions import Contributions, contributions
 from engine.inspect.lens import LensRow, lens_logits, logit_lens
-from engine.reference import ReferenceWeights, forward
+from engine.reference import ReferenceOutput, ReferenceWeights, forward
 from engine.reference.text import AttentionProbe
 
 SOURCE = "numpy fp32 reference"
@@ -149,6 +149,18 @@ def image_embeds(context: PromptTokens, position: int,
     embeds = weights.embed(context.ids[: position + 1])
     embeds[context.image_rows[inside]] = context.image_embeds[inside]
     return embeds
+
+
+def forward_context(model: GGUFModel, context: PromptTokens, *,
+                    weights: ReferenceWeights | None = None,
+                    on_layer: Callable[[int], None] | None = None) -> ReferenceOutput:
+    """The fp32 reference over a whole prepared context: image rows filled in, its
+    positions (M-RoPE), two-way image groups and DeepStack features as the answer ran."""
+    weights = weights or ReferenceWeights(model)
+    embeds = image_embeds(context, len(context) - 1, weights)
+    return forward(model, context.ids if embeds is None else None, context.positions, embeds,
+                   weights=weights, on_layer=on_layer, image_groups=context.image_groups(),
+                   deepstack=context.deepstack())
 
 
 def check_position(context: PromptTokens, position: int | None) -> int:

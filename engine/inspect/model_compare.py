@@ -27,10 +27,9 @@ from engine.inspect.compare_images import ComparisonError, check_aligned, own_im
 from engine.inspect.inspection import (
     InspectionCancelled,
     Progress,
-    image_embeds,
+    forward_context,
     next_logprobs,
 )
-from engine.reference import ReferenceWeights, forward
 from engine.store import LocalModel, Store
 from engine.vision.preprocess import ImageInput
 
@@ -116,13 +115,7 @@ def teacher_forced(model: GGUFModel, context: PromptTokens,
                    on_layer: Callable[[int], None] | None = None) -> np.ndarray:
     """Every token's log-probability given the ones before it [S - 1] (fp32 reference),
     image rows filled in from ``context``."""
-    weights = ReferenceWeights(model)
-    embeds = image_embeds(context, len(context) - 1, weights)
-    groups = context.image_groups()
-    out = forward(model, context.ids if embeds is None else None, context.positions, embeds,
-                  weights=weights, on_layer=on_layer, image_groups=groups,
-                  deepstack=context.deepstack())
-    return next_logprobs(out.logits, context.ids)
+    return next_logprobs(forward_context(model, context, on_layer=on_layer).logits, context.ids)
 
 
 def compare_models(

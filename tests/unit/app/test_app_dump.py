@@ -2,7 +2,9 @@
 exported from the window and compared back names no layer; the same dump with one layer
 perturbed names that layer in red with its suspects; a folder that is no dump, or a dump
 of another model, says what is wrong and what to do; Cancel ends the worker; refused while
-an answer streams; another conversation clears the results."""
+an answer streams; another conversation clears the results; a context with an image dumps
+the picture's rows and compares clean, and an image encoder off is named at the
+embeddings."""
 
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ from PySide6.QtWidgets import QFileDialog
 from app.inspector.dump_section import IDLE
 from app.inspector.table_model import BACKGROUND
 from app.settings.store import Settings
+from engine.inspect import image_grids
 from engine.reference import forward
 from engine.reference.dump import Dump, read_dump, write_dump
 from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
+from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
+from tests.unit.app.test_app_images import send as send_vl
 
 
 @pytest.fixture
@@ -131,3 +136,28 @@ def test_cancel_ends_the_worker_and_streaming_refuses(qtbot, window, tmp_path, m
     send(qtbot, window, "And again")
     assert refused == [(None, "An answer is streaming: export or compare a layer dump "
                               "when it has ended.")]
+
+
+def test_a_context_with_an_image_dumps_its_rows_and_compares_clean(
+        qtbot, tmp_path, vision_store, photo, monkeypatch):  # noqa: F811
+    window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
+    window.chat.input.attach([str(photo)])
+    send_vl(qtbot, window, "What is in this picture?")
+    section, context = window.panel.dump, window.inspector.context
+    assert image_grids(context)
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    choose(monkeypatch, folder)
+    run(qtbot, window, section.export_button)
+    assert section.status.text().startswith("Wrote ")
+    dump = read_dump(folder)
+    np.testing.assert_array_equal(dump.ids, context.ids)
+    np.testing.assert_allclose(dump.hidden_states[0][context.image_rows],
+                               context.image_embeds, atol=1e-6)   # the picture's own rows
+    run(qtbot, window, section.compare_button)
+    assert section.status.text().startswith("AGREE: no layer is off")
+    state = np.load(folder / "hidden_000.npy")
+    state[context.image_rows] *= 1.5                # another engine's image encoder
+    np.save(folder / "hidden_000.npy", state)
+    run(qtbot, window, section.compare_button)
+    assert section.status.text().startswith("DIVERGE: embeddings is the first off")

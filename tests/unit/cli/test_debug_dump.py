@@ -8,12 +8,18 @@ import json
 import numpy as np
 import pytest
 
+from engine.chat.messages import Message
 from engine.cli import main
+from engine.cli.run_command import resolve_source
 from engine.gguf import open_model
 from engine.reference import forward
 from engine.reference.against import against as compare_dumps
-from engine.reference.dump import Dump, write_dump
+from engine.reference.dump import Dump, read_dump, write_dump
+from engine.runtime.loader import load_model
+from engine.vision.preprocess import MAX_PIXELS
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
+from tests.unit.cli.test_trace_image_cli import NAME as VL_NAME
+from tests.unit.cli.test_trace_image_cli import store  # noqa: F401 (a fixture)
 from tests.unit.reference.test_reference_hf import with_text
 
 PROMPT = "Hello world, the thing"
@@ -116,3 +122,22 @@ def test_real_bugs_on_the_demo_model(demo_05b):
         result = compare_dumps(ours, Dump("wrong", ids, wrong.hidden_states, wrong.logits))
         assert result.first_off == 1 and any(names in s for s in result.suspects), change
         assert all(row.relative > 1e-2 for row in result.rows[1:]), change
+
+
+def test_dump_and_against_with_an_image(store, tmp_path, capsys):  # noqa: F811
+    models, photo = store
+    base = ["debug", VL_NAME, "What is in this picture?", "--models-dir", str(models),
+            "--image", str(photo)]
+    assert main([*base, "--dump", str(tmp_path / "d")]) == 0
+    model = load_model(resolve_source(VL_NAME, str(models)))
+    image = model.prepare_image(str(photo), MAX_PIXELS)
+    prompt = model.tokenize_chat([Message("user", "What is in this picture?", (image,))])
+    dump = read_dump(tmp_path / "d")
+    np.testing.assert_array_equal(dump.ids, prompt.ids)
+    np.testing.assert_allclose(dump.hidden_states[0][prompt.image_rows], prompt.image_embeds,
+                               atol=1e-6)
+    capsys.readouterr()
+    assert main([*base, "--against", str(tmp_path / "d")]) == 0
+    assert "no layer is off" in capsys.readouterr().out
+    assert main(base) == 2
+    assert "--image goes with --dump or --against" in capsys.readouterr().err

@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 
+from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import Remedy
 from engine.gguf import open_model
 from engine.inspect.dump_compare import compare_dump, export_dump, first_difference
@@ -20,6 +21,7 @@ from engine.reference.dump import Dump, DumpError, read_dump, write_dump
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 IDS = [5, 17, 3, 42, 8, 11]
+CONTEXT = PromptTokens.text(IDS)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def model(tmp_path_factory):
 
 def test_an_export_reads_back_as_the_reference_and_compares_clean(model, tmp_path):
     stages = []
-    dump = export_dump(model, "tiny", IDS, tmp_path / "d",
+    dump = export_dump(model, "tiny", CONTEXT, tmp_path / "d",
                        progress=lambda stage, fraction: stages.append(fraction))
     assert stages == sorted(stages) and stages[-1] == 1.0 and len(stages) == 3 + 3
     back = read_dump(tmp_path / "d")
@@ -41,16 +43,16 @@ def test_an_export_reads_back_as_the_reference_and_compares_clean(model, tmp_pat
         np.testing.assert_array_equal(state, ref)
     np.testing.assert_array_equal(back.logits, reference.logits)
     assert back.model == dump.model == "tiny"
-    comparison = compare_dump(model, "tiny", tmp_path / "d", expected_ids=IDS)
+    comparison = compare_dump(model, "tiny", tmp_path / "d", expected=CONTEXT)
     assert comparison.result.ok and comparison.differ_at is None
     assert comparison.ids_note("the prompt") is None and comparison.model == "tiny"
 
 
 def test_logits_alone_off_point_at_the_head_and_other_ids_are_noted(model, tmp_path):
-    export_dump(model, "tiny", IDS, tmp_path)
+    export_dump(model, "tiny", CONTEXT, tmp_path)
     logits = np.load(tmp_path / "logits.npy")
     np.save(tmp_path / "logits.npy", logits * 1.1)
-    comparison = compare_dump(model, "tiny", tmp_path, expected_ids=IDS[:3] + [9, 9])
+    comparison = compare_dump(model, "tiny", tmp_path, expected=PromptTokens.text(IDS[:3] + [9, 9]))
     result = comparison.result
     assert result.first_off == len(result.rows) and result.suspects == (HEAD,)
     assert result.logits.max_abs == pytest.approx(float(np.abs(0.1 * logits).max()), rel=1e-5)
@@ -68,10 +70,10 @@ def test_a_cancelled_or_failed_export_leaves_no_complete_dump(model, tmp_path, m
             cancel.set()
 
     with pytest.raises(InspectionCancelled):
-        export_dump(model, "tiny", IDS, tmp_path / "new", progress=progress, cancel=cancel)
+        export_dump(model, "tiny", CONTEXT, tmp_path / "new", progress=progress, cancel=cancel)
     assert not (tmp_path / "new").exists()
 
-    export_dump(model, "tiny", IDS, tmp_path / "old")           # then overwritten, failing
+    export_dump(model, "tiny", CONTEXT, tmp_path / "old")           # then overwritten, failing
     saved = []
 
     def failing_save(path, array) -> None:
@@ -83,7 +85,7 @@ def test_a_cancelled_or_failed_export_leaves_no_complete_dump(model, tmp_path, m
 
     monkeypatch.setattr("engine.reference.dump.np.save", failing_save)
     with pytest.raises(DumpError, match="could not be written to .*: No space left on device"):
-        export_dump(model, "tiny", IDS, tmp_path / "old")
+        export_dump(model, "tiny", CONTEXT, tmp_path / "old")
     with pytest.raises(DumpError, match="is not a dump: it has no manifest.json"):
         read_dump(tmp_path / "old")
 
@@ -110,9 +112,9 @@ def test_a_folder_of_other_files_is_refused_untouched(tmp_path):
 def test_a_dump_of_another_model_is_refused_before_the_reference_runs(model, tmp_path,
                                                                       monkeypatch, edit,
                                                                       message):
-    ours = export_dump(model, "tiny", IDS, tmp_path / "ours")
+    ours = export_dump(model, "tiny", CONTEXT, tmp_path / "ours")
     write_dump(tmp_path / "theirs", edit(ours))
-    monkeypatch.setattr("engine.inspect.dump_compare.forward", None)    # never reached
+    monkeypatch.setattr("engine.inspect.dump_compare.forward_context", None)    # never reached
     with pytest.raises(DumpError, match=message) as raised:
         compare_dump(model, "tiny", tmp_path / "theirs")
     assert raised.value.remedy is Remedy.DUMP_MODEL
