@@ -36,6 +36,8 @@ from app.inspector.widgets import (
     progress_row,
     scrolling_body,
     section,
+    show_busy,
+    show_still,
 )
 from engine.inspect.model_compare import Candidate, ModelComparison
 
@@ -182,10 +184,7 @@ class ComparePage(QWidget):
             self.requested.emit(self.candidates[index])
 
     def show_running(self, other: str) -> None:
-        self.button.setEnabled(False)
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
+        show_busy(self.progress, self.cancel_button, self.button)
         self.status.setText(f"{RUNNING} (B: {other})")
 
     def show_progress(self, stage: str, fraction: float) -> None:
@@ -197,8 +196,7 @@ class ComparePage(QWidget):
         self.status.setText(text)
 
     def _idle(self) -> None:
-        self.progress.setVisible(False)
-        self.cancel_button.setVisible(False)
+        show_still(self.progress, self.cancel_button)
         self.button.setEnabled(any(not c.reason for c in self.candidates))
 
     def clear(self) -> None:

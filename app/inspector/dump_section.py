@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QFileDialog, QPushButton, QSizePolicy, QVBoxLayout
 from app.inspector.charts import LineChart, Series
 from app.inspector.llama_layers_section import FIRST_OFF, RELATIVE_COLOUR, TOLERANCE_COLOUR
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, progress_row, section
+from app.inspector.widgets import hint, progress_row, section, show_busy, show_still
 from engine.inspect.dump_compare import DumpComparison
 from engine.reference.against import LayerDelta
 
@@ -90,11 +90,7 @@ class DumpSection(QWidget):
             self.compareRequested.emit(folder)
 
     def show_running(self, text: str) -> None:
-        self.export_button.setEnabled(False)
-        self.compare_button.setEnabled(False)
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
+        show_busy(self.progress, self.cancel_button, self.export_button, self.compare_button)
         self.status.setText(text)
 
     def show_progress(self, stage: str, fraction: float) -> None:
@@ -107,8 +103,7 @@ class DumpSection(QWidget):
         self.status.setText(text)
 
     def _idle(self) -> None:
-        self.progress.setVisible(False)
-        self.cancel_button.setVisible(False)
+        show_still(self.progress, self.cancel_button)
         self.export_button.setEnabled(True)
         self.compare_button.setEnabled(True)
 

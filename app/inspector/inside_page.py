@@ -25,7 +25,15 @@ from app.inspector.attribution_heat import AttributionHeat, AttributionImage
 from app.inspector.contribution_grid import ContributionGrid, summary
 from app.inspector.lens_grid import LensGrid
 from app.inspector.rows import visible_piece
-from app.inspector.widgets import action_row, hint, progress_row, scrolling_body, section
+from app.inspector.widgets import (
+    action_row,
+    hint,
+    progress_row,
+    scrolling_body,
+    section,
+    show_busy,
+    show_still,
+)
 from engine.inspect import Inspection
 from engine.inspect.occlusion import Attribution
 
@@ -136,10 +144,7 @@ class InsidePage(QWidget):
 
     def show_running(self, text: str) -> None:
         self.title.setText(text)
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
-        self.inspect_button.setEnabled(False)
+        show_busy(self.progress, self.cancel_button, self.inspect_button)
         self.status.setText("")
 
     def show_progress(self, stage: str, fraction: float) -> None:
@@ -155,16 +160,12 @@ class InsidePage(QWidget):
         self.status.setText(text)
 
     def show_attributing(self) -> None:
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
-        self.inspect_button.setEnabled(False)
-        self.attribute_button.setEnabled(False)
+        show_busy(self.progress, self.cancel_button, self.inspect_button,
+                  self.attribute_button)
 
     def _idle(self) -> None:
-        self.progress.setVisible(False)
+        show_still(self.progress, self.cancel_button)
         self.stage.setText("")
-        self.cancel_button.setVisible(False)
         self.inspect_button.setEnabled(True)
         self.attribute_button.setEnabled(self.inspection is not None)
 

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, progress_row, section
+from app.inspector.widgets import hint, progress_row, section, show_busy, show_still
 from engine.inspect.llama_layers import LayerSide, LlamaLayers
 
 FIRST_OFF = QColor(230, 70, 70, 90)
@@ -90,10 +90,7 @@ class LlamaLayersSection(QWidget):
         self.button.setEnabled(False)
 
     def show_running(self) -> None:
-        self.button.setEnabled(False)
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
+        show_busy(self.progress, self.cancel_button, self.button)
         self.status.setText(RUNNING)
 
     def show_progress(self, stage: str, fraction: float) -> None:
@@ -105,8 +102,7 @@ class LlamaLayersSection(QWidget):
         self.status.setText(text)
 
     def _idle(self) -> None:
-        self.progress.setVisible(False)
-        self.cancel_button.setVisible(False)
+        show_still(self.progress, self.cancel_button)
         self.button.setEnabled(True)
 
     def clear(self) -> None:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from app.inspector.rows import visible_piece
 from app.inspector.trace_heat import TraceHeat, state_name
-from app.inspector.widgets import hint, progress_row, scrolling_body, section
+from app.inspector.widgets import hint, progress_row, scrolling_body, section, show_busy, show_still
 from engine.inspect.tracing import Trace
 
 EMPTY = ("Send a message first: causal tracing starts from this conversation's latest "
@@ -168,10 +168,7 @@ class TracingPage(QWidget):
     # -- states -------------------------------------------------------------------------
 
     def show_running(self) -> None:
-        self.button.setEnabled(False)
-        self.progress.setValue(0)
-        self.progress.setVisible(True)
-        self.cancel_button.setVisible(True)
+        show_busy(self.progress, self.cancel_button, self.button)
         self.status.setText("Tracing…")
 
     def show_progress(self, stage: str, fraction: float) -> None:
@@ -183,8 +180,7 @@ class TracingPage(QWidget):
         self.status.setText(text)
 
     def _idle(self) -> None:
-        self.progress.setVisible(False)
-        self.cancel_button.setVisible(False)
+        show_still(self.progress, self.cancel_button)
         self.button.setEnabled(self.ready)
 
     def clear(self) -> None:

@@ -74,3 +74,19 @@ def progress_row(button: QPushButton,
     cancel.clicked.connect(cancelled)
     row.addWidget(cancel)
     return row, progress, cancel
+
+
+def show_busy(progress: QProgressBar, cancel: QPushButton, *buttons: QPushButton) -> None:
+    """Work started: the progress row's bar from 0 and its Cancel shown, ``buttons`` (the
+    actions that would start more) disabled."""
+    progress.setValue(0)
+    progress.setVisible(True)
+    cancel.setVisible(True)
+    for button in buttons:
+        button.setEnabled(False)
+
+
+def show_still(progress: QProgressBar, cancel: QPushButton) -> None:
+    """No work runs: the progress row's bar and Cancel hidden."""
+    progress.setVisible(False)
+    cancel.setVisible(False)
