@@ -42,16 +42,24 @@ def llama_cpp_layout(path, strength: float, n_embd: int) -> np.ndarray:
     return data
 
 
+def steered_model(tmp_path, seed: int):
+    """A tiny random-weight Qwen2 GGUF, opened, and a control vector file for blocks 1 and 2
+    (random directions drawn with ``seed``)."""
+    path = write_model(tmp_path / "m.gguf", "qwen2", TextSpec(layers=3, vocab=400), seed=2)
+    model = open_model(path)
+    rng = np.random.default_rng(seed)
+    vector = tmp_path / "v.gguf"
+    write_control_vector(vector, {n: rng.standard_normal(model.config.text.hidden_size)
+                                  for n in (1, 2)}, "qwen2")
+    return path, model, vector
+
+
 def test_llama_cpp_steered_by_our_file_equals_the_steered_reference(tmp_path):
     assert llama_build().problem is None, llama_build().problem
     import llama_cpp
 
-    path = write_model(tmp_path / "m.gguf", "qwen2", TextSpec(layers=3, vocab=400), seed=2)
-    model = open_model(path)
+    path, model, vector = steered_model(tmp_path, seed=0)
     hidden, layers = model.config.text.hidden_size, model.config.text.n_layers
-    rng = np.random.default_rng(0)
-    vector = tmp_path / "v.gguf"
-    write_control_vector(vector, {n: rng.standard_normal(hidden) for n in (1, 2)}, "qwen2")
     data = llama_cpp_layout(vector, STRENGTH, hidden)
 
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=32, logits_all=True, verbose=False)
@@ -78,12 +86,8 @@ def test_llama_cpp_steered_by_our_file_equals_the_steered_reference(tmp_path):
 def test_llama_cpp_capture_is_steered_from_block_1_on(tmp_path):
     """block_states with a steering table: block 0's output as unsteered (never steered),
     block N's moved by table row N, both engines' blocks within the layers' tolerance."""
-    path = write_model(tmp_path / "m.gguf", "qwen2", TextSpec(layers=3, vocab=400), seed=2)
-    model = open_model(path)
+    path, model, vector = steered_model(tmp_path, seed=1)
     hidden, layers = model.config.text.hidden_size, model.config.text.n_layers
-    rng = np.random.default_rng(1)
-    vector = tmp_path / "v.gguf"
-    write_control_vector(vector, {n: rng.standard_normal(hidden) for n in (1, 2)}, "qwen2")
     table = Steering.load([(vector, STRENGTH)]).table("qwen2", layers, hidden)
     plain, steered = block_states(path, IDS, layers), block_states(path, IDS, layers,
                                                                     steering=table)
