@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
 
 from app.hints import explain
@@ -201,10 +202,17 @@ class JobRunner(QObject):
 
     @Slot()
     def _reap(self) -> None:
+        """A finished job is destroyed here, on the GUI thread, once its thread has ended.
+        ``finished`` comes from inside the thread's own clean-up (``isFinished`` is already
+        true there): destroying the job then races that clean-up. Left to Python, a job in a
+        reference cycle (a closure that names its job) would be destroyed whenever the
+        garbage collector meets it, on whichever thread; both crash now and then."""
         for job, thread in list(self._running.items()):
             if thread.isFinished():
+                thread.wait()                 # the clean-up's last steps: at once
                 del self._running[job]
                 _ACTIVE.pop(job, None)
+                shiboken6.delete(job)         # its Python attributes stay readable
                 thread.deleteLater()
 
     def busy(self) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from PySide6.QtCore import QMimeData, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QToolButton, QWidget
 
+from app.discard import discard
 from engine.chat.documents import Document, DocumentError, compose, fit, read_document
 
 # what the attach dialog offers besides images; any other file is tried as UTF-8 text
@@ -94,8 +95,7 @@ class DocumentTray(QWidget):
     def refresh(self) -> None:
         """Chips for the documents, counted with the current model's tokenizer."""
         for chip in self.chips():
-            chip.setParent(None)
-            chip.deleteLater()
+            discard(chip)
         for document in self.documents:
             chip = DocumentChip(document, tokens_text(*self.count_tokens(document.text)))
             chip.removeRequested.connect(self.remove)

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.document_tray import DOCUMENT_PATTERNS, DocumentTray, is_document, local_files_of
 from app.desktop.theme import RESOURCES
+from app.discard import discard
 from app.workers import CallJob, JobRunner
 from engine.errors import ImageError
 from engine.paths import data_dir
@@ -274,8 +275,7 @@ class InputBox(QFrame):
             self.images.remove(path)
         for thumb in self.thumbnails():
             if thumb.path == path:
-                thumb.setParent(None)
-                thumb.deleteLater()
+                discard(thumb)
         self.strip.setVisible(bool(self.images))
         self._update_send()
         if not self.images:

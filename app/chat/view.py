@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.markdown_blocks import split_blocks
 from app.chat.thinking_section import ThinkingSection
+from app.discard import discard
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
 DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per turn
@@ -243,9 +244,7 @@ class MessageWidget(QFrame):
 
     def _clear_blocks(self) -> None:
         for widget in self._blocks:
-            widget.hide()
-            widget.setParent(None)
-            widget.deleteLater()
+            discard(widget)
         self._blocks = []
 
     def _render_markdown(self) -> None:
@@ -376,8 +375,7 @@ class ChatView(QScrollArea):
         """Remove a message and all after it."""
         index = self.messages.index(widget)
         for w in self.messages[index:]:
-            w.setParent(None)
-            w.deleteLater()
+            discard(w)
         del self.messages[index:]
         self.hint.setVisible(not self.messages)
 

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.discard import discard
 from app.inspector.attention_map import ImageHeat, TokenHeat
 from app.inspector.attribution_heat import AttributionHeat, AttributionImage
 from app.inspector.contribution_grid import ContributionGrid, summary
@@ -251,8 +252,7 @@ class InsidePage(QWidget):
         self.attribution.set_data((), np.zeros(0), ())
         self.attribution_note.setText("")
         for widget in self.attribution_images:
-            widget.setParent(None)
-            widget.deleteLater()
+            discard(widget)
         self.attribution_images = []
 
     def _redraw_contributions(self) -> None:
@@ -273,8 +273,7 @@ class InsidePage(QWidget):
     def _set_images(self, grids) -> None:
         for label, heat in self.image_heats:
             for widget in (label, heat):
-                widget.setParent(None)
-                widget.deleteLater()
+                discard(widget)
         self.image_heats = []
         for _grid in grids:
             label = hint("")
