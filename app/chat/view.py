@@ -6,6 +6,7 @@ that reports which token is under the mouse.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -151,7 +152,8 @@ class MessageWidget(QFrame):
         self.text = text
         self.images = images
         self.message_id = message_id         # row in History
-        self.tokens: list = []               # TokenEvents of an answer generated this session
+        self._tokens: list = []
+        self._read_tokens: Callable[[], list] | None = None
         self.color_tokens = False
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         layout = QVBoxLayout(self)
@@ -197,6 +199,22 @@ class MessageWidget(QFrame):
         self._render_timer = QTimer(self, singleShot=True, interval=40)
         self._render_timer.timeout.connect(self.render)
         self.render()
+
+    @property
+    def tokens(self) -> list:
+        """The answer's TokenEvents: streamed this session, or a reopened answer's saved
+        ones, read on first use (a long chat's bubbles are built without reading them)."""
+        if self._read_tokens is not None:
+            self._tokens, self._read_tokens = self._read_tokens(), None
+        return self._tokens
+
+    @tokens.setter
+    def tokens(self, events: list) -> None:
+        self._tokens, self._read_tokens = events, None
+
+    def read_tokens_with(self, read: Callable[[], list]) -> None:
+        """Where the saved tokens come from when first asked for."""
+        self._tokens, self._read_tokens = [], read
 
     def set_status(self, text: str) -> None:
         """A short note beside the role ("writing…", "stopped", "interrupted")."""

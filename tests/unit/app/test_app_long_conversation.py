@@ -144,3 +144,28 @@ def test_leaving_a_long_conversation_clears_the_view_at_once(qtbot, window):
                for w in view.widget().findChildren(MessageWidget))   # out of sight meanwhile
     qtbot.waitUntil(lambda: view.widget().findChildren(MessageWidget) == [],
                     timeout=TIMEOUT_MS)
+
+
+def test_opening_reads_only_the_latest_answers_tokens(qtbot, window, monitor_reads):
+    """Older answers' saved tokens are read when first wanted (hover, colouring), not
+    while their bubbles are built: a long chat's token rows were most of its opening."""
+    long_chat = chat_id(window, "long")
+    stored = window.history.messages(long_chat)
+    window.open_conversation(long_chat)
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    assert monitor_reads == [stored[-1].id]                   # the panel's latest answer
+    first = next(w for w in window.chat.view.messages if w.role == "assistant")
+    assert [t.text for t in first.tokens] == [r["text"] for r in stored[1].logprobs]
+    assert monitor_reads == [stored[-1].id, stored[1].id]
+    window.panel.color_toggle.setChecked(True)
+    assert coloured_tokens(first) == list(range(len(stored[1].logprobs)))
+
+
+@pytest.fixture
+def monitor_reads(window, monkeypatch) -> list[int]:
+    """The messages whose token rows the history was asked for."""
+    reads: list[int] = []
+    read = window.history.logprobs
+    monkeypatch.setattr(window.history, "logprobs",
+                        lambda message: reads.append(message) or read(message))
+    return reads
