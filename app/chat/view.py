@@ -32,10 +32,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.elided_label import ElidedLabel
 from app.chat.markdown_blocks import split_blocks
 from app.chat.thinking_section import ThinkingSection
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
+NAME_KEPT = 16                    # a bubble's header shows this much of a model's name
 DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per turn
 OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
 # hiding a bubble hides each of its many child widgets, which is what costs)
@@ -161,13 +163,13 @@ class MessageWidget(QFrame):
         layout.setSpacing(6)
         header = QHBoxLayout()
         header.setSpacing(6)
-        name = QLabel(title)
+        name = ElidedLabel(title, keep=NAME_KEPT)    # (none of the three widens the bubble)
         name.setObjectName("messageRole")
         header.addWidget(name)
-        self.status = QLabel("")
+        self.status = ElidedLabel("")
         self.status.setObjectName("messageStatus")
         header.addWidget(self.status)
-        self.steered = QLabel("")
+        self.steered = ElidedLabel("")
         self.steered.setObjectName("steeredMark")
         self.steered.hide()
         header.addWidget(self.steered)
