@@ -350,6 +350,10 @@ class ChatView(QScrollArea):
         inner = QWidget()
         inner.setObjectName("chatInner")
         self._layout = QVBoxLayout(inner)
+        # the list grows to hold what is added before it lays the bubbles out: laid out in
+        # its old height first, every bubble was squeezed by a few pixels and given them
+        # back on each turn that added bubbles (two resizes of each, a long chat's many)
+        self._layout.setSizeConstraint(QVBoxLayout.SetMinimumSize)
         self._layout.setContentsMargins(16, 16, 16, 16)
         self._layout.setSpacing(12)
         self._layout.addStretch(1)

@@ -3,8 +3,11 @@ once, the older messages fill in above over the next turns of the event loop, an
 end every message is there, in order, scrolled to the end (or as far from it as the
 user scrolled), with the saved tokens' colouring and Edit / Regenerate where they belong."""
 
+from collections import Counter
 
 import pytest
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
 
 from app.chat.view import TOKEN_PROPERTY, MessageWidget
 from app.conversations.history import History, StoredMessage
@@ -169,3 +172,32 @@ def monitor_reads(window, monkeypatch) -> list[int]:
     monkeypatch.setattr(window.history, "logprobs",
                         lambda message: reads.append(message) or read(message))
     return reads
+
+
+class BubbleResizes(QObject):
+    """How often each bubble was resized."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter = Counter()
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Resize and isinstance(watched, MessageWidget):
+            self.counts[id(watched)] += 1
+        return False
+
+
+def test_bubbles_added_above_leave_the_others_their_size(qtbot, window):
+    """Each turn that adds older bubbles lays out the others only to move them: squeezed
+    and given back their height on every turn, a long chat's bubbles were resized
+    thousands of times while it opened."""
+    resizes = BubbleResizes()
+    QApplication.instance().installEventFilter(resizes)
+    try:
+        window.open_conversation(chat_id(window, "long"))
+        qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+        qtbot.wait(100)
+    finally:
+        QApplication.instance().removeEventFilter(resizes)
+    assert len(resizes.counts) == 2 * EXCHANGES
+    assert max(resizes.counts.values()) <= 6
