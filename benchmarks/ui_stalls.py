@@ -41,7 +41,8 @@ LONG_CHAT = 100      # exchanges of the stored conversation the window opens
 
 class StallMonitor(QObject):
     """The longest gap between ticks of a TICK_MS timer since ``reset``, and the GUI
-    thread's own CPU time within that gap."""
+    thread's own CPU time within that gap; apart, the most own CPU time of any one gap
+    (the window's own longest work: on a busy machine the longest gap may be waiting)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,6 +54,7 @@ class StallMonitor(QObject):
         self.last_cpu = 0.0
         self.longest = 0.0
         self.longest_cpu_ms = 0.0
+        self.most_cpu_ms = 0.0
 
     def start(self) -> None:
         self.clock.start()
@@ -61,13 +63,14 @@ class StallMonitor(QObject):
 
     def reset(self) -> None:
         self.last, self.last_cpu = self.clock.elapsed(), time.thread_time()
-        self.longest = self.longest_cpu_ms = 0.0
+        self.longest = self.longest_cpu_ms = self.most_cpu_ms = 0.0
 
     def _tick(self) -> None:
         now, cpu = self.clock.elapsed(), time.thread_time()
-        gap = float(now - self.last - TICK_MS)
+        gap, own = float(now - self.last - TICK_MS), (cpu - self.last_cpu) * 1000
         if gap > self.longest:
-            self.longest, self.longest_cpu_ms = gap, (cpu - self.last_cpu) * 1000
+            self.longest, self.longest_cpu_ms = gap, own
+        self.most_cpu_ms = max(self.most_cpu_ms, own)
         self.last, self.last_cpu = now, cpu
 
 
@@ -158,7 +161,7 @@ def main() -> int:
                                  options={"temperature": 0.0, "num_predict": 64}),
                         history, auto_load=False)
     window.show()
-    results: list[tuple[str, float, float]] = []
+    results: list[tuple[str, float, float, float]] = []
 
     def measure(name: str, action: Callable[[], None], until: Callable[[], bool],
                 after_s: float = 0.3) -> None:
@@ -166,7 +169,7 @@ def main() -> int:
         action()
         wait_until(app, until)
         settle(app, after_s)
-        results.append((name, monitor.longest, monitor.longest_cpu_ms))
+        results.append((name, monitor.longest, monitor.longest_cpu_ms, monitor.most_cpu_ms))
 
     def load(name: str) -> None:
         window.load_model(window.models.entry(window.models.row_of(name)))
@@ -212,15 +215,17 @@ def main() -> int:
     window.close()
     close_s = time.perf_counter() - started
     settle(app, 0.3)
-    results.append(("close mid-answer", monitor.longest, monitor.longest_cpu_ms))
+    results.append(("close mid-answer", monitor.longest, monitor.longest_cpu_ms,
+                    monitor.most_cpu_ms))
     wait_for_all()
 
     print(f"{'action':<34} longest stall (target <= {TARGET_MS:.0f} ms), "
-          "the GUI thread's own CPU in it")
-    for name, stall, own in results:
-        print(f"{name:<34} {stall:8.1f} ms {own:8.1f} ms{'' if stall <= TARGET_MS else '  OVER'}")
+          "the GUI thread's own CPU in it, its most own CPU in any one stall")
+    for name, stall, own, most in results:
+        print(f"{name:<34} {stall:8.1f} ms {own:8.1f} ms {most:8.1f} ms"
+              f"{'' if stall <= TARGET_MS else '  OVER'}")
     print(f"closing returned in {close_s * 1000:.0f} ms (target <= {CLOSE_TARGET_S * 1000:.0f} ms)")
-    return 0 if all(s <= TARGET_MS for _, s, _ in results) and close_s <= CLOSE_TARGET_S else 1
+    return 0 if all(s <= TARGET_MS for _, s, _, _ in results) and close_s <= CLOSE_TARGET_S else 1
 
 
 if __name__ == "__main__":

@@ -199,7 +199,7 @@ class ConversationController(QObject):
         self.model, self.vision, self.where = model, vision, where
         self.session = None
         if self.conversation_id is not None:
-            self._pending = self.history.messages(self.conversation_id)
+            self._pending = self.history.messages(self.conversation_id, logprobs=False)
 
     def new_chat(self) -> None:
         self.interrupt("interrupted")
@@ -211,10 +211,11 @@ class ConversationController(QObject):
         self.conversationChanged.emit(None)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
-        """Switch to a stored conversation; returns its messages for the view."""
+        """Switch to a stored conversation; returns its messages for the view (without
+        their token rows: the view reads each answer's as it builds its bubble)."""
         self.interrupt("interrupted")
         self.give_up_check()
-        messages = self.history.messages(conversation_id)
+        messages = self.history.messages(conversation_id, logprobs=False)
         self.conversation_id, self.session, self._pending = conversation_id, None, messages
         self.conversationChanged.emit(conversation_id)
         return messages
@@ -505,7 +506,7 @@ class ConversationController(QObject):
         the session, which restores from the history on the next turn."""
         self.history.truncate_from(self.conversation_id, user_id)
         self.session = None
-        remaining = self.history.messages(self.conversation_id)
+        remaining = self.history.messages(self.conversation_id, logprobs=False)
         if remaining:
             self._pending = remaining
             return

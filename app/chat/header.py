@@ -8,12 +8,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QLabel,
     QPushButton,
-    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
+
+from app.chat.elided_label import ElidedLabel
 
 SYSTEM_SHOWN = 60
 
@@ -43,13 +43,12 @@ class ConversationHeader(QFrame):
         layout.setContentsMargins(16, 8, 12, 8)
         text = QVBoxLayout()
         text.setSpacing(1)
-        self.title = QLabel("New chat")
+        self.title = ElidedLabel("New chat")         # elide, never widen the window
         self.title.setObjectName("headerTitle")
-        self.details = QLabel("")
+        self.details = ElidedLabel("")
         self.details.setObjectName("headerDetails")
         self.details.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        for label in (self.title, self.details):     # elide, never widen the window
-            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        for label in (self.title, self.details):
             text.addWidget(label)
         layout.addLayout(text, 1)
         self.edit = QPushButton("System && sampling…")

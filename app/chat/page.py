@@ -6,6 +6,8 @@ where they make sense: Edit on the last question, Regenerate on the last answer)
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import QTimer, Signal
@@ -122,13 +124,18 @@ class ChatPage(QWidget):
         if stored.thinking:
             widget.thinking.finish(stored.thinking, stored.thinking_ms)
         if stored.role == "assistant":
-            widget.tokens = saved_tokens(stored)
+            widget.read_tokens_with(partial(self._saved_tokens, stored))
             widget.set_steering(stored.steering)
             if self.color_tokens:
                 widget.set_color_tokens(True)
             if not stored.complete:
                 widget.set_status("interrupted")
         return widget
+
+    def _saved_tokens(self, stored: StoredMessage) -> list:
+        """An answer's saved tokens, its rows read from the history now (a reopened
+        conversation comes without them)."""
+        return saved_tokens(replace(stored, logprobs=self.controller.history.logprobs(stored.id)))
 
     @property
     def building(self) -> bool:

@@ -6,6 +6,7 @@ that reports which token is under the mouse.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -31,11 +32,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.chat.elided_label import ElidedLabel
 from app.chat.markdown_blocks import split_blocks
 from app.chat.thinking_section import ThinkingSection
 from app.discard import discard
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
+NAME_KEPT = 16                    # a bubble's header shows this much of a model's name
 DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per turn
 OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
 # hiding a bubble hides each of its many child widgets, which is what costs)
@@ -152,7 +155,8 @@ class MessageWidget(QFrame):
         self.text = text
         self.images = images
         self.message_id = message_id         # row in History
-        self.tokens: list = []               # TokenEvents of an answer generated this session
+        self._tokens: list = []
+        self._read_tokens: Callable[[], list] | None = None
         self.color_tokens = False
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         layout = QVBoxLayout(self)
@@ -160,13 +164,13 @@ class MessageWidget(QFrame):
         layout.setSpacing(6)
         header = QHBoxLayout()
         header.setSpacing(6)
-        name = QLabel(title)
+        name = ElidedLabel(title, keep=NAME_KEPT)    # (none of the three widens the bubble)
         name.setObjectName("messageRole")
         header.addWidget(name)
-        self.status = QLabel("")
+        self.status = ElidedLabel("")
         self.status.setObjectName("messageStatus")
         header.addWidget(self.status)
-        self.steered = QLabel("")
+        self.steered = ElidedLabel("")
         self.steered.setObjectName("steeredMark")
         self.steered.hide()
         header.addWidget(self.steered)
@@ -198,6 +202,22 @@ class MessageWidget(QFrame):
         self._render_timer = QTimer(self, singleShot=True, interval=40)
         self._render_timer.timeout.connect(self.render)
         self.render()
+
+    @property
+    def tokens(self) -> list:
+        """The answer's TokenEvents: streamed this session, or a reopened answer's saved
+        ones, read on first use (a long chat's bubbles are built without reading them)."""
+        if self._read_tokens is not None:
+            self._tokens, self._read_tokens = self._read_tokens(), None
+        return self._tokens
+
+    @tokens.setter
+    def tokens(self, events: list) -> None:
+        self._tokens, self._read_tokens = events, None
+
+    def read_tokens_with(self, read: Callable[[], list]) -> None:
+        """Where the saved tokens come from when first asked for."""
+        self._tokens, self._read_tokens = [], read
 
     def set_status(self, text: str) -> None:
         """A short note beside the role ("writing…", "stopped", "interrupted")."""
@@ -329,6 +349,10 @@ class ChatView(QScrollArea):
         inner = QWidget()
         inner.setObjectName("chatInner")
         self._layout = QVBoxLayout(inner)
+        # the list grows to hold what is added before it lays the bubbles out: laid out in
+        # its old height first, every bubble was squeezed by a few pixels and given them
+        # back on each turn that added bubbles (two resizes of each, a long chat's many)
+        self._layout.setSizeConstraint(QVBoxLayout.SetMinimumSize)
         self._layout.setContentsMargins(16, 16, 16, 16)
         self._layout.setSpacing(12)
         self._layout.addStretch(1)

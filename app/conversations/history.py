@@ -290,12 +290,21 @@ class History:
         )
         self._touch(conversation)
 
-    def messages(self, conversation: int) -> list[StoredMessage]:
+    def messages(self, conversation: int, *, logprobs: bool = True) -> list[StoredMessage]:
+        """The conversation's messages in order; ``logprobs=False`` leaves every message's
+        token rows unread (a long chat's take most of the reading: `logprobs` reads one
+        message's when it is needed)."""
         rows = self._db.execute(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id",
             (conversation,),
         )
-        return [_stored(row) for row in rows]
+        return [_stored(row, logprobs) for row in rows]
+
+    def logprobs(self, message: int) -> tuple:
+        """One message's token rows (() for none, or a message no longer there)."""
+        row = self._db.execute("SELECT logprobs FROM messages WHERE id = ?",
+                               (message,)).fetchone()
+        return () if row is None else tuple(json.loads(row[0]))
 
     def last_message(self, conversation: int, role: str) -> StoredMessage | None:
         """The conversation's latest message from ``role`` (a long chat's others unread)."""
@@ -356,6 +365,6 @@ def _lead_with_match(snippet: str) -> str:
     return "…" + plain[start:].lstrip("…")
 
 
-def _stored(row: tuple) -> StoredMessage:
+def _stored(row: tuple, logprobs: bool = True) -> StoredMessage:
     return StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]),
-                         row[5], row[6], tuple(json.loads(row[7])), row[8])
+                         row[5], row[6], tuple(json.loads(row[7])) if logprobs else (), row[8])

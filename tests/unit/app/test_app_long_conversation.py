@@ -3,8 +3,11 @@ once, the older messages fill in above over the next turns of the event loop, an
 end every message is there, in order, scrolled to the end (or as far from it as the
 user scrolled), with the saved tokens' colouring and Edit / Regenerate where they belong."""
 
+from collections import Counter
 
 import pytest
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
 
 from app.chat.view import TOKEN_PROPERTY, MessageWidget
 from app.conversations.history import History, StoredMessage
@@ -144,3 +147,57 @@ def test_leaving_a_long_conversation_clears_the_view_at_once(qtbot, window):
                for w in view.widget().findChildren(MessageWidget))   # out of sight meanwhile
     qtbot.waitUntil(lambda: view.widget().findChildren(MessageWidget) == [],
                     timeout=TIMEOUT_MS)
+
+
+def test_opening_reads_only_the_latest_answers_tokens(qtbot, window, monitor_reads):
+    """Older answers' saved tokens are read when first wanted (hover, colouring), not
+    while their bubbles are built: a long chat's token rows were most of its opening."""
+    long_chat = chat_id(window, "long")
+    stored = window.history.messages(long_chat)
+    window.open_conversation(long_chat)
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    assert monitor_reads == [stored[-1].id]                   # the panel's latest answer
+    first = next(w for w in window.chat.view.messages if w.role == "assistant")
+    assert [t.text for t in first.tokens] == [r["text"] for r in stored[1].logprobs]
+    assert monitor_reads == [stored[-1].id, stored[1].id]
+    window.panel.color_toggle.setChecked(True)
+    assert coloured_tokens(first) == list(range(len(stored[1].logprobs)))
+
+
+@pytest.fixture
+def monitor_reads(window, monkeypatch) -> list[int]:
+    """The messages whose token rows the history was asked for."""
+    reads: list[int] = []
+    read = window.history.logprobs
+    monkeypatch.setattr(window.history, "logprobs",
+                        lambda message: reads.append(message) or read(message))
+    return reads
+
+
+class BubbleResizes(QObject):
+    """How often each bubble was resized."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter = Counter()
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Resize and isinstance(watched, MessageWidget):
+            self.counts[id(watched)] += 1
+        return False
+
+
+def test_bubbles_added_above_leave_the_others_their_size(qtbot, window):
+    """Each turn that adds older bubbles lays out the others only to move them: squeezed
+    and given back their height on every turn, a long chat's bubbles were resized
+    thousands of times while it opened."""
+    resizes = BubbleResizes()
+    QApplication.instance().installEventFilter(resizes)
+    try:
+        window.open_conversation(chat_id(window, "long"))
+        qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+        qtbot.wait(100)
+    finally:
+        QApplication.instance().removeEventFilter(resizes)
+    assert len(resizes.counts) == 2 * EXCHANGES
+    assert max(resizes.counts.values()) <= 6

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 
 import pytest
 
-from app.conversations.history import History
+from app.conversations.history import History, StoredMessage
 from app.conversations.transfer import NotAConversation, export, import_json, to_markdown
 
 OLD_SCHEMA = """
@@ -197,3 +198,18 @@ def test_the_last_message_of_a_role_is_read_alone(history):
     assert not history.last_message(chat, "assistant").complete
     assert history.last_message(other, "assistant") is None
     assert history.last_message(other, "user").content == "elsewhere"
+
+
+def test_messages_without_token_rows_and_one_messages_rows(tmp_path):
+    history = History(tmp_path / "h.sqlite3")
+    chat = history.create("t", "").id
+    history.add(chat, "user", "hi")
+    rows = ({"token": "Hel", "text": "Hel", "logprob": -0.5, "top": [["Hel", -0.5]]},
+            {"token": "lo", "text": "lo", "logprob": -0.25, "top": [["lo", -0.25]]})
+    history.add_message(chat, StoredMessage(0, "assistant", "Hello", (), True, logprobs=rows))
+    full = history.messages(chat)
+    light = history.messages(chat, logprobs=False)
+    assert [m.logprobs for m in light] == [(), ()]
+    assert [replace(m, logprobs=()) for m in full] == light
+    assert history.logprobs(full[1].id) == rows == full[1].logprobs
+    assert history.logprobs(full[1].id + 1) == ()

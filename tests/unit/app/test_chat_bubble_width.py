@@ -1,0 +1,57 @@
+"""A bubble's header never widens the chat column: a long model name or note elides
+(whole in the tooltip), and the other bubbles of the conversation keep their width, so
+they do not lay their text out again (what made a model switch stall with a long chat)."""
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QApplication
+
+from app.chat.view import AutoHeightBrowser, ChatView, MessageWidget
+
+NOTE = "interrupted by the model switch, " * 4
+NAME = "hf.co/someone/a-model-with-a-very-long-name-indeed-GGUF:Q4_K_M"
+
+
+class Resizes(QObject):
+    """The text views that were resized."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[QObject] = []
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Resize and isinstance(watched, AutoHeightBrowser):
+            self.seen.append(watched)
+        return False
+
+
+def test_a_long_header_elides_and_leaves_the_other_bubbles_alone(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(420, 600)
+    for n in range(6):
+        view.add(MessageWidget("user", "You", f"question {n}"))
+        view.add(MessageWidget("assistant", "tiny", f"answer {n} " * 12))
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.wait(50)
+    widths = [w.width() for w in view.messages]
+    resizes = Resizes()
+    QApplication.instance().installEventFilter(resizes)
+    try:
+        last = view.messages[-1]
+        last.set_status(NOTE)
+        named = view.add(MessageWidget("assistant", NAME, "short"))
+        qtbot.wait(50)
+    finally:
+        QApplication.instance().removeEventFilter(resizes)
+    assert [w.width() for w in view.messages[:-1]] == widths
+    assert not any(b in resizes.seen for w in view.messages[:-2] for b in w._blocks)
+    assert not view.horizontalScrollBar().isVisible()
+    assert view.widget().width() <= view.viewport().width()
+    assert last.status.text() == NOTE and NOTE in last.status.toolTip()
+    name = named.findChild(type(last.status), "messageRole")
+    assert name.text() == NAME and NAME in name.toolTip()
+    assert name.width() < name.fontMetrics().horizontalAdvance(NAME)
+    beside_note = last.findChild(type(last.status), "messageRole")     # the note elides first
+    assert beside_note.width() >= beside_note.fontMetrics().horizontalAdvance("tiny")
+    assert last.status.width() < last.status.fontMetrics().horizontalAdvance(NOTE)
