@@ -4,7 +4,9 @@ Top-5 of Lantern's fp32 reference and of llama.cpp side by side at the inspected
 position, and |Δ logprob| of the token that came next at every earlier position
 (teacher-forced) as a chart; below, every block's output compared
 (app/inspector/llama_layers_section.py). A steered answer's comparison says that llama.cpp
-ran with the same control vectors. Without llama-cpp-python it says how to get it.
+ran with the same control vectors. Over an image context the picture's positions hold no
+token to score: the chart leaves them out and the verdict names them. Without
+llama-cpp-python it says how to get it.
 """
 
 from __future__ import annotations
