@@ -3,7 +3,9 @@
 llama-cpp-python's low-level API exposes the context parameter ``cb_eval``: ggml's
 scheduler calls it for every node of the compute graph, first asking (``ask`` true)
 whether the node's data is wanted, then, once that node is computed, handing it over
-(``ask`` false). llama.cpp names each block's output ``l_out-N`` (N counts blocks from 0).
+(``ask`` false). llama.cpp names each block's output ``l_out-N`` (N counts blocks from 0);
+Qwen3-VL adds the picture's DeepStack features after it (``deepstack_out-N``), which is
+block N's output as Lantern's reference and HF count it.
 Its embeddings are not read: that node's name is no stable part of llama.cpp, and where a
 family scales them (Gemma) it holds them before the scale. Every position asks for
 its logits, which keeps all rows in the last block's output (llama.cpp drops the rows
@@ -35,6 +37,7 @@ from engine.errors import LanternError
 from engine.inspect.llama_pictures import LlamaImage, LlamaPictures, read_pictures
 
 BLOCK_OUTPUT = "l_out-{}"      # llama.cpp's name of block N's output
+DEEPSTACK_OUTPUT = "deepstack_out-{}"   # Qwen3-VL: l_out-N with its DeepStack features added
 GGML_TYPE_F32 = 0
 DECODE_ABORTED = 2             # llama_decode's return value when the abort callback fired
 
@@ -79,17 +82,22 @@ class _Collector:
     def __init__(self, n_layers: int, on_block: Callable[[int], None]) -> None:
         self.ggml = _ggml_base()
         self.wanted = {BLOCK_OUTPUT.format(i).encode(): i for i in range(n_layers)}
+        self.later = {DEEPSTACK_OUTPUT.format(i).encode(): i for i in range(n_layers)}
         self.blocks: dict[int, list[np.ndarray]] = {}   # a part per decoded run
         self.on_block = on_block
         self.error: BaseException | None = None
 
     def __call__(self, tensor: int, ask: bool, _user_data: int) -> bool:
-        layer = self.wanted.get(self.ggml.ggml_get_name(tensor))
+        name = self.ggml.ggml_get_name(tensor)
+        layer, later = self.wanted.get(name), self.later.get(name)
         if ask:
-            return layer is not None
-        if layer is None:
+            return layer is not None or later is not None
+        if layer is None and later is None:
             return True
         try:
+            if later is not None:       # the run's block output, DeepStack features added
+                self.blocks[later][-1] = self._read(tensor)
+                return True
             self.blocks.setdefault(layer, []).append(self._read(tensor))
             self.on_block(layer)
         except BaseException as error:   # raised through C it would be lost: stop the graph

@@ -2,7 +2,8 @@
 llama.cpp's layout (text GGUF + mmproj projector): libmtmd reads the picture Lantern
 encoded, and every block's output, the picture's rows included, agrees with the reference
 within the tolerance of the text comparisons; another picture of the same size is named at
-block 0. The second opinion scores the text rows only. A picture that llama.cpp makes
+block 0; so do Qwen3-VL (DeepStack features) and Gemma 3 (two-way image rows) from llama.cpp's
+own converter. The second opinion scores the text rows only. A picture that llama.cpp makes
 another number of tokens of, or a model whose tower sits inside its own GGUF, is refused
 with the reason."""
 
@@ -23,9 +24,13 @@ from engine.inspect.llama_pictures import INSIDE, PicturesUnreadable, llama_pict
 from engine.inspect.second_opinion import second_opinion
 from engine.remote.crosscheck import TOLERANCE as LOGPROB_TOLERANCE
 from engine.runtime.vision_encoder import VisionEncoder
-from engine.vision.preprocess import pixels
+from engine.vision.gemma3 import preprocess_square
+from engine.vision.preprocess import pixels, preprocess_for
 from engine.vision.prompt import image_prompt
+from tests.fixtures.hf_qwen3vl import qwen3vl
 from tests.fixtures.hf_vision import open_layout, tiny_hf_model
+from tests.unit.vision.test_gemma3_vision import gemma, prompt_for  # noqa: F401 (a fixture)
+from tests.unit.vision.test_qwen3vl_tower import image_ids, noise
 from tests.unit.vision.test_vision_prompt import FIRST, SECOND, text, turn
 
 
@@ -105,3 +110,31 @@ def test_a_model_with_its_tower_inside_is_refused(hf, context, tmp_path):
         llama_pictures(inline, context, [pixels(FIRST)])
     assert refused.value.remedy is Remedy.PROJECTOR
     assert llama_pictures(inline, PromptTokens.text(context.ids[:5]), []) is None
+
+
+def agrees_block_by_block(model, context, picture) -> None:
+    """llama.cpp over ``context`` with ``picture`` agrees with the reference, its rows too."""
+    result = llama_layers(model.path, model, list(context.ids),
+                          pictures=llama_pictures(model, context, [pixels(picture)]))
+    assert result.ok and result.first_off is None, result.verdict()
+    assert result.pictures == ((int(context.image_rows[0]), int(context.image_rows[-1]) + 1),)
+    other = llama_layers(model.path, model, list(context.ids),
+                         pictures=llama_pictures(model, context, [255 - pixels(picture)]))
+    assert not other.ok and other.first_off == 0, other.verdict()
+
+
+def test_qwen3vl_deepstack_rows_agree():
+    """llama.cpp's Qwen3-VL takes the tower's rows with their DeepStack features."""
+    qwen = qwen3vl()
+    image = preprocess_for(qwen.paired.config.vision, noise(70, 50))
+    context = image_prompt(image_ids(qwen), [image], qwen.paired.config,
+                           VisionEncoder(qwen.paired, threads=1).encode)
+    agrees_block_by_block(qwen.paired, context, image)
+
+
+def test_gemma3_two_way_image_rows_agree(gemma):  # noqa: F811
+    """llama.cpp runs Gemma 3's picture with causal attention off, as the reference."""
+    paired = gemma.models["projector"]
+    context = prompt_for(gemma, paired, VisionEncoder(paired).encode)
+    agrees_block_by_block(paired, context, preprocess_square(gemma.picture,
+                                                             paired.config.vision))
