@@ -12,6 +12,8 @@ CONTROLS = {
     Remedy.PROMPT: "type a message",
     Remedy.DUMP_MODEL: "load the model it was written for, or write one of this model "
                        "with Export layer dump…",
+    Remedy.PROJECTOR: "import the model as a text GGUF with its projector: lantern import "
+                      "FILE.gguf NAME --projector MMPROJ.gguf",
 }
 
 

@@ -20,6 +20,7 @@ class Remedy(Enum):
     TEMPLATE = "send the prompt through the model's template"
     PROMPT = "give a prompt"
     DUMP_MODEL = "compare a dump with the model it was written for"
+    PROJECTOR = "keep the vision tower in a separate projector file"
 
 
 class LanternError(Exception):

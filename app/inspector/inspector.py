@@ -24,6 +24,7 @@ from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
 from engine.inspect.llama_layers import llama_layers
+from engine.inspect.llama_pictures import llama_pictures
 from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
 from engine.vision.video import pictures
@@ -148,8 +149,7 @@ class Inspector(QObject):
                                            "the answer ends.")
             return
         note = EXACT_NOTE if model.exact else FAST_NOTE
-        images = len(image_grids(context))
-        pictures = self._pictures()[-images:] if images else []
+        pictures = self._context_pictures(context)
         gguf, piece, steering = model.gguf, self.piece, self.conversation.steering_table
         label = self.conversation.answer_steering if steering is not None else ""
 
@@ -216,6 +216,11 @@ class Inspector(QObject):
             self.job = None
             self.panel.inside.show_failed(f"The inspection could not run: {message}")
 
+    def _context_pictures(self, context: PromptTokens | None) -> list:
+        """The pictures of ``context``'s images: the conversation's latest ones."""
+        images = len(image_grids(context)) if context is not None else 0
+        return self._pictures()[-images:] if images else []
+
     def _pictures(self) -> list:
         """The pictures of the conversation's images, oldest first, as the model saw them."""
         session = self.conversation.session
@@ -234,12 +239,15 @@ class Inspector(QObject):
             return
         piece, gguf, steering = self.piece, model.gguf, self.conversation.steering_table
         label = self.inspection_steering if inspection else self.conversation.answer_steering
+        seen = self._context_pictures(context)
 
         def run(progress, cancel) -> tuple:
             inspected = inspection or inspect_context(gguf, context, piece, len(context) - 1,
                                                       progress=progress, cancel=cancel,
                                                       steering=steering)
-            return second_opinion(gguf.path, inspected, piece), inspected.tokens, label
+            pictures = llama_pictures(gguf, context, seen) if context is not None else None
+            return (second_opinion(gguf.path, inspected, piece, pictures=pictures),
+                    inspected.tokens, label)
 
         job = ProgressJob(run)
         job.result.connect(self._opinion)
@@ -266,17 +274,14 @@ class Inspector(QObject):
             section.show_failed("Send a message first; the layers are compared over the "
                                 "latest context when no answer is streaming.")
             return
-        if image_grids(context):
-            section.show_failed("llama.cpp's layers are compared on text contexts only; "
-                                "this one holds an image.")
-            return
         self.cancel_layers()
         gguf, ids, steering = model.gguf, list(context.ids), self.conversation.steering_table
         self.layers_steering = self.conversation.answer_steering if steering is not None else ""
+        seen = self._context_pictures(context)
 
         def run(progress, cancel):
             return llama_layers(gguf.path, gguf, ids, progress=progress, cancel=cancel,
-                                steering=steering)
+                                steering=steering, pictures=llama_pictures(gguf, context, seen))
 
         job = ProgressJob(run)
         job.progress.connect(section.show_progress)

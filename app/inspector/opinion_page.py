@@ -4,7 +4,9 @@ Top-5 of Lantern's fp32 reference and of llama.cpp side by side at the inspected
 position, and |Δ logprob| of the token that came next at every earlier position
 (teacher-forced) as a chart; below, every block's output compared
 (app/inspector/llama_layers_section.py). A steered answer's comparison says that llama.cpp
-ran with the same control vectors. Without llama-cpp-python it says how to get it.
+ran with the same control vectors. Over an image context the picture's positions hold no
+token to score: the chart leaves them out and the verdict names them. Without
+llama-cpp-python it says how to get it.
 """
 
 from __future__ import annotations
@@ -43,26 +45,37 @@ IDLE = ("Compare Lantern with llama.cpp on this conversation's latest context: p
 def opinion_verdict(opinion: SecondOpinion, tokens: tuple[str, ...], steering: str = "") -> str:
     """Agree or disagree, against the tolerance the cross-check uses, and where; whether
     both ran with the control vectors (``steering``, in words) that steered the answer."""
-    return _verdict(opinion, tokens) + steered_note(opinion.steered, steering)
+    return (_verdict(opinion, tokens) + pictures_note(opinion)
+            + steered_note(opinion.steered, steering))
 
 
 def _verdict(opinion: SecondOpinion, tokens: tuple[str, ...]) -> str:
-    delta = opinion.delta
     versus = f"llama-cpp-python {opinion.version} vs Lantern's reference"
     if not opinion.same_top1:
         return (f"DISAGREE: {versus} pick different next tokens at position "
                 f"{opinion.position}.")
-    if not len(delta):
+    if (largest := opinion.largest()) is None:
         return f"AGREE: {versus} pick the same next token at position {opinion.position}."
-    worst = int(delta.argmax())
-    token = visible_piece(tokens[worst + 1]) if worst + 1 < len(tokens) else ""
-    where = f"position {worst + 1}" + (f" ({token})" if token else "")
-    if delta.max() > TOLERANCE:
-        return (f"DISAGREE: {versus}: |Δ logprob| {delta.max():.3g} at {where} is over the "
-                f"tolerance {TOLERANCE} (mean {delta.mean():.3g}); same next token at "
+    worst, row, mean = largest
+    token = visible_piece(tokens[row + 1]) if row + 1 < len(tokens) else ""
+    where = f"position {row + 1}" + (f" ({token})" if token else "")
+    if worst > TOLERANCE:
+        return (f"DISAGREE: {versus}: |Δ logprob| {worst:.3g} at {where} is over the "
+                f"tolerance {TOLERANCE} (mean {mean:.3g}); same next token at "
                 f"position {opinion.position}.")
     return (f"AGREE: {versus}: every |Δ logprob| within the tolerance {TOLERANCE} (largest "
-            f"{delta.max():.3g} at {where}, mean {delta.mean():.3g}); same next token.")
+            f"{worst:.3g} at {where}, mean {mean:.3g}); same next token.")
+
+
+def pictures_note(opinion: SecondOpinion) -> str:
+    """What the verdict adds when positions were left out: a picture's rows hold no token
+    to score ("" when none)."""
+    rows = opinion.picture_rows
+    if not rows:
+        return ""
+    return (f" Positions {rows[0] + 1}-{rows[-1] + 1}, the picture's, are not scored: no "
+            "token came there (each engine read the picture with its own vision tower); the "
+            "chart leaves them out.")
 
 
 class OpinionPage(QWidget):

@@ -17,6 +17,8 @@ reference and prints every block's output side by side (mean and std of the last
 max |Δ|, relative and cosine over every position) and the first block that diverges
 (engine/inspect/llama_layers.py); `--json` prints that as one object; exits 1 when one does.
 With `--control-vector FILE[:STRENGTH]` both run steered, as `lantern run` steers an answer.
+With `--image FILE` llama.cpp reads the picture through libmtmd from the model's projector
+file (engine/inspect/llama_pictures.py) and the picture's rows are compared too.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--against", metavar="DIR", type=Path,
                    help="compare another engine's dump in DIR with the reference")
     p.add_argument("--image", action="append", default=[], metavar="FILE",
-                   help="--dump / --against: a picture the prompt holds (repeatable; a "
-                        "vision model)")
+                   help="--dump / --against / --llama-layers: a picture the prompt holds "
+                        "(repeatable; a vision model)")
     p.add_argument("--tolerance", type=float, default=1e-2, metavar="T",
                    help="--against: max |Δ| allowed per layer, relative to each position's "
                         "largest value (default 1e-2)")
@@ -66,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
             and not args.llama_layers:
         print("--json and --control-vector go with --llama-layers", file=sys.stderr)
         return 2
-    if args.image and not (args.dump or args.against):
-        print("--image goes with --dump or --against", file=sys.stderr)
+    if args.image and not (args.dump or args.against or args.llama_layers):
+        print("--image goes with --dump, --against or --llama-layers", file=sys.stderr)
         return 2
     if args.llama_layers and (hint := missing()) is not None:
         raise SecondOpinionUnavailable(hint)   # before loading the model, not after
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         prompt = model.tokenize_chat([Message("user", args.prompt, images)], system=args.system)
     if args.llama_layers:
-        return _llama_layers(args, model, prompt.ids)
+        return _llama_layers(args, model, prompt, images)
     if args.dump or args.against:
         return _dump_or_against(args, model, prompt)
     report = check_against_reference(
@@ -131,11 +133,16 @@ def _dump_or_against(args: argparse.Namespace, model, prompt) -> int:
     return 0 if result.ok else 1
 
 
-def _llama_layers(args: argparse.Namespace, model, ids) -> int:
+def _llama_layers(args: argparse.Namespace, model, prompt, images) -> int:
     from engine.inspect.llama_layers import llama_layers
+    from engine.inspect.llama_pictures import llama_pictures
+    from engine.vision.video import pictures
 
+    ids = prompt.ids
+    seen = [picture for image in images for picture in pictures(image)]
     result = llama_layers(model.gguf.path, model.gguf, ids,
-                          steering=steering_table(args, model.gguf))
+                          steering=steering_table(args, model.gguf),
+                          pictures=llama_pictures(model.gguf, prompt, seen))
     if args.json:
         json.dump(result.to_json(), sys.stdout)
         print()

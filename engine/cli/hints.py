@@ -15,6 +15,8 @@ FLAGS = {
     Remedy.PROMPT: "pass a PROMPT",
     Remedy.DUMP_MODEL: "pass the MODEL the dump was written for, or write one of this "
                        "MODEL with --dump",
+    Remedy.PROJECTOR: "import the model as a text GGUF with its projector: lantern import "
+                      "FILE.gguf NAME --projector MMPROJ.gguf",
 }
 
 

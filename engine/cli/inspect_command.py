@@ -53,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
     from engine.chat.messages import Message
     from engine.cli.run_command import load_images, resolve_source
     from engine.inspect import inspect_context
+    from engine.inspect.llama_pictures import llama_pictures
     from engine.inspect.occlusion import occlusion
     from engine.inspect.second_opinion import SecondOpinionUnavailable, missing, second_opinion
     from engine.runtime.loader import load_model
+    from engine.vision.video import pictures
 
     if args.llama and (hint := missing()) is not None:
         raise SecondOpinionUnavailable(hint)   # before minutes of work, not after
@@ -72,7 +74,11 @@ def run(args: argparse.Namespace) -> int:
     steering = steering_table(args, model.gguf)
     inspection = inspect_context(model.gguf, prompt, piece, position, top=max(args.top, 5),
                                  steering=steering)
-    opinion = second_opinion(model.gguf.path, inspection, piece) if args.llama else None
+    opinion = None
+    if args.llama:
+        seen = [picture for image in images for picture in pictures(image)]
+        opinion = second_opinion(model.gguf.path, inspection, piece,
+                                 pictures=llama_pictures(model.gguf, prompt, seen))
     attribution = None
     if args.attribution:
         attribution = occlusion(model.gguf, prompt, position, patch_group=args.patch_group,
@@ -146,7 +152,9 @@ def _print(inspection, opinion) -> None:
         print(f"{'#':<3}{'lantern':<28}{'logit':>9}    {'llama.cpp':<28}{'logit':>9}")
         for rank, (a, b) in enumerate(zip(opinion.ours, opinion.theirs, strict=True), 1):
             print(f"{rank:<3}{a.token!r:<28}{a.logit:>9.3f}    {b.token!r:<28}{b.logit:>9.3f}")
-        delta = opinion.delta
-        if len(delta):
-            print(f"teacher-forced |Δ logprob| over {len(delta)} positions: max "
-                  f"{delta.max():.3g} at #{int(delta.argmax()) + 1}, mean {delta.mean():.3g}")
+        if (largest := opinion.largest()) is not None:
+            worst, row, mean = largest
+            skipped = (f" (not the {len(opinion.picture_rows)} whose next token is a "
+                       "picture's)" if opinion.picture_rows else "")
+            print(f"teacher-forced |Δ logprob| over {len(opinion.text_rows)} positions"
+                  f"{skipped}: max {worst:.3g} at #{row + 1}, mean {mean:.3g}")

@@ -153,14 +153,16 @@ def image_embeds(context: PromptTokens, position: int,
 
 def forward_context(model: GGUFModel, context: PromptTokens, *,
                     weights: ReferenceWeights | None = None,
-                    on_layer: Callable[[int], None] | None = None) -> ReferenceOutput:
+                    on_layer: Callable[[int], None] | None = None,
+                    steering: np.ndarray | None = None) -> ReferenceOutput:
     """The fp32 reference over a whole prepared context: image rows filled in, its
-    positions (M-RoPE), two-way image groups and DeepStack features as the answer ran."""
+    positions (M-RoPE), two-way image groups and DeepStack features as the answer ran
+    (steered by ``steering`` [n_layers, H] when given)."""
     weights = weights or ReferenceWeights(model)
     embeds = image_embeds(context, len(context) - 1, weights)
     return forward(model, context.ids if embeds is None else None, context.positions, embeds,
                    weights=weights, on_layer=on_layer, image_groups=context.image_groups(),
-                   deepstack=context.deepstack())
+                   deepstack=context.deepstack(), steering=steering)
 
 
 def check_position(context: PromptTokens, position: int | None) -> int:

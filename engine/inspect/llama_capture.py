@@ -3,7 +3,9 @@
 llama-cpp-python's low-level API exposes the context parameter ``cb_eval``: ggml's
 scheduler calls it for every node of the compute graph, first asking (``ask`` true)
 whether the node's data is wanted, then, once that node is computed, handing it over
-(``ask`` false). llama.cpp names each block's output ``l_out-N`` (N counts blocks from 0).
+(``ask`` false). llama.cpp names each block's output ``l_out-N`` (N counts blocks from 0);
+Qwen3-VL adds the picture's DeepStack features after it (``deepstack_out-N``), which is
+block N's output as Lantern's reference and HF count it.
 Its embeddings are not read: that node's name is no stable part of llama.cpp, and where a
 family scales them (Gemma) it holds them before the scale. Every position asks for
 its logits, which keeps all rows in the last block's output (llama.cpp drops the rows
@@ -32,8 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import LanternError
+from engine.inspect.llama_pictures import LlamaImage, LlamaPictures, read_pictures
 
 BLOCK_OUTPUT = "l_out-{}"      # llama.cpp's name of block N's output
+DEEPSTACK_OUTPUT = "deepstack_out-{}"   # Qwen3-VL: l_out-N with its DeepStack features added
 GGML_TYPE_F32 = 0
 DECODE_ABORTED = 2             # llama_decode's return value when the abort callback fired
 
@@ -78,18 +82,23 @@ class _Collector:
     def __init__(self, n_layers: int, on_block: Callable[[int], None]) -> None:
         self.ggml = _ggml_base()
         self.wanted = {BLOCK_OUTPUT.format(i).encode(): i for i in range(n_layers)}
-        self.blocks: dict[int, np.ndarray] = {}
+        self.later = {DEEPSTACK_OUTPUT.format(i).encode(): i for i in range(n_layers)}
+        self.blocks: dict[int, list[np.ndarray]] = {}   # a part per decoded run
         self.on_block = on_block
         self.error: BaseException | None = None
 
     def __call__(self, tensor: int, ask: bool, _user_data: int) -> bool:
-        layer = self.wanted.get(self.ggml.ggml_get_name(tensor))
+        name = self.ggml.ggml_get_name(tensor)
+        layer, later = self.wanted.get(name), self.later.get(name)
         if ask:
-            return layer is not None
-        if layer is None:
+            return layer is not None or later is not None
+        if layer is None and later is None:
             return True
         try:
-            self.blocks[layer] = self._read(tensor)
+            if later is not None:       # the run's block output, DeepStack features added
+                self.blocks[later][-1] = self._read(tensor)
+                return True
+            self.blocks.setdefault(layer, []).append(self._read(tensor))
             self.on_block(layer)
         except BaseException as error:   # raised through C it would be lost: stop the graph
             self.error = error
@@ -112,11 +121,14 @@ class _Collector:
 def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
                  on_block: Callable[[int], None] = lambda layer: None,
                  cancel: threading.Event | None = None,
-                 steering: np.ndarray | None = None) -> LlamaStates:
-    """Run llama.cpp (CPU, llama-cpp-python's default settings) over ``ids`` in one batch and
-    return the output of its first ``n_layers`` blocks and the logits of every position;
+                 steering: np.ndarray | None = None,
+                 pictures: LlamaPictures | None = None) -> LlamaStates:
+    """Run llama.cpp (CPU, llama-cpp-python's default settings) over ``ids`` and return the
+    output of its first ``n_layers`` blocks and the logits of every position;
     ``steering`` [n_layers, H]: what the answer added to each block's output (row 0 none),
-    as ``engine.gguf.control_vector.Steering.table`` gives it."""
+    as ``engine.gguf.control_vector.Steering.table`` gives it; ``pictures``: the images of
+    an image context (whose ids ``ids`` are), read by llama.cpp's own tower and decoded at
+    the context's positions, text and image runs one batch each."""
     import llama_cpp
 
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)   # its log, errors only
@@ -127,16 +139,64 @@ def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
     if not model:
         raise LlamaRunFailed(f"llama.cpp could not load {path}")
     try:
-        return _decode(llama_cpp, model, list(ids), _Collector(n_layers, on_block), cancel,
+        images = read_pictures(model, pictures) if pictures is not None else []
+        positions = pictures.context.positions if pictures is not None else np.arange(len(ids))
+        runs = [_Batch(llama_cpp, positions, start, stop, ids, image)
+                for start, stop, image in _runs(len(ids), images)]
+        return _decode(llama_cpp, model, runs, _Collector(n_layers, on_block), cancel,
                        steering)
     finally:
         llama_cpp.llama_model_free(model)
 
 
-def llama_logits(path: Path, ids: Sequence[int],
-                 steering: np.ndarray | None = None) -> np.ndarray:
+def llama_logits(path: Path, ids: Sequence[int], steering: np.ndarray | None = None,
+                 pictures: LlamaPictures | None = None) -> np.ndarray:
     """llama.cpp's logits of every position over ``ids``, float32 [S, V] (no block read)."""
-    return block_states(path, ids, 0, steering=steering).logits
+    return block_states(path, ids, 0, steering=steering, pictures=pictures).logits
+
+
+def _runs(n: int, images: Sequence[LlamaImage]) -> list[tuple[int, int, LlamaImage | None]]:
+    """(start, stop, image or None for text) of the first ``n`` rows' runs, in order (an
+    image the rows end in, its first rows)."""
+    runs, at = [], 0
+    for image in (i for i in images if i.start < n):
+        if image.start > at:
+            runs.append((at, image.start, None))
+        at = min(image.start + len(image.embeds), n)
+        runs.append((image.start, at, image))
+    return runs + ([(at, n, None)] if at < n else [])
+
+
+class _Batch:
+    """A llama_batch of one run of rows (token ids, or an image's embeddings), every row's
+    logits wanted, over numpy arrays it keeps alive."""
+
+    def __init__(self, llama_cpp, positions: np.ndarray, start: int, stop: int,
+                 ids: Sequence[int], image: LlamaImage | None) -> None:
+        n, self.image = stop - start, image
+        rows = np.asarray(positions)[..., start:stop]
+        if image is None or rows.ndim == 1:   # M-RoPE text rows: llama.cpp spreads one position
+            pos = rows if rows.ndim == 1 else rows[0]
+        else:                                  # an image's (t, y, x) and an unused fourth
+            pos = np.concatenate([rows, np.zeros((1, n), rows.dtype)])
+        self.pos = np.ascontiguousarray(pos, np.int32).reshape(-1)
+        self.seq = (ctypes.c_int32 * 1)(0)
+        self.seq_ids = (ctypes.POINTER(ctypes.c_int32) * (n + 1))(*[self.seq] * n)
+        self.n_seq, self.logits = np.ones(n, np.int32), np.ones(n, np.int8)
+        int_p = ctypes.POINTER(ctypes.c_int32)
+        self.batch = llama_cpp.llama_batch(
+            n_tokens=n, pos=self.pos.ctypes.data_as(int_p),
+            n_seq_id=self.n_seq.ctypes.data_as(int_p), seq_id=self.seq_ids,
+            logits=self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8)))
+        if image is None:
+            self.data = np.asarray(ids[start:stop], np.int32)
+            self.batch.token = self.data.ctypes.data_as(int_p)
+        else:
+            self.data = np.ascontiguousarray(image.embeds[:n], np.float32)
+            self.batch.embd = self.data.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+    def __len__(self) -> int:
+        return len(self.logits)
 
 
 def _steer(llama_cpp, context, table: np.ndarray | None) -> None:
@@ -152,10 +212,11 @@ def _steer(llama_cpp, context, table: np.ndarray | None) -> None:
                              "per layer; they must match the model's hidden size)")
 
 
-def _decode(llama_cpp, model, ids: list[int], collector: _Collector,
+def _decode(llama_cpp, model, runs: list[_Batch], collector: _Collector,
             cancel: threading.Event | None, steering: np.ndarray | None) -> LlamaStates:
+    n = sum(len(run) for run in runs)
     params = llama_cpp.llama_context_default_params()
-    params.n_ctx = params.n_batch = params.n_ubatch = max(len(ids), 16)
+    params.n_ctx = params.n_batch = params.n_ubatch = max(n, 16)
     params.n_threads = params.n_threads_batch = os.cpu_count() or 1
     # as llama-cpp-python's Llama() runs it (flash_attn=False); llama.cpp's own default
     # (auto: on, CPU) parts from the reference on long batches (BENCHMARKS.md, the 1.5B's blk.26)
@@ -165,29 +226,40 @@ def _decode(llama_cpp, model, ids: list[int], collector: _Collector,
     params.cb_eval, params.abort_callback = callback, aborted
     context = llama_cpp.llama_init_from_model(model, params)
     if not context:
-        raise LlamaRunFailed(f"llama.cpp could not make a context of {len(ids)} tokens")
-    batch = llama_cpp.llama_batch_init(len(ids), 0, 1)
+        raise LlamaRunFailed(f"llama.cpp could not make a context of {n} tokens")
+    vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
     try:
         _steer(llama_cpp, context, steering)
-        for i, token in enumerate(ids):
-            batch.token[i], batch.pos[i], batch.n_seq_id[i] = token, i, 1
-            batch.seq_id[i][0], batch.logits[i] = 0, 1
-        batch.n_tokens = len(ids)
-        status = llama_cpp.llama_decode(context, batch)
-        if collector.error is not None:
-            raise collector.error
-        if status == DECODE_ABORTED or (cancel is not None and cancel.is_set()):
-            raise LlamaRunCancelled("the llama.cpp run was cancelled")
-        if status != 0:
-            raise LlamaRunFailed(f"llama.cpp's decode returned {status}")
-        vocab = llama_cpp.llama_vocab_n_tokens(llama_cpp.llama_model_get_vocab(model))
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(context),
-                                       shape=(len(ids), vocab)).copy()  # [S, V]
+        collector.blocks.clear()
+        logits = np.concatenate([_run(llama_cpp, context, run, collector, cancel, vocab)
+                                 for run in runs])  # [S, V]
     finally:
-        llama_cpp.llama_batch_free(batch)
         llama_cpp.llama_free(context)
     missing = sorted(set(range(len(collector.wanted))) - set(collector.blocks))
     if missing:
         raise LlamaRunFailed(f"llama.cpp's graph named no {BLOCK_OUTPUT.format(missing[0])} "
                              f"(an architecture that names its block outputs otherwise)")
-    return LlamaStates([collector.blocks[i] for i in range(len(collector.wanted))], logits)
+    return LlamaStates([np.concatenate(collector.blocks[i])
+                        for i in range(len(collector.wanted))], logits)
+
+
+def _run(llama_cpp, context, run: _Batch, collector: _Collector,
+         cancel: threading.Event | None, vocab: int) -> np.ndarray:
+    """Decode one run; its logits [n, V]. An image whose rows see each other both ways
+    runs with causal attention off, as libmtmd's helper runs it."""
+    two_way = run.image is not None and run.image.two_way
+    if two_way:
+        llama_cpp.llama_set_causal_attn(context, False)
+    try:
+        status = llama_cpp.llama_decode(context, run.batch)
+    finally:
+        if two_way:
+            llama_cpp.llama_set_causal_attn(context, True)
+    if collector.error is not None:
+        raise collector.error
+    if status == DECODE_ABORTED or (cancel is not None and cancel.is_set()):
+        raise LlamaRunCancelled("the llama.cpp run was cancelled")
+    if status != 0:
+        raise LlamaRunFailed(f"llama.cpp's decode returned {status}")
+    return np.ctypeslib.as_array(llama_cpp.llama_get_logits(context),
+                                 shape=(len(run), vocab)).copy()

@@ -23,6 +23,9 @@ that names a block (ARCHITECTURE.md §5):
   the largest the stream carried: the final norm scaled the state's error with it).
 
 The rows' max |Δ| and cosine are over every position; their relative is the judged one.
+Over an image context both engines read the pictures with their own towers (llama.cpp's
+through libmtmd, engine/inspect/llama_pictures.py) and the picture's rows are judged
+with the text's: an image encoder off shows at block 0.
 The rows, verdict and usual suspects are ``engine.reference.against``'s (as a dump read
 with ``lantern debug --against``); llama.cpp's embeddings are not read
 (engine/inspect/llama_capture.py), so the first row compared is block 0's output.
@@ -39,8 +42,10 @@ from pathlib import Path
 import numpy as np
 
 from engine.gguf import GGUFModel
-from engine.inspect.inspection import InspectionCancelled, Progress
+from engine.inspect.attention import image_grids
+from engine.inspect.inspection import InspectionCancelled, Progress, forward_context
 from engine.inspect.llama_capture import block_states
+from engine.inspect.llama_pictures import LlamaPictures
 from engine.inspect.second_opinion import SecondOpinionUnavailable, llama_build
 from engine.modelmath.stats import hidden_stats
 from engine.reference import ReferenceWeights, forward
@@ -70,6 +75,7 @@ class LlamaLayers:
     steered: bool = False           # both ran with the answer's control vectors
     sinks: tuple[int, ...] = ()     # positions not judged (attention sinks)
     sink_drift: tuple[float, int] = (0.0, 0)   # their largest relative error, and its block
+    pictures: tuple[tuple[int, int], ...] = ()   # (start, stop) rows of each image
 
     @property
     def first_off(self) -> int | None:
@@ -84,12 +90,18 @@ class LlamaLayers:
     def verdict(self) -> str:
         """The comparison's verdict, and how far the unjudged sinks drifted."""
         drift, block = self.sink_drift
-        if not self.sinks or drift <= self.result.tolerance:
-            return self.result.verdict()
-        where = ", ".join(str(p) for p in self.sinks[:3]) + ("…" if len(self.sinks) > 3 else "")
-        return (f"{self.result.verdict()}; not judged: position {where} (an attention sink, "
-                f"its huge activations rounded to 8 bits), relative {drift:.3g} at "
-                f"{self.rows[block].delta.label}")
+        verdict = self.result.verdict()
+        if self.sinks and drift > self.result.tolerance:
+            where = ", ".join(str(p) for p in self.sinks[:3]) + ("…" if len(self.sinks) > 3
+                                                                else "")
+            verdict += (f"; not judged: position {where} (an attention sink, its huge "
+                        f"activations rounded to 8 bits), relative {drift:.3g} at "
+                        f"{self.rows[block].delta.label}")
+        if self.pictures:
+            rows = ", ".join(f"{a}-{b - 1}" for a, b in self.pictures)
+            verdict += (f". Rows {rows} are the picture's (each engine read it with its own "
+                        "vision tower), judged as the text's")
+        return verdict
 
     def to_json(self) -> dict:
         def row(side: LayerSide) -> dict:
@@ -106,16 +118,19 @@ class LlamaLayers:
                     "cosine": logits.cosine},
                 "first_off": self.first_off, "verdict": self.verdict(),
                 "sinks": list(self.sinks),
+                "pictures": [list(p) for p in self.pictures],
                 "suspects": list(self.result.suspects)}
 
 
 def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
                  weights: ReferenceWeights | None = None, tolerance: float = TOLERANCE,
                  progress: Progress | None = None, cancel: threading.Event | None = None,
-                 steering: np.ndarray | None = None) -> LlamaLayers:
+                 steering: np.ndarray | None = None,
+                 pictures: LlamaPictures | None = None) -> LlamaLayers:
     """llama.cpp (GGUF at ``path``) and the reference (``model``, or ``weights`` when
     given) over ``ids``, both steered by ``steering`` [n_layers, H] when given (a steered
-    answer's control vectors); every block compared."""
+    answer's control vectors); every block compared. ``pictures``: the images of the
+    context whose ids ``ids`` are (``llama_pictures``), when it holds any."""
     if (problem := llama_build().problem) is not None:
         raise SecondOpinionUnavailable(problem)
     import llama_cpp
@@ -123,7 +138,7 @@ def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
     report = progress or (lambda stage, fraction: None)
     n = model.config.text.n_layers
     report("llama.cpp", 0.0)
-    theirs = block_states(path, ids, n, cancel=cancel, steering=steering,
+    theirs = block_states(path, ids, n, cancel=cancel, steering=steering, pictures=pictures,
                           on_block=lambda i: report(f"llama.cpp: block {i + 1} of {n}",
                                                     (i + 1) / (2 * n)))
 
@@ -132,8 +147,12 @@ def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
             raise InspectionCancelled("the comparison with llama.cpp was cancelled")
         report(f"Reference: block {i + 1} of {n}", 0.5 + (i + 1) / (2 * n))
 
-    ours = forward(model, np.asarray(ids), weights=weights, on_layer=on_layer,
-                   steering=steering)
+    if pictures is None:
+        ours = forward(model, np.asarray(ids), weights=weights, on_layer=on_layer,
+                       steering=steering)
+    else:
+        ours = forward_context(model, pictures.context, weights=weights, on_layer=on_layer,
+                               steering=steering)
     ours_dump = Dump("reference", np.asarray(ids), ours.hidden_states, ours.logits)
     theirs_dump = Dump("llama.cpp", np.asarray(ids), [ours.hidden_states[0], *theirs.blocks],
                        theirs.logits)
@@ -141,8 +160,10 @@ def llama_layers(path: Path, model: GGUFModel, ids: Sequence[int], *,
     rows = tuple(LayerSide(d, _mean_std(a), _mean_std(b)) for d, a, b in zip(
         result.rows[1:], ours.hidden_states[1:], theirs.blocks, strict=True))
     report("Done", 1.0)
+    grids = image_grids(pictures.context) if pictures is not None else ()
     return LlamaLayers(llama_cpp.__version__, tuple(int(i) for i in ids), rows, result,
-                       steering is not None, sinks, drift)
+                       steering is not None, sinks, drift,
+                       tuple((g.start, g.stop) for g in grids))
 
 
 def sink_positions(states: Sequence[np.ndarray]) -> np.ndarray:

@@ -140,4 +140,4 @@ def test_dump_and_against_with_an_image(store, tmp_path, capsys):  # noqa: F811
     assert main([*base, "--against", str(tmp_path / "d")]) == 0
     assert "no layer is off" in capsys.readouterr().out
     assert main(base) == 2
-    assert "--image goes with --dump or --against" in capsys.readouterr().err
+    assert "--image goes with --dump, --against or --llama-layers" in capsys.readouterr().err

@@ -121,7 +121,8 @@ def test_cli_prints_every_block_and_json(tiny, capsys):
     assert main(["debug", str(tiny), "Hello world", "--raw", "--llama-layers", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert set(data) == {"engine", "tokens", "steered", "tolerance", "layers", "logits",
-                         "first_off", "verdict", "sinks", "suspects"}
+                         "first_off", "verdict", "sinks", "pictures", "suspects"}
+    assert data["pictures"] == []
     assert data["steered"] is False
     assert data["tokens"] == len(load_tokenizer(tiny).encode("Hello world"))
     assert data["tolerance"] == TOLERANCE and data["first_off"] is None

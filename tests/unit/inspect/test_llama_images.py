@@ -1,0 +1,140 @@
+"""llama.cpp's two views over an image context, on a tiny random-weight Qwen2.5-VL in
+llama.cpp's layout (text GGUF + mmproj projector): libmtmd reads the picture Lantern
+encoded, and every block's output, the picture's rows included, agrees with the reference
+within the tolerance of the text comparisons; another picture of the same size is named at
+block 0; so do Qwen3-VL (DeepStack features) and Gemma 3 (two-way image rows) from llama.cpp's
+own converter. The second opinion scores the text rows only. A picture that llama.cpp makes
+another number of tokens of, or a model whose tower sits inside its own GGUF, is refused
+with the reason."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from engine.chat.prompt_tokens import PromptTokens
+from engine.errors import Remedy
+from engine.inspect import inspect_context
+from engine.inspect.inspection import forward_context
+from engine.inspect.llama_capture import block_states
+from engine.inspect.llama_layers import TOLERANCE, llama_layers, stream_relative
+from engine.inspect.llama_pictures import INSIDE, PicturesUnreadable, llama_pictures
+from engine.inspect.second_opinion import second_opinion
+from engine.remote.crosscheck import TOLERANCE as LOGPROB_TOLERANCE
+from engine.runtime.vision_encoder import VisionEncoder
+from engine.vision.gemma3 import preprocess_square
+from engine.vision.preprocess import pixels, preprocess_for
+from engine.vision.prompt import image_prompt
+from tests.fixtures.hf_qwen3vl import qwen3vl
+from tests.fixtures.hf_vision import open_layout, tiny_hf_model
+from tests.unit.vision.test_gemma3_vision import gemma, prompt_for  # noqa: F401 (a fixture)
+from tests.unit.vision.test_qwen3vl_tower import image_ids, noise
+from tests.unit.vision.test_vision_prompt import FIRST, SECOND, text, turn
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return tiny_hf_model(seed=5)
+
+
+@pytest.fixture(scope="module")
+def pair(hf, tmp_path_factory):
+    """The model in llama.cpp's layout: text GGUF + projector."""
+    return open_layout(hf, "projector", tmp_path_factory.mktemp("projector"))
+
+
+@pytest.fixture(scope="module")
+def context(pair):
+    encode = VisionEncoder(pair, threads=1).encode
+    return image_prompt(turn(text(2), "img", text(3)), [FIRST], pair.config, encode)
+
+
+def test_every_block_agrees_over_the_image_rows_too(pair, context):
+    pictures = llama_pictures(pair, context, [pixels(FIRST)])
+    result = llama_layers(pair.path, pair, list(context.ids), pictures=pictures)
+    start = int(context.image_rows[0])
+    assert result.pictures == ((start, start + FIRST.n_tokens),) and start > 0
+    assert result.ok and result.first_off is None, result.verdict()
+    for row in result.rows:
+        assert row.delta.relative <= TOLERANCE and row.delta.cosine > 0.999, row
+    assert result.result.logits.relative <= TOLERANCE
+    assert f"Rows {start}-{start + FIRST.n_tokens - 1} are the picture's" in result.verdict()
+    # the picture's rows on their own: llama.cpp's tower and text model over them agree
+    theirs = block_states(pair.path, context.ids, pair.config.text.n_layers, pictures=pictures)
+    ours = forward_context(pair, context).hidden_states
+    relative = stream_relative(ours[1:], theirs.blocks)          # [L, S]
+    assert all(len(b) == len(context) for b in theirs.blocks)
+    assert relative[:, context.image_rows].max() <= TOLERANCE / 2
+    assert json.loads(json.dumps(result.to_json()))["pictures"] == [[start, start + 77]]
+
+
+def test_another_picture_of_the_same_size_is_named_at_block_0(pair, context):
+    """The mutation the comparison must catch: llama.cpp fed a picture Lantern did not read."""
+    other = 255 - pixels(FIRST)
+    result = llama_layers(pair.path, pair, list(context.ids),
+                          pictures=llama_pictures(pair, context, [other]))
+    assert not result.ok and result.first_off == 0, result.verdict()
+
+
+def test_the_second_opinion_scores_the_text_rows(pair, context):
+    inspection = inspect_context(pair, context, str)
+    opinion = second_opinion(pair.path, inspection, str,
+                             pictures=llama_pictures(pair, context, [pixels(FIRST)]))
+    start, stop = int(context.image_rows[0]), int(context.image_rows[-1]) + 1
+    assert opinion.picture_rows == tuple(range(start - 1, stop - 1))
+    delta = opinion.delta
+    assert np.isnan(delta[start - 1:stop - 1]).all()
+    assert np.isfinite(delta[opinion.text_rows]).all() and len(opinion.text_rows) == \
+        len(context) - 1 - FIRST.n_tokens
+    worst, row, _ = opinion.largest()
+    assert worst < LOGPROB_TOLERANCE and row not in opinion.picture_rows
+    assert opinion.same_top1, (opinion.ours, opinion.theirs)
+    out = json.loads(json.dumps(opinion.to_json(), allow_nan=False))
+    assert out["delta_logprob"][start - 1] is None and out["max_delta_logprob"] == worst
+
+
+def test_a_picture_of_another_token_count_is_refused(pair, context):
+    other = pixels(SECOND)          # 37 x 513 resized: another grid than FIRST's 7 x 11
+    with pytest.raises(PicturesUnreadable,
+                       match=r"image 1 is 77 tokens \(7 x 11\) in this context but llama.cpp "
+                             r"makes \d+ \(\d+ x \d+\)"):
+        llama_layers(pair.path, pair, list(context.ids),
+                     pictures=llama_pictures(pair, context, [other]))
+
+
+def test_a_model_with_its_tower_inside_is_refused(hf, context, tmp_path):
+    inline = open_layout(hf, "inline", tmp_path)
+    with pytest.raises(PicturesUnreadable, match=INSIDE) as refused:
+        llama_pictures(inline, context, [pixels(FIRST)])
+    assert refused.value.remedy is Remedy.PROJECTOR
+    assert llama_pictures(inline, PromptTokens.text(context.ids[:5]), []) is None
+
+
+def agrees_block_by_block(model, context, picture) -> None:
+    """llama.cpp over ``context`` with ``picture`` agrees with the reference, its rows too."""
+    result = llama_layers(model.path, model, list(context.ids),
+                          pictures=llama_pictures(model, context, [pixels(picture)]))
+    assert result.ok and result.first_off is None, result.verdict()
+    assert result.pictures == ((int(context.image_rows[0]), int(context.image_rows[-1]) + 1),)
+    other = llama_layers(model.path, model, list(context.ids),
+                         pictures=llama_pictures(model, context, [255 - pixels(picture)]))
+    assert not other.ok and other.first_off == 0, other.verdict()
+
+
+def test_qwen3vl_deepstack_rows_agree():
+    """llama.cpp's Qwen3-VL takes the tower's rows with their DeepStack features."""
+    qwen = qwen3vl()
+    image = preprocess_for(qwen.paired.config.vision, noise(70, 50))
+    context = image_prompt(image_ids(qwen), [image], qwen.paired.config,
+                           VisionEncoder(qwen.paired, threads=1).encode)
+    agrees_block_by_block(qwen.paired, context, image)
+
+
+def test_gemma3_two_way_image_rows_agree(gemma):  # noqa: F811
+    """llama.cpp runs Gemma 3's picture with causal attention off, as the reference."""
+    paired = gemma.models["projector"]
+    context = prompt_for(gemma, paired, VisionEncoder(paired).encode)
+    agrees_block_by_block(paired, context, preprocess_square(gemma.picture,
+                                                             paired.config.vision))
