@@ -202,18 +202,21 @@ class JobRunner(QObject):
 
     @Slot()
     def _reap(self) -> None:
-        """A finished job is destroyed here, on the GUI thread, once its thread has ended.
-        ``finished`` comes from inside the thread's own clean-up (``isFinished`` is already
-        true there): destroying the job then races that clean-up. Left to Python, a job in a
-        reference cycle (a closure that names its job) would be destroyed whenever the
-        garbage collector meets it, on whichever thread; both crash now and then."""
-        for job, thread in list(self._running.items()):
-            if thread.isFinished():
-                thread.wait()                 # the clean-up's last steps: at once
-                del self._running[job]
-                _ACTIVE.pop(job, None)
-                shiboken6.delete(job)         # its Python attributes stay readable
-                thread.deleteLater()
+        """The job whose thread sent ``finished`` is destroyed here, on the GUI thread: every
+        signal it sent before has been delivered (a job's other signals come first in the
+        queue; another job's may not have). ``finished`` comes from inside the thread's own
+        clean-up, so the thread is waited for first. Left to Python, a job in a reference
+        cycle (a closure that names its job) would be destroyed whenever the garbage
+        collector meets it, on whichever thread; both crash now and then."""
+        thread = self.sender()
+        job = next((job for job, running in self._running.items() if running is thread), None)
+        if job is None:
+            return
+        thread.wait()                         # the clean-up's last steps: at once
+        del self._running[job]
+        _ACTIVE.pop(job, None)
+        shiboken6.delete(job)                 # its Python attributes stay readable
+        thread.deleteLater()
 
     def busy(self) -> bool:
         return any(not thread.isFinished() for thread in self._running.values())

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import shiboken6
 
 from app.conversations.history import History
 from app.settings.store import Settings
@@ -87,6 +88,8 @@ def assert_ends(qtbot, job: GenerateJob) -> None:
 
 
 def window_threads_running(job: GenerateJob) -> bool:
+    if not shiboken6.isValid(job):            # destroyed by its runner: its thread ended
+        return False
     return job.thread() is not None and job.thread().isRunning()
 
 
