@@ -38,7 +38,7 @@ from app.desktop.memory import return_freed_memory
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.model_comparer import ModelComparer
-from app.inspector.panel import DebugPanel
+from app.inspector.panel import MIN_WIDTH, DebugPanel
 from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
 from app.models.loader import ModelLoader
 from app.models.manager import ModelManager
@@ -122,8 +122,8 @@ class MainWindow(QMainWindow):
         self.comparer = ModelComparer(self.panel.compare, self.controller, self.inspector,
                                       self.runner, self.store, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
-        # wide enough for every tab's name where the screen allows (narrower: they elide)
-        self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else 380],
+        # roomy where the screen allows, else as narrow as the panel goes
+        self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else MIN_WIDTH],
                          Qt.Horizontal)
         self.panel.stats_toggle.setChecked(self.settings.layer_stats)
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)

@@ -37,6 +37,7 @@ from app.inspector.compare_page import ComparePage
 from app.inspector.dump_section import DumpSection
 from app.inspector.inside_page import InsidePage
 from app.inspector.opinion_page import OpinionPage
+from app.inspector.page_buttons import PageButtons
 from app.inspector.rows import (
     TOP_ROWS,
     kept_text,
@@ -56,6 +57,7 @@ FAILED_COLOUR = QColor(230, 80, 70, 70)
 BAR_COLOUR = QColor(70, 130, 240, 70)
 PROBABILITY_COLOUR = QColor(60, 150, 90)
 ENTROPY_COLOUR = QColor(70, 130, 240)
+MIN_WIDTH = 380                   # the Token page whole (its top-5 table, the reasons)
 MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
@@ -157,12 +159,9 @@ class DebugPanel(QDockWidget):
         super().__init__("Inside the model", parent)
         self.setObjectName("debugPanel")
         self.setAllowedAreas(Qt.RightDockWidgetArea | Qt.LeftDockWidgetArea)
-        self.setMinimumWidth(320)
+        self.setMinimumWidth(MIN_WIDTH)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
-        # every tab in sight at any panel width: names shorten rather than hide behind arrows
-        self.tabs.setUsesScrollButtons(False)
-        self.tabs.setElideMode(Qt.ElideRight)
         self.tabs.addTab(scrolling(self._token_tab()), "Token")
         self.tabs.addTab(self._prompt_tab(), "Prompt")
         self.inside = InsidePage()
@@ -175,6 +174,7 @@ class DebugPanel(QDockWidget):
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.compare = ComparePage(table_view)
         self.tabs.addTab(self.compare, "Compare")
+        self.page_buttons = PageButtons(self.tabs)
         self.reply: list = []                # TokenEvents of the latest answer
         self._latest = None                  # the streamed token the Token tab shows next
         self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
@@ -190,6 +190,7 @@ class DebugPanel(QDockWidget):
         body_layout = QVBoxLayout(body)
         body_layout.setContentsMargins(0, 0, 0, 0)
         body_layout.addWidget(self.unavailable)
+        body_layout.addWidget(self.page_buttons)
         body_layout.addWidget(self.tabs, 1)
         self.setWidget(body)
 
@@ -207,6 +208,7 @@ class DebugPanel(QDockWidget):
         if missing and self.tabs.currentIndex() in self.tab_needs and \
                 not self.tabs.isTabEnabled(self.tabs.currentIndex()):
             self.tabs.setCurrentIndex(0)
+        self.page_buttons.sync()
         self.unavailable.setVisible(bool(missing))
         self.unavailable.setText(
             f"{', '.join(missing)}: not available for {model_name}. It runs on {where}, "

@@ -77,16 +77,23 @@ def test_chart_axis_labels_get_the_room_they_need(qtbot):
 
 
 def test_every_panel_tab_stays_in_sight_when_narrow(qtbot):
-    from app.inspector.panel import DebugPanel
+    from app.inspector.panel import MIN_WIDTH, DebugPanel
 
     panel = DebugPanel()
     qtbot.addWidget(panel)
-    panel.resize(320, 600)
+    panel.resize(320, 600)                 # the narrowest it goes
     panel.show()
     qtbot.waitExposed(panel)
-    bar = panel.tabs.tabBar()
-    last = bar.tabRect(bar.count() - 1)
-    assert not panel.tabs.usesScrollButtons() and last.right() <= bar.width()
+    assert panel.width() == MIN_WIDTH
+    buttons = panel.page_buttons.buttons()
+    assert panel.tabs.tabBar().isHidden() and len(buttons) == panel.tabs.count()
+    for button in buttons:                 # every page's name whole, none out of sight
+        assert button.isVisible() and button.width() >= button.sizeHint().width()
+        assert button.geometry().right() <= panel.page_buttons.width()
+    buttons[6].click()
+    assert panel.tabs.currentWidget() is panel.opinion and buttons[6].isChecked()
+    panel.tabs.setCurrentIndex(2)
+    assert buttons[2].isChecked() and not buttons[6].isChecked()
 
 
 def test_a_piece_no_font_can_draw_shows_its_code_point(qtbot):

@@ -73,6 +73,9 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     assert "entropy" not in window.panel.reply_chart.title
     # views that need the weights are disabled and say why
     assert [window.panel.tabs.isTabEnabled(i) for i in range(7)] == [True] + [False] * 6
+    assert [b.isEnabled() for b in window.panel.page_buttons.buttons()] == [True] + [False] * 7
+    assert window.panel.page_buttons.buttons()[6].toolTip() == \
+        window.panel.tabs.tabToolTip(6) != ""                   # why it is not, on the button
     assert window.panel.compare.candidates == []       # no server model is compared
     assert not window.panel.unavailable.isHidden()
     assert f"It runs on the server {host}" in window.panel.unavailable.text()
