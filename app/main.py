@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.desktop import preflight, self_test, theme
 from app.desktop.logging_setup import setup_logging
+from app.desktop.memory import freeze_startup_objects
 from app.desktop.single_instance import (
     FileOpenEvents,
     InstanceServer,
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     file_events = FileOpenEvents(window)
     file_events.opened.connect(lambda path: offer_imports(window, [path]))
     app.installEventFilter(file_events)
+    freeze_startup_objects()
     window.show()
     if files:
         QTimer.singleShot(0, lambda: offer_imports(window, files))

@@ -144,6 +144,7 @@ def main() -> int:
 
     app = QApplication.instance() or QApplication(sys.argv)
     from app.conversations.history import History
+    from app.desktop.memory import freeze_startup_objects
     from app.settings.store import Settings
     from app.window import MainWindow
     from app.workers import wait_for_all
@@ -160,6 +161,7 @@ def main() -> int:
     window = MainWindow(Settings(models_dir=str(models), num_ctx=8192,
                                  options={"temperature": 0.0, "num_predict": 64}),
                         history, auto_load=False)
+    freeze_startup_objects()            # as app.main does before the window shows
     window.show()
     results: list[tuple[str, float, float, float]] = []
 

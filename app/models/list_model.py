@@ -22,7 +22,7 @@ from engine.remote.connection import Connection
 from engine.remote.session import RemoteModel, list_remote_models
 from engine.store import LocalModel, ModelName, Store
 from engine.store.humanize import human_bytes
-from engine.tokenizer.vocab import read_vocabulary
+from engine.tokenizer.load import check_tokenizer
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def described_entry(entry: ModelEntry) -> ModelEntry:
     try:
         model = open_model(entry.model.model_path, entry.model.projector_path)
         config = model.config
-        read_vocabulary(model.metadata, entry.model.model_path)
+        check_tokenizer(model.metadata, entry.model.model_path)
     except LanternError as error:
         return replace(entry, problem=str(error), checked=True)
     return replace(

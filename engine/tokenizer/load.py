@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import tokenizers
@@ -53,6 +54,20 @@ def load_tokenizer(gguf_path: str | Path) -> Tokenizer:
     if entry is not None:
         _write_entry(entry, lines)
     return _open(lines)
+
+
+def check_tokenizer(metadata: Mapping[str, object], gguf_path: str | Path) -> None:
+    """Raise what building this file's tokenizer would (UnsupportedModel, CorruptModel).
+
+    Nothing is read when the tokenizer is cached: an entry is only written for a vocabulary
+    that was read and checked, and its key names the file's content. Reading a large
+    vocabulary again is a long run of Python on a worker, each step waiting on the window's
+    thread for the GIL (the model list checks every model of the store at start).
+    """
+    path = Path(gguf_path)
+    entry = cache_entry(path)
+    if entry is None or not entry.exists():
+        read_vocabulary(metadata, path)
 
 
 def cache_entry(path: Path) -> Path | None:

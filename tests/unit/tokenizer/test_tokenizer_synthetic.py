@@ -19,7 +19,7 @@ from engine.tokenizer import StreamDecoder, load_tokenizer
 from engine.tokenizer import load as tokenizer_load
 from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.byte_level import byte_to_char, piece_bytes, spell
-from engine.tokenizer.load import cache_entry
+from engine.tokenizer.load import cache_entry, check_tokenizer
 from engine.tokenizer.vocab import read_vocabulary
 from tests.data.tokenizer_corpus import generate
 from tests.fixtures.synthetic_gguf import write_model
@@ -296,6 +296,26 @@ def test_cache_is_written_then_used(tmp_path, monkeypatch):
     assert second.info == first.info
     built, _ = build_tokenizer(read_vocabulary(read_gguf(path).metadata, path))
     assert second.pipeline() == built.to_str()  # model, added tokens, ids
+
+
+def test_check_tokenizer_reads_the_vocabulary_only_until_it_is_cached(tmp_path, monkeypatch):
+    bad = write_vocab_gguf(tmp_path / "bad.gguf", merges=["h e x"])
+    with pytest.raises(CorruptModel):
+        check_tokenizer(read_gguf(bad).metadata, bad)
+    path = write_vocab_gguf(tmp_path / "m.gguf")
+    reads: list[Path] = []
+
+    def counted(metadata, source):
+        reads.append(Path(source))
+        return read_vocabulary(metadata, source)
+
+    monkeypatch.setattr(tokenizer_load, "read_vocabulary", counted)
+    check_tokenizer(read_gguf(path).metadata, path)
+    assert reads == [path]                       # not cached: the vocabulary is read
+    load_tokenizer(path).close()
+    reads.clear()
+    check_tokenizer(read_gguf(path).metadata, path)
+    assert reads == []                           # cached: it was checked when it was built
 
 
 def test_corrupt_cache_entry_is_rebuilt(tmp_path):
