@@ -35,8 +35,9 @@ def pytest_report_header(config) -> list[str]:
 
 
 # What makes a test slow: a real demo model (hundreds of MB, minutes of decoding), a real
-# registry or server process; everything under tests/integration is. `pytest -m "not slow"`
-# is the inner loop (README).
+# registry or server process; everything under tests/integration is; and a module that
+# marks itself (minutes of HF reference runs). `pytest -m "not slow"` is the inner loop
+# (README).
 SLOW_FIXTURES = {"demo_05b", "demo_15b", "registry"}
 INTEGRATION = Path(__file__).parent / "integration"
 

@@ -35,6 +35,9 @@ from tests.unit.vision.test_gemma3_vision import gemma, hf_pixels, reference_enc
 from tests.unit.vision.test_qwen3vl_tower import hf_inputs, image, image_ids, qwen  # noqa: F401
 from tests.unit.vision.test_vision_prompt import FIRST, PAD, text, turn
 
+# minutes of HF runs (a trace is a forward pass per layer and position): the full suite's
+pytestmark = pytest.mark.slow
+
 Run = Callable[[], torch.Tensor]   # an HF forward of one prompt -> logits [1, S, V]
 
 
