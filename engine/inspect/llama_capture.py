@@ -128,15 +128,13 @@ def block_states(path: Path, ids: Sequence[int], n_layers: int, *,
     ``steering`` [n_layers, H]: what the answer added to each block's output (row 0 none),
     as ``engine.gguf.control_vector.Steering.table`` gives it; ``pictures``: the images of
     an image context (whose ids ``ids`` are), read by llama.cpp's own tower and decoded at
-    the context's positions, text and image runs one batch each; llama.cpp then loads
-    their text file (a one-file model's, re-laid for it) in place of ``path``."""
+    the context's positions, text and image runs one batch each."""
     import llama_cpp
 
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)   # its log, errors only
     llama_cpp.llama_backend_init()
     model_params = llama_cpp.llama_model_default_params()
     model_params.n_gpu_layers = 0
-    path = pictures.text if pictures is not None else path
     model = llama_cpp.llama_model_load_from_file(str(path).encode(), model_params)
     if not model:
         raise LlamaRunFailed(f"llama.cpp could not load {path}")

@@ -41,6 +41,11 @@ def convertible(model: GGUFModel) -> bool:
     return model.projector_path is None and model.config.architecture == INLINE_ARCH
 
 
+def llama_text(model: GGUFModel) -> Path:
+    """The text model file llama.cpp loads for ``model`` (its own, or the re-laid one)."""
+    return llama_pair(model)[0] if convertible(model) else model.path
+
+
 def llama_pair(model: GGUFModel) -> tuple[Path, Path]:
     """The (text, projector) files of ``model`` in llama.cpp's layout, from the cache or
     written there now."""

@@ -12,7 +12,8 @@ positions (engine/inspect/llama_capture.py).
 
 mtmd reads a projector file (llama.cpp's ``mmproj`` layout). A one-file Qwen2.5-VL
 (Ollama's layout, the tower inside the model's GGUF) is re-laid as llama.cpp's pair in
-Lantern's cache (engine/inspect/llama_pair.py); other one-file towers are refused.
+Lantern's cache (engine/inspect/llama_pair.py: ``llama_text`` is the text file to load with
+it); other one-file towers are refused.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ class LlamaPictures:
     """What llama.cpp needs to read an image context: the projector and the pictures."""
 
     projector: Path
-    text: Path                          # the text model llama.cpp loads with the projector
     context: PromptTokens
     pixels: tuple[np.ndarray, ...]      # uint8 [H, W, 3] of each image, in order
 
@@ -69,9 +69,8 @@ def llama_pictures(model: GGUFModel, context: PromptTokens,
     if len(pixels) != len(grids):
         raise PicturesUnreadable(f"the context holds {len(grids)} image(s) but "
                                  f"{len(pixels)} picture(s) came with it")
-    text, projector = (model.path, model.projector_path) if model.projector_path else \
-        llama_pair(model)
-    return LlamaPictures(projector, text, context, tuple(pixels))
+    projector = model.projector_path or llama_pair(model)[1]
+    return LlamaPictures(projector, context, tuple(pixels))
 
 
 def read_pictures(model, pictures: LlamaPictures) -> list[LlamaImage]:

@@ -25,7 +25,7 @@ from engine.inspect import inspect_context
 from engine.inspect.inspection import forward_context
 from engine.inspect.llama_capture import block_states
 from engine.inspect.llama_layers import TOLERANCE, llama_layers, stream_relative
-from engine.inspect.llama_pair import llama_pair, window_pattern
+from engine.inspect.llama_pair import llama_pair, llama_text, window_pattern
 from engine.inspect.llama_pictures import INSIDE, PicturesUnreadable, llama_pictures
 from engine.inspect.second_opinion import second_opinion
 from engine.paths import cache_dir
@@ -155,6 +155,13 @@ def clip_keys(reader: GGUFReader) -> dict[str, object]:
     return {k: f.contents() for k, f in reader.fields.items() if k.startswith("clip.")}
 
 
+def test_the_one_file_models_text_prompt_agrees_too(inline, pair):
+    """llama.cpp cannot load the one-file model itself: it runs the re-laid text file."""
+    assert llama_text(pair) == pair.path and llama_text(inline) == llama_pair(inline)[0]
+    result = llama_layers(llama_text(inline), inline, text(8))
+    assert result.ok and result.first_off is None and result.pictures == (), result.verdict()
+
+
 def test_the_one_file_model_agrees_block_by_block(inline):
     encode = VisionEncoder(inline, threads=1).encode
     context = image_prompt(turn(text(2), "img", text(3)), [FIRST], inline.config, encode)
@@ -163,11 +170,11 @@ def test_the_one_file_model_agrees_block_by_block(inline):
 
 def agrees_block_by_block(model, context, picture) -> None:
     """llama.cpp over ``context`` with ``picture`` agrees with the reference, its rows too."""
-    result = llama_layers(model.path, model, list(context.ids),
+    result = llama_layers(llama_text(model), model, list(context.ids),
                           pictures=llama_pictures(model, context, [pixels(picture)]))
     assert result.ok and result.first_off is None, result.verdict()
     assert result.pictures == ((int(context.image_rows[0]), int(context.image_rows[-1]) + 1),)
-    other = llama_layers(model.path, model, list(context.ids),
+    other = llama_layers(llama_text(model), model, list(context.ids),
                          pictures=llama_pictures(model, context, [255 - pixels(picture)]))
     assert not other.ok and other.first_off == 0, other.verdict()
 
