@@ -31,7 +31,7 @@ from engine.vision.preprocess import IMAGE_MEAN, IMAGE_STD
 
 INLINE_ARCH = "qwen25vl"
 TEXT_ARCH = "qwen2vl"
-IMAGE_SIZE = 560        # llama.cpp's converter default for Qwen2.5-VL (warm-up size only)
+IMAGE_SIZE = 560        # what llama.cpp's converter writes when the HF config has none
 _CLIP_NAMES = {canonical: stored for stored, canonical in CLIP_TO_CANONICAL.items()}
 _RENAMED_KEYS = {f"{INLINE_ARCH}.rope.mrope_section": f"{TEXT_ARCH}.rope.dimension_sections"}
 
