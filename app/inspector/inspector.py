@@ -24,6 +24,7 @@ from engine.chat.events import TokenEvent
 from engine.chat.prompt_tokens import PromptTokens
 from engine.inspect import Inspection, continued, image_grids, inspect_context
 from engine.inspect.llama_layers import llama_layers
+from engine.inspect.llama_pair import llama_text
 from engine.inspect.llama_pictures import llama_pictures
 from engine.inspect.occlusion import fitting_patch_group, occlusion
 from engine.inspect.second_opinion import missing, second_opinion
@@ -246,7 +247,7 @@ class Inspector(QObject):
                                                       progress=progress, cancel=cancel,
                                                       steering=steering)
             pictures = llama_pictures(gguf, context, seen) if context is not None else None
-            return (second_opinion(gguf.path, inspected, piece, pictures=pictures),
+            return (second_opinion(llama_text(gguf), inspected, piece, pictures=pictures),
                     inspected.tokens, label)
 
         job = ProgressJob(run)
@@ -280,7 +281,7 @@ class Inspector(QObject):
         seen = self._context_pictures(context)
 
         def run(progress, cancel):
-            return llama_layers(gguf.path, gguf, ids, progress=progress, cancel=cancel,
+            return llama_layers(llama_text(gguf), gguf, ids, progress=progress, cancel=cancel,
                                 steering=steering, pictures=llama_pictures(gguf, context, seen))
 
         job = ProgressJob(run)

@@ -135,12 +135,13 @@ def _dump_or_against(args: argparse.Namespace, model, prompt) -> int:
 
 def _llama_layers(args: argparse.Namespace, model, prompt, images) -> int:
     from engine.inspect.llama_layers import llama_layers
+    from engine.inspect.llama_pair import llama_text
     from engine.inspect.llama_pictures import llama_pictures
     from engine.vision.video import pictures
 
     ids = prompt.ids
     seen = [picture for image in images for picture in pictures(image)]
-    result = llama_layers(model.gguf.path, model.gguf, ids,
+    result = llama_layers(llama_text(model.gguf), model.gguf, ids,
                           steering=steering_table(args, model.gguf),
                           pictures=llama_pictures(model.gguf, prompt, seen))
     if args.json:

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.chat.messages import Message
     from engine.cli.run_command import load_images, resolve_source
     from engine.inspect import inspect_context
+    from engine.inspect.llama_pair import llama_text
     from engine.inspect.llama_pictures import llama_pictures
     from engine.inspect.occlusion import occlusion
     from engine.inspect.second_opinion import SecondOpinionUnavailable, missing, second_opinion
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     opinion = None
     if args.llama:
         seen = [picture for image in images for picture in pictures(image)]
-        opinion = second_opinion(model.gguf.path, inspection, piece,
+        opinion = second_opinion(llama_text(model.gguf), inspection, piece,
                                  pictures=llama_pictures(model.gguf, prompt, seen))
     attribution = None
     if args.attribution:

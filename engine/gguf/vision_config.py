@@ -28,7 +28,7 @@ FFN_UP = "v.blk.0.ffn_up.weight"   # vision FFN width is only stored as this ten
 POSITION_EMBD = "v.position_embd.weight"  # Qwen3-VL's learned positions, [side * side, D]
 
 # llama.cpp mmproj name -> canonical name; v.blk.N.* is the same in both layouts.
-_PROJECTOR_NAMES = {
+CLIP_TO_CANONICAL = {
     "v.patch_embd.weight": "v.patch_embd_0.weight",
     "v.patch_embd.weight.1": "v.patch_embd_1.weight",
     "v.post_ln.weight": "v.merger.ln_q.weight",
@@ -198,7 +198,7 @@ def canonical_projector_tensors(
     """Rename an mmproj's tensors to the inline names (``v.blk.N.*`` and Qwen3-VL's
     ``v.deepstack.N.*`` unchanged)."""
     names, kept = (_QWEN3VL_NAMES, (_BLOCK, _DEEPSTACK)) if tower == "qwen3vl" else (
-        _PROJECTOR_NAMES, (_BLOCK,))
+        CLIP_TO_CANONICAL, (_BLOCK,))
     out: dict[str, TensorInfo] = {}
     for name, tensor in tensors.items():
         canonical = names.get(name) or (

@@ -10,8 +10,10 @@ compared (the error names both). llama.cpp's tower rows (with Qwen3-VL's DeepSta
 as its text model takes them) then enter its text model as embeddings at the context's
 positions (engine/inspect/llama_capture.py).
 
-mtmd reads a projector file (llama.cpp's ``mmproj`` layout); a model whose vision tower
-sits inside its own GGUF (Ollama's layout) is refused.
+mtmd reads a projector file (llama.cpp's ``mmproj`` layout). A one-file Qwen2.5-VL
+(Ollama's layout, the tower inside the model's GGUF) is re-laid as llama.cpp's pair in
+Lantern's cache (engine/inspect/llama_pair.py: ``llama_text`` is the text file to load with
+it); other one-file towers are refused.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.errors import LanternError, Remedy
 from engine.gguf import GGUFModel
 from engine.inspect.attention import ImageGrid, image_grids
+from engine.inspect.llama_pair import convertible, llama_pair
 
 INSIDE = ("llama.cpp reads pictures from a separate projector file; this model keeps its "
-          "vision tower inside its own GGUF")
+          "vision tower inside its own GGUF, which Lantern re-lays only for Qwen2.5-VL")
 
 
 class PicturesUnreadable(LanternError):
@@ -61,12 +64,13 @@ def llama_pictures(model: GGUFModel, context: PromptTokens,
     grids = image_grids(context)
     if not grids:
         return None
-    if model.projector_path is None:
+    if model.projector_path is None and not convertible(model):
         raise PicturesUnreadable(INSIDE, remedy=Remedy.PROJECTOR)
     if len(pixels) != len(grids):
         raise PicturesUnreadable(f"the context holds {len(grids)} image(s) but "
                                  f"{len(pixels)} picture(s) came with it")
-    return LlamaPictures(model.projector_path, context, tuple(pixels))
+    projector = model.projector_path or llama_pair(model)[1]
+    return LlamaPictures(projector, context, tuple(pixels))
 
 
 def read_pictures(model, pictures: LlamaPictures) -> list[LlamaImage]:

@@ -1,7 +1,8 @@
 """The llama.cpp tab on an image chat (a tiny random-weight Qwen2.5-VL imported with its
 projector): the second opinion gives a verdict, the picture's positions left out of the
-chart and named; every layer is compared, the picture's rows included and named. A model
-whose tower sits inside its GGUF is refused with the reason and what to do."""
+chart and named; every layer is compared, the picture's rows included and named. So is a
+Qwen2.5-VL whose tower sits inside its GGUF; another one-file tower (Gemma 3) is refused with
+the reason and what to do."""
 
 from __future__ import annotations
 
@@ -23,6 +24,10 @@ from tests.unit.app.test_app_images import (
     send,
 )
 from tests.unit.app.test_app_images import vision_store as inline_store  # noqa: F401
+from tests.unit.vision.test_gemma3_vision import (
+    TEMPLATES,
+    gemma,  # noqa: F401 (a fixture)
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +64,30 @@ def test_the_llama_cpp_tab_on_an_image_chat(qtbot, tmp_path, pair_store, photo):
     assert page.layers.marked is None and len(page.layers.rows.records) == 2
 
 
-def test_a_tower_inside_the_gguf_is_refused_with_the_reason(qtbot, tmp_path,  # noqa: F811
-                                                            inline_store, photo):  # noqa: F811
+def test_a_one_file_qwen25vl_is_compared(qtbot, tmp_path, inline_store, photo):  # noqa: F811
     window = open_window(qtbot, tmp_path / "h.sqlite3", inline_store)
+    window.chat.input.attach([str(photo)])
+    send(qtbot, window, "What is this?")
+    section, inspector = window.panel.opinion.layers, window.inspector
+    section.button.click()
+    qtbot.waitUntil(lambda: inspector.layers_job is None, timeout=TIMEOUT_MS)
+    rows = inspector.context.image_rows
+    status = section.status.text()
+    assert status.startswith("AGREE: no layer is off"), status
+    assert f"Rows {int(rows[0])}-{int(rows[-1])} are the picture's" in status
+
+
+@pytest.fixture(scope="module")
+def gemma_store(gemma, tmp_path_factory) -> Path:  # noqa: F811
+    root = tmp_path_factory.mktemp("gemma-inline") / "models"
+    import_gguf(Store.open(root), gemma.models["inline"].path, NAME,
+                template=(TEMPLATES / "gemma3-instruct.gotmpl").read_text(encoding="utf-8"))
+    return root
+
+
+def test_another_tower_inside_the_gguf_is_refused_with_the_reason(qtbot, tmp_path,
+                                                                  gemma_store, photo):  # noqa: F811
+    window = open_window(qtbot, tmp_path / "h.sqlite3", gemma_store)
     window.chat.input.attach([str(photo)])
     send(qtbot, window, "What is this?")
     section, inspector = window.panel.opinion.layers, window.inspector
