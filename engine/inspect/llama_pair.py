@@ -32,6 +32,7 @@ from engine.vision.preprocess import IMAGE_MEAN, IMAGE_STD
 INLINE_ARCH = "qwen25vl"
 TEXT_ARCH = "qwen2vl"
 IMAGE_SIZE = 560        # what llama.cpp's converter writes when the HF config has none
+PAIR_FORMAT = 1         # a change to what is written here: raise it, older pairs are not reused
 _CLIP_NAMES = {canonical: stored for stored, canonical in CLIP_TO_CANONICAL.items()}
 _RENAMED_KEYS = {f"{INLINE_ARCH}.rope.mrope_section": f"{TEXT_ARCH}.rope.dimension_sections"}
 
@@ -51,7 +52,7 @@ def llama_pair(model: GGUFModel) -> tuple[Path, Path]:
     written there now."""
     if not convertible(model):
         raise UnsupportedModel(f"{model.path}: not a one-file Qwen2.5-VL model")
-    folder = cache_dir() / "llama-pairs" / _key(model.path)
+    folder = cache_dir() / "llama-pairs" / f"{PAIR_FORMAT}-{_key(model.path)}"
     files = (folder / "text.gguf", folder / "mmproj.gguf")
     if all(f.is_file() for f in files):
         return files
