@@ -26,7 +26,6 @@ from tests.unit.app.test_app_images import (
 from tests.unit.app.test_app_images import vision_store as inline_store  # noqa: F401
 from tests.unit.vision.test_gemma3_vision import (
     TEMPLATES,
-    gemma,  # noqa: F401 (a fixture)
 )
 
 

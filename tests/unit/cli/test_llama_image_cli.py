@@ -25,7 +25,6 @@ from tests.unit.cli.test_trace_image_cli import TEMPLATE
 from tests.unit.cli.test_trace_image_cli import store as inline_store  # noqa: F401 (a fixture)
 from tests.unit.vision.test_gemma3_vision import (
     TEMPLATES,
-    gemma,  # noqa: F401 (a fixture)
 )
 
 NAME = "tiny-vl-pair:latest"

@@ -36,7 +36,7 @@ from engine.vision.preprocess import pixels, preprocess_for
 from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_qwen3vl import qwen3vl
 from tests.fixtures.hf_vision import open_layout, tiny_hf_model
-from tests.unit.vision.test_gemma3_vision import gemma, prompt_for  # noqa: F401 (a fixture)
+from tests.unit.vision.test_gemma3_vision import prompt_for
 from tests.unit.vision.test_qwen3vl_tower import image_ids, noise
 from tests.unit.vision.test_vision_prompt import FIRST, SECOND, text, turn
 

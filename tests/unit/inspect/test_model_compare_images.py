@@ -29,11 +29,10 @@ from engine.vision.prompt import image_prompt
 from tests.fixtures.hf_qwen3vl import qwen3vl, write_ollama_layout
 from tests.fixtures.hf_vision import TEXT, TYPES, tiny_hf_model, write_inline
 from tests.fixtures.synthetic_gguf import write_model
+from tests.unit.vision.test_gemma3_vision import hf_logits as gemma_logits
 from tests.unit.vision.test_gemma3_vision import (
-    gemma,  # noqa: F401 (fixture)
     prompt_for,
 )
-from tests.unit.vision.test_gemma3_vision import hf_logits as gemma_logits
 from tests.unit.vision.test_qwen3vl_tower import hf_inputs, image_ids, noise
 from tests.unit.vision.test_vision_prompt import FIRST, SECOND, hf_logits, text, turn
 

@@ -31,7 +31,7 @@ from engine.vision.gemma3 import preprocess_square, soft_token_prompt
 from engine.vision.prompt import image_prompt
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 from tests.unit.inspect.test_inspect_hf import hf_vl, vl_model  # noqa: F401 (fixtures)
-from tests.unit.vision.test_gemma3_vision import gemma, hf_pixels, reference_encode  # noqa: F401
+from tests.unit.vision.test_gemma3_vision import hf_pixels, reference_encode  # noqa: F401
 from tests.unit.vision.test_qwen3vl_tower import hf_inputs, image, image_ids, qwen  # noqa: F401
 from tests.unit.vision.test_vision_prompt import FIRST, PAD, text, turn
 

@@ -101,9 +101,8 @@ def _inline(text: Path, mmproj: Path, out: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def gemma(tmp_path_factory) -> Gemma:
-    folder = tmp_path_factory.mktemp("gemma3-vision")
+def build_gemma(folder: Path) -> Gemma:
+    """The ``gemma`` fixture's model (tests/unit/conftest.py: built once per run)."""
     tokenizer_model = train(folder / "sp", "bpe", add_dummy_prefix=False,
                             controls=CONTROLS + IMAGE_TOKENS)
     sp = spm.SentencePieceProcessor(model_file=str(tokenizer_model))
