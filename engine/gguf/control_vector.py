@@ -20,6 +20,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 
 from engine.errors import ControlVectorMismatch, CorruptModel
 from engine.gguf.reader import read_gguf
+from engine.gguf.writing import write_out
 
 ARCHITECTURE = "controlvector"
 _DIRECTION = re.compile(r"direction\.(\d+)")
@@ -79,10 +80,7 @@ def write_control_vector(path: str | Path, directions: Mapping[int, np.ndarray],
     writer.add_int32(f"{ARCHITECTURE}.layer_count", len(directions))
     for layer in sorted(directions):
         writer.add_tensor(f"direction.{layer}", np.asarray(directions[layer], np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_out(writer)
 
 
 def parse_spec(spec: str) -> tuple[Path, float]:

@@ -26,6 +26,7 @@ from engine.gguf.config import VisionConfig
 from engine.gguf.model import GGUFModel
 from engine.gguf.reader import TensorInfo
 from engine.gguf.vision_config import CLIP_TO_CANONICAL, PROJECTOR_TYPE
+from engine.gguf.writing import add_value, write_out
 from engine.paths import cache_dir
 from engine.vision.preprocess import IMAGE_MEAN, IMAGE_STD
 
@@ -93,7 +94,7 @@ def write_text(model: GGUFModel, out: Path) -> None:
     for name, tensor in model.tensors.items():
         if not name.startswith("v."):
             _add(writer, name, tensor)
-    _finish(writer)
+    write_out(writer)
 
 
 def _text_key(name: str) -> str | None:
@@ -114,11 +115,11 @@ def write_projector(model: GGUFModel, out: Path) -> None:
     assert vision is not None                       # convertible() models have one
     writer = GGUFWriter(str(out), "clip")
     for key, value in projector_keys(vision, model.path).items():
-        _add_value(writer, key, value)
+        add_value(writer, key, value)
     for name, tensor in model.tensors.items():
         if name.startswith("v."):
             _add(writer, _CLIP_NAMES.get(name, name), tensor)
-    _finish(writer)
+    write_out(writer)
 
 
 def projector_keys(vision: VisionConfig, path: Path) -> dict[str, object]:
@@ -153,26 +154,6 @@ def window_pattern(full: tuple[int, ...], path: Path) -> int:
     return period
 
 
-def _add_value(writer: GGUFWriter, key: str, value: object) -> None:
-    if isinstance(value, bool):
-        writer.add_bool(key, value)
-    elif isinstance(value, int):
-        writer.add_uint32(key, value)
-    elif isinstance(value, float):
-        writer.add_float32(key, value)
-    elif isinstance(value, str):
-        writer.add_string(key, value)
-    else:
-        writer.add_array(key, value)   # type: ignore[arg-type]
-
-
 def _add(writer: GGUFWriter, name: str, tensor: TensorInfo) -> None:
     """The tensor's bytes as stored (the writer derives the shape from them and the type)."""
     writer.add_tensor(name, tensor.raw, raw_dtype=tensor.ggml_type)
-
-
-def _finish(writer: GGUFWriter) -> None:
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()

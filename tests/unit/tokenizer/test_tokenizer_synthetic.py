@@ -15,6 +15,7 @@ from tokenizers import decoders, models, pre_tokenizers
 
 from engine.errors import CorruptModel, UnsupportedModel
 from engine.gguf.reader import read_gguf
+from engine.gguf.writing import add_value
 from engine.tokenizer import StreamDecoder, load_tokenizer
 from engine.tokenizer import load as tokenizer_load
 from engine.tokenizer.build import build_tokenizer
@@ -67,14 +68,7 @@ def write_vocab_gguf(path: Path, **overrides: object) -> Path:
     for key, value in metadata.items():
         if value is None:
             continue
-        if isinstance(value, bool):
-            writer.add_bool(key, value)
-        elif isinstance(value, int):
-            writer.add_uint32(key, value)
-        elif isinstance(value, str):
-            writer.add_string(key, value)
-        else:
-            writer.add_array(key, list(value))
+        add_value(writer, key, value)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
