@@ -63,14 +63,21 @@ def test_the_llama_cpp_tab_on_an_image_chat(qtbot, tmp_path, pair_store, photo):
     assert page.layers.marked is None and len(page.layers.rows.records) == 2
 
 
-def test_a_one_file_qwen25vl_is_compared(qtbot, tmp_path, inline_store, photo):  # noqa: F811
-    window = open_window(qtbot, tmp_path / "h.sqlite3", inline_store)
-    window.chat.input.attach([str(photo)])
+def layers_over_a_picture(qtbot, tmp_path, store: Path, picture: Path):
+    """A chat about ``picture`` on ``store``'s model, then "Compare every layer"; the window
+    and the layer section once it ended."""
+    window = open_window(qtbot, tmp_path / "h.sqlite3", store)
+    window.chat.input.attach([str(picture)])
     send(qtbot, window, "What is this?")
-    section, inspector = window.panel.opinion.layers, window.inspector
+    section = window.panel.opinion.layers
     section.button.click()
-    qtbot.waitUntil(lambda: inspector.layers_job is None, timeout=TIMEOUT_MS)
-    rows = inspector.context.image_rows
+    qtbot.waitUntil(lambda: window.inspector.layers_job is None, timeout=TIMEOUT_MS)
+    return window, section
+
+
+def test_a_one_file_qwen25vl_is_compared(qtbot, tmp_path, inline_store, photo):  # noqa: F811
+    window, section = layers_over_a_picture(qtbot, tmp_path, inline_store, photo)
+    rows = window.inspector.context.image_rows
     status = section.status.text()
     assert status.startswith("AGREE: no layer is off"), status
     assert f"Rows {int(rows[0])}-{int(rows[-1])} are the picture's" in status
@@ -86,11 +93,6 @@ def gemma_store(gemma, tmp_path_factory) -> Path:  # noqa: F811
 
 def test_another_tower_inside_the_gguf_is_refused_with_the_reason(qtbot, tmp_path,
                                                                   gemma_store, photo):  # noqa: F811
-    window = open_window(qtbot, tmp_path / "h.sqlite3", gemma_store)
-    window.chat.input.attach([str(photo)])
-    send(qtbot, window, "What is this?")
-    section, inspector = window.panel.opinion.layers, window.inspector
-    section.button.click()
-    qtbot.waitUntil(lambda: inspector.layers_job is None, timeout=TIMEOUT_MS)
+    _window, section = layers_over_a_picture(qtbot, tmp_path, gemma_store, photo)
     assert INSIDE in section.status.text() and "--projector" in section.status.text()
     assert section.button.isEnabled() and section.rows.records == []
