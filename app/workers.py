@@ -8,6 +8,7 @@ its late signals (``ended`` lets the next job on the same engine wait, off the G
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
@@ -23,7 +24,8 @@ from engine.runtime.cancel import CancelEvent
 
 log = logging.getLogger(__name__)
 BATCH_S = 0.02       # a streamed answer's tokens reach the GUI at most this often
-GIL_SWITCH_S = 0.001  # the longest a job's Python code keeps the GUI thread waiting for the GIL
+GIL_SWITCH_S = 0.0001  # the longest a job's Python keeps the GUI thread waiting for the GIL
+BACKGROUND_NICE = 10  # how far below the GUI thread a job's thread runs (Linux nice steps)
 
 
 def _message(error: BaseException) -> str:
@@ -48,6 +50,7 @@ class Job(QObject):
 
     @Slot()
     def run(self) -> None:
+        _behind_the_window()
         try:
             self.work()
         except BaseException as error:  # shown to the user, never lost
@@ -60,6 +63,21 @@ class Job(QObject):
 
     def work(self) -> None:
         raise NotImplementedError
+
+
+def _behind_the_window() -> None:
+    """The calling job thread, and every thread it starts (ONNX Runtime's workers among
+    them), gives way to the GUI thread when both want a core: on a machine whose cores a
+    model keeps busy, the window would otherwise wait its turn for every repaint."""
+    if sys.platform.startswith("linux"):     # a thread's nice value is its own there
+        thread = threading.get_native_id()
+        try:
+            nice = os.getpriority(os.PRIO_PROCESS, thread)
+            os.setpriority(os.PRIO_PROCESS, thread, min(19, nice + BACKGROUND_NICE))
+        except OSError:
+            log.debug("could not lower a job thread's priority", exc_info=True)
+    else:
+        QThread.currentThread().setPriority(QThread.Priority.LowPriority)
 
 
 class LoadJob(Job):
