@@ -8,8 +8,15 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDropEvent,
+    QKeySequence,
+    QPaintEvent,
+)
 from PySide6.QtWidgets import (
     QFileDialog,
     QInputDialog,
@@ -34,7 +41,6 @@ from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
-from app.desktop.memory import return_freed_memory
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.model_comparer import ModelComparer
@@ -66,6 +72,8 @@ def history_path() -> Path:
 
 
 PANEL_WIDTH = 570
+FIRST_PAINT_WAIT_MS = 500   # the longest the store scan waits for the window's first paint
+
 
 class MainWindow(QMainWindow):
     def __init__(self, settings: Settings | None = None, history: History | None = None,
@@ -140,7 +148,27 @@ class MainWindow(QMainWindow):
         self._connect_tools()
         self._conversation_changed(None)
         self.focus_input()                 # typing goes to the input from the start
-        self.rescan()
+        self._unpainted = True
+        QTimer.singleShot(0, self._scan_unless_painting)
+
+    def _scan_unless_painting(self) -> None:
+        """The store is read once the window on screen has been painted: its first paint
+        would otherwise share the GIL with the scan's Python, waiting many times over.
+        A window shown but not painted (minimised) waits a moment, not for ever."""
+        if self.isVisible() and self._unpainted:
+            QTimer.singleShot(FIRST_PAINT_WAIT_MS, self._first_scan)
+        else:
+            self._first_scan()
+
+    def _first_scan(self) -> None:
+        if self.scan_job is None:
+            self.rescan()
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
+        super().paintEvent(event)
+        if self._unpainted:
+            self._unpainted = False
+            QTimer.singleShot(0, self._first_scan)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -400,7 +428,6 @@ class MainWindow(QMainWindow):
         where = f"the server {entry.host}" if entry.host else "this computer"
         self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
         self.chat.input.set_video(Capability.VIDEO in model.capabilities)
-        return_freed_memory()                   # what the previous model held
         self.panel.set_capabilities(model.capabilities, model.name, where)
         self.comparer.model_changed()
         self.crosscheck_action.setEnabled(not entry.host)
