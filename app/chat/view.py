@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -66,7 +66,6 @@ class AutoHeightBrowser(QTextBrowser):
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.viewport().setMouseTracking(True)
-        self.viewport().installEventFilter(self)
         self._last_token = -1
 
     def _fit(self) -> None:
@@ -82,14 +81,18 @@ class AutoHeightBrowser(QTextBrowser):
             self.document().setTextWidth(self.viewport().width())
             self._fit()
 
-    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
-        if event.type() == QEvent.MouseMove:
-            self._hover(event.position().toPoint())
-        elif event.type() == QEvent.MouseButtonRelease and event.button() == Qt.LeftButton:
+    # The viewport's mouse events, not an event filter: a filter is Python called for
+    # every event of every bubble (a long chat's bubbles get thousands when a dialog closes).
+    def mouseMoveEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().mouseMoveEvent(event)
+        self._hover(event.position().toPoint())
+
+    def mouseReleaseEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().mouseReleaseEvent(event)
+        if event.button() == Qt.LeftButton:
             index = self._token_at(event.position().toPoint())
             if index is not None:
                 self.tokenClicked.emit(index)
-        return False
 
     def _token_at(self, point: QPoint) -> int | None:
         value = self.cursorForPosition(point).charFormat().property(TOKEN_PROPERTY)

@@ -1,11 +1,14 @@
 """A bubble's header never widens the chat column: a long model name or note elides
 (whole in the tooltip), and the other bubbles of the conversation keep their width, so
-they do not lay their text out again (what made a model switch stall with a long chat)."""
+they do not lay their text out again (what made a model switch stall with a long chat).
+The mouse over a bubble's token names that token, a click inspects it."""
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QTextCharFormat, QTextCursor
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
-from app.chat.view import AutoHeightBrowser, ChatView, MessageWidget
+from app.chat.view import TOKEN_PROPERTY, AutoHeightBrowser, ChatView, MessageWidget
 
 NOTE = "interrupted by the model switch, " * 4
 NAME = "hf.co/someone/a-model-with-a-very-long-name-indeed-GGUF:Q4_K_M"
@@ -55,3 +58,25 @@ def test_a_long_header_elides_and_leaves_the_other_bubbles_alone(qtbot):
     beside_note = last.findChild(type(last.status), "messageRole")     # the note elides first
     assert beside_note.width() >= beside_note.fontMetrics().horizontalAdvance("tiny")
     assert last.status.width() < last.status.fontMetrics().horizontalAdvance(NOTE)
+
+
+def test_the_mouse_over_a_token_names_it_and_a_click_inspects_it(qtbot):
+    browser = AutoHeightBrowser()
+    qtbot.addWidget(browser)
+    cursor = QTextCursor(browser.document())
+    for index, text in enumerate(("first ", "second ", "third")):
+        fmt = QTextCharFormat()
+        fmt.setProperty(TOKEN_PROPERTY, index)
+        cursor.insertText(text, fmt)
+    browser.resize(400, 80)
+    browser.show()
+    qtbot.waitExposed(browser)
+    find = QTextCursor(browser.document())
+    find.setPosition(len("first ") + 2)                 # inside "second"
+    point = browser.cursorRect(find).center()
+    with qtbot.waitSignal(browser.tokenHovered, timeout=2000) as hovered:
+        QTest.mouseMove(browser.viewport(), point)
+    assert hovered.args == [1]
+    with qtbot.waitSignal(browser.tokenClicked, timeout=2000) as clicked:
+        QTest.mouseClick(browser.viewport(), Qt.LeftButton, Qt.NoModifier, point)
+    assert clicked.args == [1]
