@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.chat.tool_gate import ToolGate
 from app.conversations.history import History, Snapshot, StoredMessage
+from app.desktop.memory import let_go
 from app.settings.store import Settings
 from app.workers import CallJob, GenerateJob, Job, JobRunner
 from engine.chat.answer_format import parse_format
@@ -193,11 +194,14 @@ class ConversationController(QObject):
 
     def set_model(self, model: LoadedModel | RemoteModel, vision: bool,
                   where: str = "this computer") -> None:
-        """Use a newly loaded model; the conversation continues in a fresh session."""
+        """Use a newly loaded model; the conversation continues in a fresh session. The
+        previous model is freed off the GUI thread."""
         self.interrupt(MODEL_SWITCH_NOTE)
         self.give_up_check()
+        previous = [self.model, self.session]
         self.model, self.vision, self.where = model, vision, where
         self.session = None
+        let_go(previous)
         if self.conversation_id is not None:
             self._pending = self.history.messages(self.conversation_id, logprobs=False)
 

@@ -1,5 +1,5 @@
-"""Freed memory handed back to the system after a model switch, and start-up's objects
-kept out of the garbage collector's full passes.
+"""A replaced model freed off the GUI thread and its memory handed back to the system,
+and start-up's objects kept out of the garbage collector's full passes.
 
 glibc keeps the memory a dropped model's ONNX Runtime session freed in its per-thread
 arenas, so without a trim the process grows by part of a model's working set with every
@@ -21,13 +21,19 @@ import sys
 import threading
 
 
-def return_freed_memory() -> None:
-    """Trim glibc's heaps on a thread of its own (a large heap takes milliseconds)."""
-    if not sys.platform.startswith("linux"):
-        return
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        threading.Thread(target=trim, args=(0,), name="malloc-trim", daemon=True).start()
+def let_go(dropped: list[object]) -> None:
+    """Drop what ``dropped`` holds (a replaced model) on a thread of its own, then trim
+    glibc's heaps there; the caller keeps no other reference. Unmapping a model's files
+    and trimming a large heap take tens of milliseconds without the GIL: on the GUI
+    thread the window would wait for them."""
+    def release() -> None:
+        dropped.clear()
+        if trim is not None:
+            trim(0)
+
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None) \
+        if sys.platform.startswith("linux") else None
+    threading.Thread(target=release, name="lantern-release", daemon=True).start()
 
 
 def freeze_startup_objects() -> None:
