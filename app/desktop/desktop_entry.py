@@ -1,7 +1,7 @@
 """``lantern --install-desktop-entry``: make Lantern a launcher-menu application for the
 current user — the .desktop entry, the icon in every hicolor size and the GGUF mime type,
 under ``$XDG_DATA_HOME`` (default ``~/.local/share``), with an Exec line that starts this
-very install (the bundle's executable, or this interpreter with ``-m app.main``).
+very install (the bundle's executable, or this interpreter with ``-m app``).
 
 No Qt here: it runs from the command line before any window exists.
 """
@@ -42,10 +42,10 @@ def data_home() -> Path:
 
 def launch_command() -> list[str]:
     """How a launcher starts this install: an AppImage or frozen bundle runs itself; from
-    source or a wheel, this interpreter runs the app module."""
+    source or a wheel, this interpreter runs the app package (as ``lantern-gui`` does)."""
     if getattr(sys, "frozen", False):
         return [os.environ.get("APPIMAGE") or sys.executable]
-    return [sys.executable, "-m", "app.main"]
+    return [sys.executable, "-m", "app"]
 
 
 def quote_exec_arg(arg: str) -> str:

@@ -10,6 +10,7 @@ import sys
 
 from engine import __version__
 from engine.cli.hints import explain
+from engine.cli.huge_pages import restart_with_huge_pages
 from engine.errors import LanternError
 
 COMMAND_MODULES = (
@@ -78,7 +79,15 @@ def wants_desktop(argv: list[str]) -> bool:
                                                 "--install-desktop-entry"))
 
 
+def desktop() -> int:
+    """``lantern-gui`` and ``python -m app``: the window, whatever the arguments."""
+    restart_with_huge_pages()
+    return launch_desktop("app.main", sys.argv[1:])
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None and wants_desktop(sys.argv[1:]):
+        return desktop()
     argv = sys.argv[1:] if argv is None else argv
     if wants_desktop(argv):
         return launch_desktop("app.main", argv)

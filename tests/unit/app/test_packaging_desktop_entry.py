@@ -88,7 +88,7 @@ def test_cli_flag_installs_for_this_interpreter(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert cli.main(["--install-desktop-entry"]) == 0
     fields = read_entry(tmp_path / "applications" / "lantern.desktop")
-    assert fields["Exec"] == f"{quote_exec_arg(sys.executable)} -m app.main %f"
+    assert fields["Exec"] == f"{quote_exec_arg(sys.executable)} -m app %f"
     assert "Exec=" in capsys.readouterr().out
 
 

@@ -1,0 +1,9 @@
+"""``python -m app``: the desktop window, started as ``lantern-gui`` starts it (the
+application menu's entry runs this)."""
+
+import sys
+
+from engine.cli import desktop
+
+if __name__ == "__main__":
+    sys.exit(desktop())
