@@ -7,7 +7,8 @@ the other model is loaded while an answer streams (the answer is interrupted), e
 process's RSS every ``--rss-every`` turns, then checks that the log holds no traceback
 and that the history has every turn, each answer complete unless it was stopped or
 interrupted. A tiny synthetic model by default; ``--models-dir --model --model2`` for
-real ones. Exit status 1 when a check fails.
+real ones. Exit status 1 when a check fails. The process restarts itself first with
+glibc's huge pages, as the app's start does (engine/cli/huge_pages.py).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.soak
 """
@@ -69,6 +70,9 @@ def history_problems(history, conversation: int | None, sent: list[str],
 
 
 def main() -> int:
+    from engine.cli.huge_pages import restart_with_huge_pages
+
+    restart_with_huge_pages()
     args = parse_args()
     app = QApplication.instance() or QApplication(sys.argv)
     from app.conversations.history import History
@@ -100,6 +104,8 @@ def main() -> int:
     load(first)
     sent: list[str] = []
     given_up: set[int] = set()
+    reasons: list[str] = []                      # each finished answer's done_reason
+    controller.answerDone.connect(lambda event: reasons.append(event.done_reason))
     started = time.perf_counter()
     print(f"{'turn':>5} {'RSS MiB':>8} {'seconds':>8}")
     for turn in range(args.turns):
@@ -109,15 +115,18 @@ def main() -> int:
         sent.append(text)
         switch = turn > 0 and turn % args.switch_every == 0
         cancel = turn % args.cancel_every == args.cancel_every - 1
+        stopped = False
         if switch or cancel:
             wait_until(app, lambda: bool(controller.answer_text) or not controller.busy)
-            if controller.busy:
+            if controller.busy and switch:       # interrupted: never complete
                 given_up.add(turn)
-            if switch:
                 load(second if controller.model_name == first else first)
-            else:
+            elif controller.busy:
+                stopped = True
                 controller.stop()
         wait_until(app, lambda: not controller.busy)
+        if stopped and reasons[-1] == "cancel":   # not when it ended before Stop reached it
+            given_up.add(turn)
         if turn % args.rss_every == 0 or turn == args.turns - 1:
             print(f"{turn:>5} {rss_mib():8.1f} {time.perf_counter() - started:8.1f}",
                   flush=True)
