@@ -35,10 +35,16 @@ def _message(error: BaseException) -> str:
 
 
 class Job(QObject):
-    """Base: `work()` runs on the job's thread; `failed` carries a readable message."""
+    """Base: `work()` runs on the job's thread; `failed` carries a readable message.
+
+    ``WORK`` names the attributes that hold the job's work (an engine call, a generator);
+    they are dropped once it has run. The work is often a closure that names its job, a
+    cycle that only a full garbage collection frees, and an answer's holds the model's
+    session: replaced models stayed in memory for as long (the soak, BENCHMARKS.md)."""
 
     failed = Signal(str)
     finished = Signal()
+    WORK: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         super().__init__()
@@ -58,6 +64,8 @@ class Job(QObject):
                 log.exception("%s failed", type(self).__name__)  # a bug: keep the details
             self.failed.emit(_message(error))
         finally:
+            for name in self.WORK:
+                setattr(self, name, None)
             self.ended.set()
             self.finished.emit()
 
@@ -83,6 +91,7 @@ def _behind_the_window() -> None:
 class LoadJob(Job):
     progress = Signal(str, float)
     loaded = Signal(object)          # engine.runtime.loader.LoadedModel
+    WORK = ("_load",)
 
     def __init__(self, load: Callable[..., object]) -> None:
         super().__init__()
@@ -103,6 +112,7 @@ class GenerateJob(Job):
     notice = Signal(str)
     done = Signal(object)            # DoneEvent
     toolCall = Signal(object)        # ToolCallEvent
+    WORK = ("_events", "_cancel_engine")
 
     def __init__(self, events: Callable[[], Iterator[Event]], cancel: Callable[[], None]) -> None:
         super().__init__()
@@ -113,7 +123,9 @@ class GenerateJob(Job):
 
     def cancel(self) -> None:
         super().cancel()
-        self._cancel_engine()
+        cancel_engine = self._cancel_engine        # None once the answer has ended
+        if cancel_engine is not None:
+            cancel_engine()
 
     def work(self) -> None:
         """``done`` comes once, for the last answer: a round whose answer called tools
@@ -158,6 +170,7 @@ class CallJob(Job):
     """Any other engine call (e.g. the reference check) whose result the GUI shows."""
 
     result = Signal(object)
+    WORK = ("_call",)
 
     def __init__(self, call: Callable[[], object]) -> None:
         super().__init__()
@@ -173,6 +186,7 @@ class ProgressJob(Job):
 
     progress = Signal(str, float)
     result = Signal(object)
+    WORK = ("_call",)
 
     def __init__(self, call: Callable[[Callable[[str, float], None], threading.Event], object]
                  ) -> None:

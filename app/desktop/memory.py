@@ -19,21 +19,27 @@ import ctypes
 import gc
 import sys
 import threading
+import weakref
 
 
 def let_go(dropped: list[object]) -> None:
-    """Drop what ``dropped`` holds (a replaced model) on a thread of its own, then trim
-    glibc's heaps there; the caller keeps no other reference. Unmapping a model's files
-    and trimming a large heap take tens of milliseconds without the GIL: on the GUI
-    thread the window would wait for them."""
-    def release() -> None:
-        dropped.clear()
-        if trim is not None:
-            trim(0)
+    """Drop what ``dropped`` holds (a replaced model) on a thread of its own; the caller
+    keeps no other reference. Unmapping a model's files takes tens of milliseconds
+    without the GIL: on the GUI thread the window would wait for it. Whoever lets go of
+    each object last (an interrupted answer's job may still hold the model a moment
+    longer), glibc's heaps are trimmed once it is gone."""
+    for thing in dropped:
+        if thing is not None:
+            weakref.finalize(thing, return_freed_memory)
+    threading.Thread(target=dropped.clear, name="lantern-release", daemon=True).start()
 
+
+def return_freed_memory() -> None:
+    """Trim glibc's heaps on a thread of its own (a large heap takes milliseconds)."""
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None) \
         if sys.platform.startswith("linux") else None
-    threading.Thread(target=release, name="lantern-release", daemon=True).start()
+    if trim is not None:
+        threading.Thread(target=trim, args=(0,), name="malloc-trim", daemon=True).start()
 
 
 def freeze_startup_objects() -> None:
