@@ -17,29 +17,55 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import queue
 import sys
 import threading
+import time
 import weakref
+
+RELEASE_WAIT_S = 10.0   # how long the trim waits for a replaced model's last holders
 
 
 def let_go(dropped: list[object]) -> None:
-    """Drop what ``dropped`` holds (a replaced model) on a thread of its own; the caller
-    keeps no other reference. Unmapping a model's files takes tens of milliseconds
-    without the GIL: on the GUI thread the window would wait for it. Whoever lets go of
-    each object last (an interrupted answer's job may still hold the model a moment
-    longer), glibc's heaps are trimmed once it is gone."""
-    for thing in dropped:
-        if thing is not None:
-            weakref.finalize(thing, return_freed_memory)
-    threading.Thread(target=dropped.clear, name="lantern-release", daemon=True).start()
+    """Drop what ``dropped`` holds (a replaced model and its session) on the release
+    thread; the caller keeps no other reference. Unmapping a model's files takes tens of
+    milliseconds without the GIL: on the GUI thread the window would wait for it. One
+    long-lived thread, not one per call: the GUI thread starting a thread waits for it
+    to run, which is for the GIL that a model's teardown holds."""
+    global _releaser
+    if _releaser is None:
+        _releaser = threading.Thread(target=_release_forever, name="lantern-release",
+                                     daemon=True)
+        _releaser.start()
+    _releases.put(dropped)
 
 
-def return_freed_memory() -> None:
-    """Trim glibc's heaps on a thread of its own (a large heap takes milliseconds)."""
+_releases: queue.SimpleQueue[list[object]] = queue.SimpleQueue()
+_releaser: threading.Thread | None = None
+
+
+def _release_forever() -> None:
+    """Drops each list's objects, waits until they are gone (an interrupted answer's job
+    may hold the model a moment longer) and trims glibc's heaps."""
     trim = getattr(ctypes.CDLL(None), "malloc_trim", None) \
         if sys.platform.startswith("linux") else None
-    if trim is not None:
-        threading.Thread(target=trim, args=(0,), name="malloc-trim", daemon=True).start()
+    while True:
+        dropped = _releases.get()
+        watched = [weakref.ref(thing) for thing in dropped if _watchable(thing)]
+        dropped.clear()
+        deadline = time.monotonic() + RELEASE_WAIT_S
+        while any(ref() is not None for ref in watched) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if trim is not None:
+            trim(0)
+
+
+def _watchable(thing: object) -> bool:
+    try:
+        weakref.ref(thing)
+    except TypeError:                # None, or a type without weak references
+        return False
+    return True
 
 
 def freeze_startup_objects() -> None:
