@@ -166,13 +166,17 @@ def main() -> None:
                         help="run llama-cpp-python on the same GGUF and threads, print ratios")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if args.gguf:
-        models = {os.path.basename(args.gguf): args.gguf}
-    else:
-        from tests.fixtures.demo_models import DEMO_MODELS, fetch
-
-        models = {key: str(fetch(DEMO_MODELS[key])) for key in args.model}
+    models = chosen_models(args.gguf, args.model)
     compare(models, args.threads, args.rounds, args.requantize, args.vs_llama_cpp)
+
+
+def chosen_models(gguf: str | None, keys: list[str]) -> dict[str, str]:
+    """Name -> GGUF path: ``--gguf`` when given, else the demo models ``--model`` names."""
+    if gguf:
+        return {os.path.basename(gguf): gguf}
+    from tests.fixtures.demo_models import DEMO_MODELS, fetch
+
+    return {key: str(fetch(DEMO_MODELS[key])) for key in keys}
 
 
 def compare(models: dict[str, str], threads: int, rounds: int, requantize: list[str],

@@ -23,7 +23,15 @@ import subprocess
 import sys
 import time
 
-from benchmarks.decode import DECODE, LONG, _prompt, _rss_mib, _speeds, load_average
+from benchmarks.decode import (
+    DECODE,
+    LONG,
+    _prompt,
+    _rss_mib,
+    _speeds,
+    chosen_models,
+    load_average,
+)
 
 SETTINGS = {"4 KiB pages": "", "huge pages": "glibc.malloc.hugetlb=1"}
 
@@ -72,12 +80,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if args.gguf:
-        models = {os.path.basename(args.gguf): args.gguf}
-    else:
-        from tests.fixtures.demo_models import DEMO_MODELS, fetch
-
-        models = {key: str(fetch(DEMO_MODELS[key])) for key in args.model}
+    models = chosen_models(args.gguf, args.model)
     print(f"threads {args.threads}, nproc {os.cpu_count()}, {load_average()} at start")
     for key, path in models.items():
         rows: dict[str, list[dict]] = {name: [] for name in SETTINGS}
