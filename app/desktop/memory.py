@@ -24,6 +24,8 @@ import time
 import weakref
 
 RELEASE_WAIT_S = 10.0   # how long the trim waits for a replaced model's last holders
+_releases: queue.SimpleQueue[list[object]] = queue.SimpleQueue()
+_releaser: threading.Thread | None = None
 
 
 def let_go(dropped: list[object]) -> None:
@@ -38,10 +40,6 @@ def let_go(dropped: list[object]) -> None:
                                      daemon=True)
         _releaser.start()
     _releases.put(dropped)
-
-
-_releases: queue.SimpleQueue[list[object]] = queue.SimpleQueue()
-_releaser: threading.Thread | None = None
 
 
 def _release_forever() -> None:
