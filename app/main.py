@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.desktop import preflight, self_test, theme
 from app.desktop.logging_setup import setup_logging
-from app.desktop.memory import freeze_startup_objects
+from app.desktop.memory import freeze_startup_objects, merge_freed_blocks
 from app.desktop.single_instance import (
     FileOpenEvents,
     InstanceServer,
@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("Lantern is already running: handed it %s", files or "the window")
         return 0
     log.info("Lantern %s starting (%s)", __version__, " ".join(sys.argv))
+    merge_freed_blocks()
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Lantern")

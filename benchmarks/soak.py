@@ -74,6 +74,9 @@ def main() -> int:
 
     restart_with_huge_pages()
     args = parse_args()
+    from app.desktop.memory import freeze_startup_objects, merge_freed_blocks
+
+    merge_freed_blocks()                # as app.main does at start
     app = QApplication.instance() or QApplication(sys.argv)
     from app.conversations.history import History
     from app.desktop.logging_setup import setup_logging
@@ -93,6 +96,7 @@ def main() -> int:
                                  options={"temperature": 0.0,
                                           "num_predict": args.num_predict}),
                         history, auto_load=False)
+    freeze_startup_objects()            # as app.main does before the window shows
     window.show()
     controller = window.controller
 

@@ -237,9 +237,11 @@ def main() -> int:
     args = parser.parse_args()
     sampler = StackSampler() if args.why else None
 
+    from app.desktop.memory import freeze_startup_objects, merge_freed_blocks
+
+    merge_freed_blocks()                # as app.main does at start
     app = QApplication.instance() or QApplication(sys.argv)
     from app.conversations.history import History
-    from app.desktop.memory import freeze_startup_objects
     from app.settings.store import Settings
     from app.window import MainWindow
     from app.workers import wait_for_all

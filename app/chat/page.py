@@ -25,7 +25,7 @@ from app.conversations.history import StoredMessage
 from engine.chat.events import DoneEvent, TokenEvent, ToolCallEvent
 from engine.errors import LanternError
 
-BUILD_SLICE_S = 0.012     # a reopened conversation's bubbles are built this long per turn
+BUILD_SLICE_S = 0.008     # a reopened conversation's bubbles are built this long per turn
 DONE_NOTES = {"cancel": "stopped", "length": "cut off at the length limit"}
 
 
@@ -103,12 +103,17 @@ class ChatPage(QWidget):
         self._build_older(floor=latest_exchange(messages))
 
     def _build_older(self, floor: int | None = None) -> None:
-        """Bubbles for the newest unbuilt messages: down to ``floor`` (an index), then
-        while BUILD_SLICE_S lasts; the rest on the next turn."""
+        """Bubbles for the newest unbuilt messages: down to ``floor`` (an index: the
+        latest exchange, shown at once), else while BUILD_SLICE_S lasts; the rest on the
+        next turns."""
         started, latest = time.perf_counter(), floor is not None
-        floor = len(self._unbuilt) - 1 if floor is None else floor
-        while self._unbuilt and (len(self._unbuilt) > floor
-                                 or time.perf_counter() - started < BUILD_SLICE_S):
+
+        def more() -> bool:
+            if latest:
+                return len(self._unbuilt) > floor
+            return time.perf_counter() - started < BUILD_SLICE_S
+
+        while self._unbuilt and more():
             widget = self.view.prepend(self._restored(self._unbuilt.pop()))
             if not latest:       # older than the latest exchange: no Edit, no Regenerate
                 widget.set_action_enabled("Edit", False)

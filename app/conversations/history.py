@@ -71,6 +71,7 @@ INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
 MESSAGE_COLUMNS = ("id, role, content, images, complete, thinking, thinking_ms, logprobs, "
                    "steering")
+NO_LOGPROBS = MESSAGE_COLUMNS.replace("logprobs", "'[]'")   # the same, the rows left unread
 
 
 @dataclass(frozen=True)
@@ -294,11 +295,12 @@ class History:
         """The conversation's messages in order; ``logprobs=False`` leaves every message's
         token rows unread (a long chat's take most of the reading: `logprobs` reads one
         message's when it is needed)."""
+        columns = MESSAGE_COLUMNS if logprobs else NO_LOGPROBS
         rows = self._db.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conversation = ? ORDER BY id",
+            f"SELECT {columns} FROM messages WHERE conversation = ? ORDER BY id",
             (conversation,),
         )
-        return [_stored(row, logprobs) for row in rows]
+        return [_stored(row) for row in rows]
 
     def logprobs(self, message: int) -> tuple:
         """One message's token rows (() for none, or a message no longer there)."""
@@ -365,6 +367,11 @@ def _lead_with_match(snippet: str) -> str:
     return "…" + plain[start:].lstrip("…")
 
 
-def _stored(row: tuple, logprobs: bool = True) -> StoredMessage:
-    return StoredMessage(row[0], row[1], row[2], tuple(json.loads(row[3])), bool(row[4]),
-                         row[5], row[6], tuple(json.loads(row[7])) if logprobs else (), row[8])
+def _stored(row: tuple) -> StoredMessage:
+    return StoredMessage(row[0], row[1], row[2], _listed(row[3]), bool(row[4]), row[5],
+                         row[6], _listed(row[7]), row[8])
+
+
+def _listed(text: str) -> tuple:
+    """A JSON list column as a tuple (most are empty: no parse for those)."""
+    return () if text == "[]" else tuple(json.loads(text))

@@ -6,6 +6,12 @@ arenas, so without a trim the process grows by part of a model's working set wit
 switch (the soak in BENCHMARKS.md). ``malloc_trim`` returns it; other C libraries and
 systems have no such call and need none.
 
+glibc also keeps small freed blocks in "fast bins", unmerged, until a larger request
+merges them all at once: a long chat's bubbles leave some 200 000 of them, and whichever
+call comes next on the GUI thread (a history query) paid tens of milliseconds for the lot.
+Without fast bins each free merges its block as it goes, inside the slices that destroy
+the bubbles.
+
 A full pass of the garbage collector walks every tracked object of the process while it
 holds the GIL, on whichever thread allocated last: a worker's pass stops the window as
 long as one of its own. Most of those objects are made at start (modules, classes, the
@@ -23,6 +29,7 @@ import threading
 import time
 import weakref
 
+M_MXFAST = 1            # mallopt's parameter: the largest block a fast bin keeps
 RELEASE_WAIT_S = 10.0   # how long the trim waits for a replaced model's last holders
 _releases: queue.SimpleQueue[list[object]] = queue.SimpleQueue()
 _releaser: threading.Thread | None = None
@@ -64,6 +71,15 @@ def _watchable(thing: object) -> bool:
     except TypeError:                # None, or a type without weak references
         return False
     return True
+
+
+def merge_freed_blocks() -> None:
+    """Turn glibc's fast bins off for the whole process (other C libraries: nothing to
+    do). Call it at start, before the window is built."""
+    if sys.platform.startswith("linux"):
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+        if mallopt is not None:
+            mallopt(M_MXFAST, 0)
 
 
 def freeze_startup_objects() -> None:

@@ -67,6 +67,11 @@ class Inspector(QObject):
         if (hint := missing()) is not None:
             panel.opinion.show_missing(hint)
         self.tracer = Tracer(panel.tracing, conversation, runner, self)
+        panel.tabs.currentChanged.connect(self._page_shown)
+
+    def _page_shown(self, index: int) -> None:
+        if self.panel.tabs.widget(index) is self.panel.tracing:
+            self.tracer.count()
 
     # -- following the conversation ---------------------------------------------------------
 

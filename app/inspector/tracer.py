@@ -97,7 +97,9 @@ class Tracer(QObject):
         return texts if able else None
 
     def count(self) -> None:
-        if self.job is None:
+        """The texts' token counts, while the tab is on show (each is an exchange with the
+        tokenizer's process, on the window's time); the tab counts when it comes on show."""
+        if self.job is None and not self.page.isHidden():
             self._texts()
 
     def start(self) -> None:

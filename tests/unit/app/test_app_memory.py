@@ -1,11 +1,16 @@
 """Start-up's objects leave the garbage collector's full passes; garbage is still freed;
-a replaced model is freed on a thread of its own."""
+a replaced model is freed on a thread of its own; small freed blocks are merged at once
+(glibc)."""
 
 import gc
+import platform
+import subprocess
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +66,33 @@ def test_a_replaced_model_is_freed_off_the_calling_thread():
     while not freed_on and time.monotonic() < deadline:
         time.sleep(0.01)
     assert freed_on and freed_on[0] != threading.current_thread().name
+
+
+FAST_BIN_BLOCKS = """
+import ctypes, sys
+from app.desktop.memory import merge_freed_blocks
+if sys.argv[1] == "merged":
+    merge_freed_blocks()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+blocks = [libc.malloc(48) for _ in range(20000)]
+for block in blocks:
+    libc.free(ctypes.c_void_p(block))
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int) for name in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+                .split()]
+libc.mallinfo.restype = Info
+print(libc.mallinfo().smblks)
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's fast bins")
+def test_small_freed_blocks_are_not_left_for_a_later_call_to_merge():
+    def fast_bin_blocks(mode: str) -> int:
+        return int(subprocess.run([sys.executable, "-c", FAST_BIN_BLOCKS, mode], check=True,
+                                  capture_output=True, text=True,
+                                  cwd=Path(__file__).parents[3]).stdout)
+
+    assert fast_bin_blocks("as is") > 1000        # what a later large request merges
+    assert fast_bin_blocks("merged") == 0

@@ -2,9 +2,10 @@
 of another token count is refused with the counts named and nothing runs; a trace on a
 tiny model shows exactly engine.inspect.tracing's numbers (answer, rival, differences,
 the map and its hover); cancel ends the job; an answer that starts cancels it; another
-conversation empties the tab; an image message traces with its image in both prompts, its
-patch groups as labelled columns, exactly as the engine does; the panel's
-tab names, the Tracing tab's among them, are whole at the panel's opening width."""
+conversation empties the tab; the token counts wait for the tab to be on show (each is
+an exchange with the tokenizer's process); an image message traces with its image in both
+prompts, its patch groups as labelled columns, exactly as the engine does; the panel's tab
+names, the Tracing tab's among them, are whole at the panel's opening width."""
 
 from __future__ import annotations
 
@@ -130,6 +131,7 @@ def test_an_image_message_traces_as_the_engine_does(qtbot, tmp_path, vision_stor
     window.chat.input.attach([str(photo)])
     send_vl(qtbot, window, "What is in this picture?")
     page, tracer = window.panel.tracing, window.inspector.tracer
+    window.panel.tabs.setCurrentWidget(page)
     assert page.clean.toPlainText() == "What is in this picture?" and not page.corrupt.isReadOnly()
     assert "image goes with both texts" in page.image_note.text()
     page.plain.setChecked(True)                      # no template: no place for the image
@@ -170,6 +172,8 @@ def test_the_same_question_over_a_noised_picture(qtbot, tmp_path, vision_store, 
     assert page.noise.isHidden()                    # no picture yet
     window.chat.input.attach([str(photo)])
     send_vl(qtbot, window, "What is in this picture?")
+    assert page.counts.text() == ""                 # counted when the tab is on show
+    window.panel.tabs.setCurrentWidget(page)
     assert not page.noise.isHidden() and not page.button.isEnabled()
     assert "or noise the picture" in page.counts.text()
     page.noise.setChecked(True)                      # the same words, the picture noised
