@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 
 M_MXFAST = 1            # mallopt's parameter: the largest block a fast bin keeps
 RELEASE_WAIT_S = 10.0   # how long the trim waits for a replaced model's last holders
@@ -52,8 +53,7 @@ def let_go(dropped: list[object]) -> None:
 def _release_forever() -> None:
     """Drops each list's objects, waits until they are gone (an interrupted answer's job
     may hold the model a moment longer) and trims glibc's heaps."""
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None) \
-        if sys.platform.startswith("linux") else None
+    trim = _c_library("malloc_trim")
     while True:
         dropped = _releases.get()
         watched = [weakref.ref(thing) for thing in dropped if _watchable(thing)]
@@ -76,10 +76,16 @@ def _watchable(thing: object) -> bool:
 def merge_freed_blocks() -> None:
     """Turn glibc's fast bins off for the whole process (other C libraries: nothing to
     do). Call it at start, before the window is built."""
-    if sys.platform.startswith("linux"):
-        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
-        if mallopt is not None:
-            mallopt(M_MXFAST, 0)
+    mallopt = _c_library("mallopt")
+    if mallopt is not None:
+        mallopt(M_MXFAST, 0)
+
+
+def _c_library(name: str) -> Callable[..., int] | None:
+    """The process's C library function ``name`` on Linux (glibc's heap calls), else
+    None: other systems and C libraries have no such call and need none."""
+    return getattr(ctypes.CDLL(None), name, None) if sys.platform.startswith("linux") \
+        else None
 
 
 def freeze_startup_objects() -> None:
