@@ -26,6 +26,10 @@ from engine.chat.events import DoneEvent, TokenEvent, ToolCallEvent
 from engine.errors import LanternError
 
 BUILD_SLICE_S = 0.008     # a reopened conversation's bubbles are built this long per turn
+KEPT_MESSAGES = 60        # a chat's newest bubbles kept built; older ones when scrolled up to
+MORE_AT_TOP = 20          # older bubbles built each time the user reaches the top
+LET_GO_SLACK = 20         # how far past KEPT_MESSAGES a chat grows before its oldest go
+KEPT_SCREENS = 2          # ...and never below this many heights of the view
 DONE_NOTES = {"cancel": "stopped", "length": "cut off at the length limit"}
 
 
@@ -64,6 +68,7 @@ class ChatPage(QWidget):
         self.answer: MessageWidget | None = None      # the answer being streamed
         self.color_tokens = False
         self._unbuilt: list[StoredMessage] = []     # older messages not shown yet
+        self._wanted = 0                             # bubbles to build up to, then stop
         self._model_name = ""
         self._build_timer = QTimer(self, singleShot=True, interval=0)
         self._build_timer.timeout.connect(self._build_older)
@@ -73,6 +78,7 @@ class ChatPage(QWidget):
         self.header = ConversationHeader()
         layout.addWidget(self.header)
         self.view = ChatView()
+        self.view.reachedTop.connect(self._build_more)
         layout.addWidget(self.view, 1)
         self.steering = SteeringBar()
         self.steering.changed.connect(controller.set_control_vectors)
@@ -97,31 +103,57 @@ class ChatPage(QWidget):
     def show_conversation(self, messages: list[StoredMessage], model_name: str) -> None:
         """A stored conversation: its latest exchange at once, the older messages from the
         newest back over the next turns of the event loop (a long chat built in one go
-        would freeze the window)."""
+        would freeze the window), up to KEPT_MESSAGES; the rest when scrolled up to."""
         self._forget_shown()
         self._unbuilt, self._model_name = list(messages), model_name
+        self._wanted = KEPT_MESSAGES
         self._build_older(floor=latest_exchange(messages))
 
     def _build_older(self, floor: int | None = None) -> None:
         """Bubbles for the newest unbuilt messages: down to ``floor`` (an index: the
         latest exchange, shown at once), else while BUILD_SLICE_S lasts; the rest on the
-        next turns."""
+        next turns, until the view holds the bubbles wanted."""
         started, latest = time.perf_counter(), floor is not None
 
         def more() -> bool:
             if latest:
                 return len(self._unbuilt) > floor
-            return time.perf_counter() - started < BUILD_SLICE_S
+            return (len(self.view.messages) < self._wanted
+                    and time.perf_counter() - started < BUILD_SLICE_S)
 
         while self._unbuilt and more():
             widget = self.view.prepend(self._restored(self._unbuilt.pop()))
             if not latest:       # older than the latest exchange: no Edit, no Regenerate
                 widget.set_action_enabled("Edit", False)
                 widget.set_action_enabled("Regenerate", False)
-        if self._unbuilt:
+        if self.building:
             self._build_timer.start()
         if latest:
             self._update_actions()
+
+    def _build_more(self) -> None:
+        """The user reached the top: the next older messages, if any are not shown."""
+        if self._unbuilt and not self.building:
+            self._wanted = len(self.view.messages) + MORE_AT_TOP
+            self._build_timer.start()
+
+    def _let_go_of_oldest(self) -> None:
+        """A chat followed at its end keeps its newest KEPT_MESSAGES bubbles (at least
+        KEPT_SCREENS of them): the older ones leave (every LET_GO_SLACK messages, not on
+        each answer) and are built again from the history when the user scrolls up to
+        them, so a long chat does not grow the window's memory without end."""
+        extra = len(self.view.messages) - KEPT_MESSAGES
+        if (extra < LET_GO_SLACK or not self.view.following or self.building
+                or self.view.screens_from(extra) < KEPT_SCREENS):
+            return          # (what fits in the view would only be built again at once)
+        stored = self.controller.history.messages(self.controller.conversation_id,
+                                                  logprobs=False)
+        ids = [m.id for m in stored]
+        first_kept = self.view.messages[extra].message_id
+        if first_kept not in ids:
+            return
+        self.view.drop_oldest(extra)
+        self._unbuilt = stored[:ids.index(first_kept)]
 
     def _restored(self, stored: StoredMessage) -> MessageWidget:
         widget = self._new_widget(stored.role, stored.content, stored.images, stored.id,
@@ -144,8 +176,13 @@ class ChatPage(QWidget):
 
     @property
     def building(self) -> bool:
-        """Older messages of the conversation shown are still to be built."""
-        return bool(self._unbuilt)
+        """Older messages of the conversation shown are being built."""
+        return bool(self._unbuilt) and len(self.view.messages) < self._wanted
+
+    @property
+    def older_unbuilt(self) -> int:
+        """Older messages of the conversation shown that have no bubble (yet)."""
+        return len(self._unbuilt)
 
     def last_answer_tokens(self) -> list:
         """The latest answer's tokens (saved ones for a reopened conversation)."""
@@ -294,6 +331,7 @@ class ChatPage(QWidget):
         self.answer.set_steering(event.steering)
         self.answer = None
         self._update_actions()
+        self._let_go_of_oldest()
 
     def _on_interrupted(self, note: str) -> None:
         """The answer was given up (model switch, conversation switch): it keeps what was
@@ -304,6 +342,7 @@ class ChatPage(QWidget):
         self.answer.set_status(note)
         self.answer = None
         self._update_actions()
+        self._let_go_of_oldest()
 
     def _on_failed(self, message: str) -> None:
         if self.answer is not None:

@@ -42,6 +42,7 @@ NAME_KEPT = 16                    # a bubble's header shows this much of a model
 DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per turn
 OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
 # hiding a bubble hides each of its many child widgets, which is what costs)
+NEAR_TOP = 48                     # pixels from the top at which older messages are wanted
 
 
 def probability_colour(probability: float) -> QColor:
@@ -338,7 +339,10 @@ def _image_strip(images: tuple[str, ...]) -> QHBoxLayout:
 class ChatView(QScrollArea):
     """A vertical list of messages that follows the newest one while the user is at the end.
     Older messages can arrive above the others (a reopened conversation is built from its
-    end): the view stays at the end, or on what the user scrolled to."""
+    end, a long one's oldest are let go and built again when scrolled up to): the view
+    stays at the end, or on what the user scrolled to."""
+
+    reachedTop = Signal()        # the top is in sight: older messages, if any, are wanted
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -406,16 +410,35 @@ class ChatView(QScrollArea):
         del self.messages[index:]
         self.hint.setVisible(not self.messages)
 
+    @property
+    def following(self) -> bool:
+        """The user is at the end: what comes in is shown as it comes."""
+        return self._follow
+
     def clear(self) -> None:
-        """Every message leaves the layout and the view at once; the widgets are destroyed
-        a slice per turn of the event loop (a long chat's all at once would freeze it)."""
-        for widget in self.messages:
-            self._layout.removeWidget(widget)
-            widget.move(OUT_OF_SIGHT)
-        self._leaving += self.messages
+        """Every message leaves the view at once."""
+        self._leave(self.messages)
         self.messages = []
         self.hint.show()
         self._follow, self._grown_above = True, False
+
+    def screens_from(self, index: int) -> float:
+        """How many heights of the view the messages from ``index`` on fill."""
+        span = self.widget().height() - self.messages[index].y()
+        return span / max(1, self.viewport().height())
+
+    def drop_oldest(self, count: int) -> None:
+        """The oldest ``count`` messages leave the view (the others stay where they are)."""
+        self._leave(self.messages[:count])
+        del self.messages[:count]
+
+    def _leave(self, widgets: list[MessageWidget]) -> None:
+        """The widgets leave the layout at once and are destroyed a slice per turn of the
+        event loop (a long chat's all at once would freeze it)."""
+        for widget in widgets:
+            self._layout.removeWidget(widget)
+            widget.move(OUT_OF_SIGHT)
+        self._leaving += widgets
         if self._leaving:
             self._destroy_timer.start()
 
@@ -429,6 +452,8 @@ class ChatView(QScrollArea):
     def _track_follow(self, value: int) -> None:
         bar = self.verticalScrollBar()
         self._follow = value >= bar.maximum() - 24
+        if value <= NEAR_TOP:
+            self.reachedTop.emit()
 
     def _keep_in_place(self, _minimum: int, maximum: int) -> None:
         bar = self.verticalScrollBar()
@@ -437,3 +462,5 @@ class ChatView(QScrollArea):
         elif self._grown_above:
             bar.setValue(bar.value() + maximum - self._maximum)
         self._maximum = maximum
+        if bar.value() <= NEAR_TOP:           # e.g. all of it fits: nothing to scroll up
+            self.reachedTop.emit()

@@ -1,7 +1,9 @@
 """A long conversation reopens without freezing the window: its latest exchange shows at
-once, the older messages fill in above over the next turns of the event loop, and in the
-end every message is there, in order, scrolled to the end (or as far from it as the
-user scrolled), with the saved tokens' colouring and Edit / Regenerate where they belong."""
+once, the older messages fill in above over the next turns of the event loop up to the
+bubbles a chat keeps, scrolled to the end (or as far from it as the user scrolled), with
+the saved tokens' colouring and Edit / Regenerate where they belong; the rest come when
+the user scrolls up to them. A chat that grows while followed lets its oldest bubbles go
+and builds them again from the history when scrolled up to."""
 
 from collections import Counter
 
@@ -9,6 +11,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 
+from app.chat.page import KEPT_MESSAGES, MORE_AT_TOP
 from app.chat.view import TOKEN_PROPERTY, MessageWidget
 from app.conversations.history import History, StoredMessage
 from app.settings.store import Settings
@@ -16,6 +19,7 @@ from app.window import MainWindow
 from engine.catalog.importer import import_gguf
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import write_model
+from tests.unit.app.test_app_chat import load, send
 
 EXCHANGES = 60
 TIMEOUT_MS = 30_000
@@ -86,15 +90,50 @@ def test_a_long_conversation_shows_its_end_at_once_and_fills_in_above(qtbot, win
     assert window.panel.reply and len(window.panel.reply) == len(stored[-1].logprobs)
 
     qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
-    assert texts(window) == [m.content for m in stored]
-    assert [w.message_id for w in window.chat.view.messages] == [m.id for m in stored]
+    assert texts(window) == [m.content for m in stored[-KEPT_MESSAGES:]]
+    assert [w.message_id for w in window.chat.view.messages] == \
+        [m.id for m in stored[-KEPT_MESSAGES:]]
+    assert window.chat.older_unbuilt == len(stored) - KEPT_MESSAGES
     bar = window.chat.view.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum())
     messages = window.chat.view.messages
     assert [not w.buttons["Edit"].isHidden() for w in messages if w.role == "user"] == \
-        [False] * (EXCHANGES - 1) + [True]
+        [False] * (KEPT_MESSAGES // 2 - 1) + [True]
     assert [not w.buttons["Regenerate"].isHidden() for w in messages
-            if w.role == "assistant"] == [False] * (EXCHANGES - 1) + [True]
+            if w.role == "assistant"] == [False] * (KEPT_MESSAGES // 2 - 1) + [True]
+
+
+def scroll_to_the_top_for_more(qtbot, window: MainWindow) -> None:
+    """Scroll to the top and wait for the older bubbles it brings; the bubble that was at
+    the top stays where the user saw it."""
+    view = window.chat.view
+    bar = view.verticalScrollBar()
+    shown, top = len(view.messages), view.messages[0]
+    bar.setValue(0)
+    seen_at = top.mapTo(view.viewport(), top.rect().topLeft()).y()
+    qtbot.waitUntil(lambda: len(view.messages) == shown + min(MORE_AT_TOP, shown + 1000)
+                    or not window.chat.older_unbuilt, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    qtbot.wait(50)
+    assert abs(top.mapTo(view.viewport(), top.rect().topLeft()).y() - seen_at) <= 24
+
+
+def test_scrolling_to_the_top_brings_the_older_messages(qtbot, window):
+    long_chat = chat_id(window, "long")
+    stored = window.history.messages(long_chat)
+    window.open_conversation(long_chat)
+    qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
+    view, bar = window.chat.view, window.chat.view.verticalScrollBar()
+    qtbot.waitUntil(lambda: view.messages[0].y() > 0 and bar.value() == bar.maximum() > 0,
+                    timeout=TIMEOUT_MS)              # laid out, at the end
+    qtbot.wait(100)
+    scroll_to_the_top_for_more(qtbot, window)
+    assert texts(window) == [m.content for m in stored[-KEPT_MESSAGES - MORE_AT_TOP:]]
+    while window.chat.older_unbuilt:
+        scroll_to_the_top_for_more(qtbot, window)
+    assert [w.message_id for w in view.messages] == [m.id for m in stored]
+    assert not any(w.buttons["Edit"].isVisibleTo(w) for w in view.messages[:-2]
+                   if w.role == "user")
 
 
 def test_saved_tokens_colour_every_answer_built_later(qtbot, window):
@@ -102,7 +141,7 @@ def test_saved_tokens_colour_every_answer_built_later(qtbot, window):
     window.open_conversation(chat_id(window, "long"))
     qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
     answers = [w for w in window.chat.view.messages if w.role == "assistant"]
-    assert len(answers) == EXCHANGES
+    assert len(answers) == KEPT_MESSAGES // 2
     for widget in answers:
         assert "".join(t.text for t in widget.tokens) == widget.text
         assert coloured_tokens(widget) == list(range(len(widget.tokens)))
@@ -158,10 +197,12 @@ def test_opening_reads_only_the_latest_answers_tokens(qtbot, window, monitor_rea
     qtbot.waitUntil(lambda: not window.chat.building, timeout=TIMEOUT_MS)
     assert monitor_reads == [stored[-1].id]                   # the panel's latest answer
     first = next(w for w in window.chat.view.messages if w.role == "assistant")
-    assert [t.text for t in first.tokens] == [r["text"] for r in stored[1].logprobs]
-    assert monitor_reads == [stored[-1].id, stored[1].id]
+    kept = stored[-KEPT_MESSAGES:]
+    assert first.message_id == kept[1].id
+    assert [t.text for t in first.tokens] == [r["text"] for r in kept[1].logprobs]
+    assert monitor_reads == [stored[-1].id, kept[1].id]
     window.panel.color_toggle.setChecked(True)
-    assert coloured_tokens(first) == list(range(len(stored[1].logprobs)))
+    assert coloured_tokens(first) == list(range(len(kept[1].logprobs)))
 
 
 @pytest.fixture
@@ -199,5 +240,60 @@ def test_bubbles_added_above_leave_the_others_their_size(qtbot, window):
         qtbot.wait(100)
     finally:
         QApplication.instance().removeEventFilter(resizes)
-    assert len(resizes.counts) == 2 * EXCHANGES
+    assert len(resizes.counts) == KEPT_MESSAGES
     assert max(resizes.counts.values()) <= 6
+
+
+def chatting_window(qtbot, tmp_path, monkeypatch, *, kept: int, slack: int,
+                    height: int) -> MainWindow:
+    """A shown window with the tiny model loaded (three-token answers), keeping ``kept``
+    bubbles and letting the oldest go ``slack`` past them."""
+    monkeypatch.setattr("app.chat.page.KEPT_MESSAGES", kept)
+    monkeypatch.setattr("app.chat.page.LET_GO_SLACK", slack)
+    models = tmp_path / "models"
+    import_gguf(Store.open(models), write_model(tmp_path / "t.gguf", "qwen2"), "tiny")
+    window = MainWindow(Settings(models_dir=str(models), options={"num_predict": 3}),
+                        History(tmp_path / "h.sqlite3"), auto_load=False)
+    qtbot.addWidget(window)
+    window.resize(1000, height)
+    window.show()
+    load(qtbot, window, "tiny:latest")
+    return window
+
+
+def test_a_followed_chat_lets_its_oldest_bubbles_go_and_brings_them_back(
+        qtbot, tmp_path, monkeypatch):
+    """The soak's memory: every bubble of a 200-turn chat stayed alive. Followed at its
+    end, a chat keeps its newest bubbles; the rest come back from the history, in order,
+    when scrolled up to."""
+    window = chatting_window(qtbot, tmp_path, monkeypatch, kept=6, slack=4, height=600)
+    view, shown = window.chat.view, []
+    for n in range(9):
+        with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):
+            send(window, f"question {n}" + "\nand a line more" * 12)   # tall: 6 fill 2 views
+        shown.append(len(view.messages))
+    assert max(shown) <= 6 + 4 and shown[-1] < 18
+    stored = window.history.messages(window.controller.conversation_id)
+    assert len(stored) == 18
+    assert window.chat.older_unbuilt == 18 - len(view.messages)
+    assert [w.message_id for w in view.messages] == [m.id for m in stored[-len(view.messages):]]
+    qtbot.waitUntil(lambda: len(view.widget().findChildren(MessageWidget)) == len(view.messages),
+                    timeout=TIMEOUT_MS)                     # the others are destroyed
+    while window.chat.older_unbuilt:
+        scroll_to_the_top_for_more(qtbot, window)
+    assert [(w.role, w.text) for w in view.messages] == [(m.role, m.content) for m in stored]
+
+
+def test_what_fits_in_the_view_is_not_let_go(qtbot, tmp_path, monkeypatch):
+    """Short messages that fit in the view stay built (let go, they would be built again
+    at once: the view would be at its top)."""
+    window = chatting_window(qtbot, tmp_path, monkeypatch, kept=2, slack=2, height=900)
+    for n in range(4):
+        with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):
+            send(window, f"q{n}")
+        qtbot.wait(50)
+        if n == 0:
+            first = window.chat.view.messages[0]
+    qtbot.wait(100)
+    assert len(window.chat.view.messages) == 8 and window.chat.older_unbuilt == 0
+    assert window.chat.view.messages[0] is first              # never let go and rebuilt
