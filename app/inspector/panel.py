@@ -40,7 +40,8 @@ from app.inspector.opinion_page import OpinionPage
 from app.inspector.page_buttons import PageButtons
 from app.inspector.rows import (
     TOP_ROWS,
-    kept_text,
+    cut_by_text,
+    cut_by_tip,
     layer_rows,
     prompt_rows,
     top_pairs,
@@ -57,7 +58,7 @@ FAILED_COLOUR = QColor(230, 80, 70, 70)
 BAR_COLOUR = QColor(70, 130, 240, 70)
 PROBABILITY_COLOUR = QColor(60, 150, 90)
 ENTROPY_COLOUR = QColor(70, 130, 240)
-MIN_WIDTH = 380                   # the Token page whole (its top-5 table, the reasons)
+MIN_WIDTH = 430                   # the Token page whole (its top-5 table, the reasons)
 MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
@@ -280,16 +281,17 @@ class DebugPanel(QDockWidget):
         """The sampler's reasons, one row per candidate."""
         self.reasons_model = RecordTableModel(
             [
-                Column("token", lambda r: visible_piece(r.piece), tip=lambda r: f"id {r.id}"),
+                Column("token", lambda r: visible_piece(r.piece),
+                       tip=lambda r: f"{visible_piece(r.piece)} (id {r.id})"),
                 Column("raw", lambda r: f"{r.raw_logit:.2f}", numeric=True,
                        tip=lambda r: "the model's logit"),
-                Column("penalised", lambda r: f"{r.penalized_logit:.2f}", numeric=True,
-                       tip=lambda r: "after repeat / presence / frequency penalties"),
+                Column("pen.", lambda r: f"{r.penalized_logit:.2f}", numeric=True,
+                       tip=lambda r: "penalised: the logit after repeat / presence / "
+                       "frequency penalties"),
                 Column("/T", lambda r: "–" if r.scaled_logit is None else
                        f"{r.scaled_logit:.2f}", numeric=True,
                        tip=lambda r: "after temperature (– : a filter dropped it)"),
-                Column("kept", kept_text, tip=lambda r: f"{kept_text(r)}: which of top-k, "
-                       "typical-p, top-p, min-p kept it"),
+                Column("cut by", cut_by_text, tip=cut_by_tip),
                 Column("p", lambda r: f"{r.probability:.1%}", numeric=True,
                        bar=lambda r: r.probability,
                        tip=lambda r: "final probability in the draw"),
@@ -298,9 +300,9 @@ class DebugPanel(QDockWidget):
         )
         self.reasons_table = table_view(self.reasons_model, stretch_column=4)
         self.reasons_table.setItemDelegateForColumn(5, BarDelegate(self.reasons_table))
-        # token and numbers stay whole; "kept" takes the room left (elided, its tooltip
-        # says it all)
-        fix_columns(self.reasons_table, {0: "<0xE4><0xBD>", 1: "-99.99", 2: "-99.99",
+        # numbers stay whole, a token as long as most; "cut by" takes the room left
+        # (elided past it: its tooltip, and a long token's, says it all)
+        fix_columns(self.reasons_table, {0: "·because", 1: "-99.99", 2: "-99.99",
                                          3: "-99.99", 5: "100.0%"})
         self.reasons_table.setMinimumHeight(26 * 6)
         return self.reasons_table

@@ -118,9 +118,21 @@ def layer_rows(stats) -> list[LayerRow]:
             for r, row in enumerate(stats)]
 
 
-def kept_text(candidate) -> str:
-    """Which sampler filters dropped a candidate (engine.chat.reasons.Candidate)."""
+def cut_by_text(candidate) -> str:
+    """The sampler filters that dropped a candidate (engine.chat.reasons.Candidate), short
+    enough for a narrow column: "" when every filter kept it."""
     if not candidate.kept:
-        return "greedy: no filters"
-    dropped = [name for name, kept in zip(FILTERS, candidate.kept, strict=True) if not kept]
-    return "all" if not dropped else "cut by " + ", ".join(dropped)
+        return "greedy"
+    return ", ".join(name for name, kept in zip(FILTERS, candidate.kept, strict=True)
+                     if not kept)
+
+
+def cut_by_tip(candidate) -> str:
+    """What the sampler's filters did with a candidate, in a sentence."""
+    if not candidate.kept:
+        return "greedy decoding: no filters, the most likely token is taken"
+    kept = [name for name, kept in zip(FILTERS, candidate.kept, strict=True) if kept]
+    cut = cut_by_text(candidate)
+    if not cut:
+        return "kept by every filter (" + ", ".join(FILTERS) + ")"
+    return f"cut by {cut}" + (f"; kept by {', '.join(kept)}" if kept else "")

@@ -116,13 +116,17 @@ def test_llama_tab_says_how_to_get_it_when_missing(qtbot, monkeypatch):
     assert "pip install 'lantern[llama]'" in panel.opinion.status.text()
 
 
-@pytest.mark.parametrize("kept, text", [((True,) * 4, "all"), ((), "greedy: no filters"),
-                                        ((True, False, True, False), "cut by typical_p, min_p")])
-def test_kept_text(kept, text):
-    from app.inspector.rows import kept_text
+@pytest.mark.parametrize("kept, text, tip", [
+    ((True,) * 4, "", "kept by every filter (top_k, typical_p, top_p, min_p)"),
+    ((), "greedy", "greedy decoding: no filters, the most likely token is taken"),
+    ((True, False, True, False), "typical_p, min_p",
+     "cut by typical_p, min_p; kept by top_k, top_p"),
+    ((False,) * 4, "top_k, typical_p, top_p, min_p", "cut by top_k, typical_p, top_p, min_p")])
+def test_cut_by_text(kept, text, tip):
+    from app.inspector.rows import cut_by_text, cut_by_tip
 
     class Row:
         pass
     row = Row()
     row.kept = kept
-    assert kept_text(row) == text
+    assert (cut_by_text(row), cut_by_tip(row)) == (text, tip)

@@ -96,6 +96,27 @@ def test_every_panel_tab_stays_in_sight_when_narrow(qtbot):
     assert buttons[2].isChecked() and not buttons[6].isChecked()
 
 
+def test_the_sampler_reasons_fit_the_narrowest_panel(qtbot):
+    """At its narrowest (a screen under 1280 pixels wide, a short one: the Token page
+    scrolls) the panel shows the reasons' every column without a scroll bar, "cut by"
+    wide enough for one filter's name."""
+    from app.inspector.panel import CELL_PADDING, DebugPanel
+
+    panel = DebugPanel()
+    qtbot.addWidget(panel)
+    panel.resize(320, 500)
+    panel.show()
+    qtbot.waitExposed(panel)
+    table = panel.reasons_table
+    header = table.horizontalHeader()
+    qtbot.waitUntil(lambda: header.length() > 0)
+    assert header.length() <= table.viewport().width()
+    assert table.horizontalScrollBar().maximum() == 0
+    cut_by = [panel.reasons_model.columns[i].header for i in range(header.count())].index("cut by")
+    assert header.sectionSize(cut_by) >= \
+        table.fontMetrics().horizontalAdvance("top_p") + CELL_PADDING
+
+
 def test_a_piece_no_font_can_draw_shows_its_code_point(qtbot):
     from app.inspector.rows import visible_piece
 
