@@ -127,7 +127,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(splitter)
         self.panel = DebugPanel(self)
         self.inspector = Inspector(self.panel, self.controller, self.runner, self)
-        self.comparer = ModelComparer(self.panel.compare, self.controller, self.inspector,
+        self.comparer = ModelComparer(self.panel, self.controller, self.inspector,
                                       self.runner, self.store, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
         # roomy where the screen allows, else as narrow as the panel goes

@@ -102,7 +102,6 @@ def _tint(row: TokenRow) -> QColor | None:
 class ComparePage(QWidget):
     requested = Signal(object)          # the Candidate picked
     cancelRequested = Signal()
-    shown = Signal()                    # the tab came into view
 
     def __init__(self, table_factory, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -152,10 +151,6 @@ class ComparePage(QWidget):
         self.models.setMinimumContentsLength(16)
         row.addWidget(self.models, 1)
         return row
-
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
-        super().showEvent(event)
-        self.shown.emit()
 
     def set_candidates(self, candidates: list[Candidate]) -> None:
         """The store's other models; those of another vocabulary are listed, disabled,

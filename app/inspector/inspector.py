@@ -66,12 +66,7 @@ class Inspector(QObject):
         panel.opinion.layers.cancelRequested.connect(self.cancel_layers)
         if (hint := missing()) is not None:
             panel.opinion.show_missing(hint)
-        self.tracer = Tracer(panel.tracing, conversation, runner, self)
-        panel.tabs.currentChanged.connect(self._page_shown)
-
-    def _page_shown(self, index: int) -> None:
-        if self.panel.tabs.widget(index) is self.panel.tracing:
-            self.tracer.count()
+        self.tracer = Tracer(panel, conversation, runner, self)
 
     # -- following the conversation ---------------------------------------------------------
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject
 
 from app.chat.conversation import ConversationController
-from app.inspector.compare_page import SAME_FAMILY, ComparePage
+from app.inspector.compare_page import SAME_FAMILY
 from app.inspector.inspector import Inspector
+from app.inspector.panel import DebugPanel
 from app.workers import CallJob, Job, JobRunner, ProgressJob
 from engine.chat.backend import Capability
 from engine.inspect import image_grids
@@ -27,19 +28,20 @@ NO_TEXT = ("Send a message first: the comparison runs over the latest prompt and
 
 
 class ModelComparer(QObject):
-    def __init__(self, page: ComparePage, conversation: ConversationController,
+    def __init__(self, panel: DebugPanel, conversation: ConversationController,
                  inspector: Inspector, runner: JobRunner, store: Callable[[], Store],
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.page, self.conversation, self.inspector = page, conversation, inspector
+        self.panel, self.page = panel, panel.compare
+        self.conversation, self.inspector = conversation, inspector
         self.runner, self.store = runner, store
         self.job: Job | None = None                 # the comparison running
         self.list_job: Job | None = None            # the store's candidates being read
         self.stale = True                           # candidates not read since the last change
         self.listed_images = False                  # they were read for a context with images
-        page.requested.connect(self.compare)
-        page.shown.connect(self._shown)
-        page.cancelRequested.connect(self.cancel)
+        self.page.requested.connect(self.compare)
+        panel.pageShown.connect(self._shown)
+        self.page.cancelRequested.connect(self.cancel)
         conversation.busyChanged.connect(self._busy)
 
     def refresh(self) -> None:
@@ -50,7 +52,7 @@ class ModelComparer(QObject):
         if self.list_job is not None:
             self.list_job.cancel()
             self.list_job = None
-        self.stale = not self.page.isVisible()
+        self.stale = not self.panel.showing(self.page)
         if self.stale:
             return
         model = self.conversation.model
@@ -69,8 +71,8 @@ class ModelComparer(QObject):
         context = self.inspector.context
         return context is not None and bool(image_grids(context))
 
-    def _shown(self) -> None:
-        if self.stale:
+    def _shown(self, page) -> None:
+        if page is self.page and self.stale:
             self.refresh()
 
     def _listed(self, candidates: list[Candidate]) -> None:

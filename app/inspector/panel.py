@@ -155,6 +155,7 @@ class DebugPanel(QDockWidget):
     checkRequested = Signal()
     replyPointClicked = Signal(int)          # index of a token in the reply
     promptRowClicked = Signal(int)           # a prompt position
+    pageShown = Signal(QWidget)              # a page came into view: chosen, or panel opened
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Inside the model", parent)
@@ -176,6 +177,9 @@ class DebugPanel(QDockWidget):
         self.compare = ComparePage(table_view)
         self.tabs.addTab(self.compare, "Compare")
         self.page_buttons = PageButtons(self.tabs)
+        self.tabs.currentChanged.connect(lambda index: self.pageShown.emit(self.tabs.widget(index)))
+        self.visibilityChanged.connect(
+            lambda visible: visible and self.pageShown.emit(self.tabs.currentWidget()))
         self.reply: list = []                # TokenEvents of the latest answer
         self._latest = None                  # the streamed token the Token tab shows next
         self._frame = QTimer(self, singleShot=True, interval=FRAME_MS)
@@ -194,6 +198,11 @@ class DebugPanel(QDockWidget):
         body_layout.addWidget(self.page_buttons)
         body_layout.addWidget(self.tabs, 1)
         self.setWidget(body)
+
+    def showing(self, page: QWidget) -> bool:
+        """``page`` is in view: the panel open on its tab. Pages that read the store or
+        the tokenizer for what they show do so only then, and again on ``pageShown``."""
+        return not self.isHidden() and self.tabs.currentWidget() is page
 
     def set_capabilities(self, capabilities: frozenset[Capability], model_name: str,
                          where: str) -> None:

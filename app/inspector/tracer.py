@@ -18,7 +18,7 @@ import numpy as np
 from PySide6.QtCore import QObject
 
 from app.chat.conversation import ConversationController
-from app.inspector.tracing_page import TracingPage
+from app.inspector.panel import DebugPanel
 from app.workers import Job, JobRunner, ProgressJob
 from engine.chat.backend import Capability
 from engine.chat.messages import Message
@@ -40,19 +40,21 @@ def prompt(model, text: str, plain: bool, system: str | None, images: tuple = ()
 
 
 class Tracer(QObject):
-    def __init__(self, page: TracingPage, conversation: ConversationController,
+    def __init__(self, panel: DebugPanel, conversation: ConversationController,
                  runner: JobRunner, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.page, self.conversation, self.runner = page, conversation, runner
+        self.panel, self.page = panel, panel.tracing
+        self.conversation, self.runner = conversation, runner
         self.job: Job | None = None
         self.shown: str | None = None            # the text of the message shown
         self.images: tuple[str, ...] = ()        # the paths of its images
         self.piece: Callable[[int], str] = str
         conversation.promptReady.connect(self.refresh)
         conversation.busyChanged.connect(self._busy)
-        page.traceRequested.connect(self.start)
-        page.cancelRequested.connect(self.cancel)
-        page.textsEdited.connect(self.count)
+        self.page.traceRequested.connect(self.start)
+        self.page.cancelRequested.connect(self.cancel)
+        self.page.textsEdited.connect(self.count)
+        panel.pageShown.connect(lambda page: page is self.page and self.count())
 
     def refresh(self, *_prompt) -> None:
         """Show the conversation's latest message; the corrupted copy is kept while its
@@ -99,7 +101,7 @@ class Tracer(QObject):
     def count(self) -> None:
         """The texts' token counts, while the tab is on show (each is an exchange with the
         tokenizer's process, on the window's time); the tab counts when it comes on show."""
-        if self.job is None and not self.page.isHidden():
+        if self.job is None and self.panel.showing(self.page):
             self._texts()
 
     def start(self) -> None:

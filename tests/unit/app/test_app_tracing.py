@@ -194,6 +194,20 @@ def test_the_same_question_over_a_noised_picture(qtbot, tmp_path, vision_store, 
     assert page.noise.isHidden() and not page.noise.isChecked()
 
 
+def test_a_closed_panel_counts_when_it_opens_on_the_tab(qtbot, window):
+    """Closed (its X button) on the Tracing tab, the panel counts nothing; opened again,
+    the tab counts the new message at once."""
+    page = window.panel.tracing
+    window.show()
+    window.panel.show()
+    qtbot.waitExposed(window)
+    window.panel.hide()
+    send(qtbot, window, "Another question here")
+    assert page.clean.toPlainText() == "Another question here" and page.counts.text() == ""
+    window.panel.show()
+    assert "Change one word" in page.counts.text()
+
+
 def test_every_tab_name_is_whole_at_the_panels_width(qtbot):
     panel = DebugPanel()
     qtbot.addWidget(panel)
