@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from app.conversations import log_copier
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -119,12 +122,27 @@ class History:
         # process dying (kill -9), and the streaming answer's update per token stays cheap
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
+        # the log is copied into the database by log_copier's thread, never in a commit
+        self._db.execute("PRAGMA wal_autocheckpoint=0")
         self._db.executescript(SCHEMA)
         self._migrate()
         self.full_text = self._has_fts()
+        self._copier = sqlite3.connect(str(path), isolation_level=None,
+                                       check_same_thread=False)
+        self._copying = threading.Lock()
+        log_copier.watch(self)
 
     def close(self) -> None:
+        log_copier.forget(self)
+        with self._copying:
+            self._copier.close()
         self._db.close()
+
+    def copy_log(self) -> None:
+        """Copy the write-ahead log into the database as far as no reader needs it
+        (SQLite's passive checkpoint: it never waits for the writer)."""
+        with self._copying:
+            self._copier.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def _migrate(self) -> None:
         for table, column, declaration in ADDED_COLUMNS:
