@@ -126,7 +126,7 @@ class ChatPage(QWidget):
             if not latest:       # older than the latest exchange: no Edit, no Regenerate
                 widget.set_action_enabled("Edit", False)
                 widget.set_action_enabled("Regenerate", False)
-        if self.building:
+        if self._unbuilt and len(self.view.messages) < self._wanted:
             self._build_timer.start()
         if latest:
             self._update_actions()
@@ -177,7 +177,7 @@ class ChatPage(QWidget):
     @property
     def building(self) -> bool:
         """Older messages of the conversation shown are being built."""
-        return bool(self._unbuilt) and len(self.view.messages) < self._wanted
+        return self._build_timer.isActive()
 
     @property
     def older_unbuilt(self) -> int:

@@ -244,6 +244,31 @@ def test_bubbles_added_above_leave_the_others_their_size(qtbot, window):
     assert max(resizes.counts.values()) <= 6
 
 
+def test_older_messages_come_back_after_the_chat_let_some_go(qtbot, window):
+    """Scrolled up for more, back at the end, an answer lets the oldest go: scrolling up
+    again still brings them (the view once waited for bubbles it no longer wanted)."""
+    long_chat = chat_id(window, "long")
+    window.open_conversation(long_chat)
+    view, bar = window.chat.view, window.chat.view.verticalScrollBar()
+    qtbot.waitUntil(lambda: not window.chat.building and view.messages[0].y() > 0
+                    and bar.value() == bar.maximum() > 0, timeout=TIMEOUT_MS)
+    qtbot.wait(100)
+    scroll_to_the_top_for_more(qtbot, window)
+    assert len(view.messages) == KEPT_MESSAGES + MORE_AT_TOP
+    bar.setValue(bar.maximum())
+    load(qtbot, window, "tiny:latest")
+    with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):
+        send(window, "one more")
+    assert len(view.messages) == KEPT_MESSAGES and window.chat.older_unbuilt > 0
+    qtbot.waitUntil(lambda: view.messages[0].y() > 0, timeout=TIMEOUT_MS)
+    qtbot.wait(100)
+    scroll_to_the_top_for_more(qtbot, window)
+    assert len(view.messages) == KEPT_MESSAGES + MORE_AT_TOP
+    stored = window.history.messages(long_chat)
+    assert [w.message_id for w in view.messages] == \
+        [m.id for m in stored[-KEPT_MESSAGES - MORE_AT_TOP:]]
+
+
 def chatting_window(qtbot, tmp_path, monkeypatch, *, kept: int, slack: int,
                     height: int) -> MainWindow:
     """A shown window with the tiny model loaded (three-token answers), keeping ``kept``
