@@ -17,8 +17,8 @@ def test_commits_never_copy_the_log_and_the_thread_does(tmp_path, monkeypatch):
     conversation = history.create("long", "m").id
     answer = history.add(conversation, "assistant", "", complete=False)
     text = ""
-    for n in range(3000):                   # a streamed answer: far past SQLite's 1000 pages
-        text += f" word{n}"
+    for n in range(150):                    # a streamed answer: far past SQLite's 1000 pages
+        text += "".join(f" word{n}x{k}" for k in range(100))
         history.update(answer, text, False)
     database, log = (tmp_path / "h.sqlite3").stat().st_size, \
         (tmp_path / "h.sqlite3-wal").stat().st_size
