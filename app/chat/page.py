@@ -118,18 +118,20 @@ class ChatPage(QWidget):
         def more() -> bool:
             if latest:
                 return len(self._unbuilt) > floor
-            return (len(self.view.messages) < self._wanted
-                    and time.perf_counter() - started < BUILD_SLICE_S)
+            return self._wants_more() and time.perf_counter() - started < BUILD_SLICE_S
 
         while self._unbuilt and more():
             widget = self.view.prepend(self._restored(self._unbuilt.pop()))
             if not latest:       # older than the latest exchange: no Edit, no Regenerate
                 widget.set_action_enabled("Edit", False)
                 widget.set_action_enabled("Regenerate", False)
-        if self._unbuilt and len(self.view.messages) < self._wanted:
+        if self._wants_more():
             self._build_timer.start()
         if latest:
             self._update_actions()
+
+    def _wants_more(self) -> bool:
+        return bool(self._unbuilt) and len(self.view.messages) < self._wanted
 
     def _build_more(self) -> None:
         """The user reached the top: the next older messages, if any are not shown."""

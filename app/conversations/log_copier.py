@@ -55,4 +55,4 @@ def _copy_forever() -> None:
             # closed meanwhile, or the disk refused: the next round tries again
             with contextlib.suppress(sqlite3.Error):
                 history.copy_log()
-        del histories
+        del histories        # no strong reference while asleep: a dropped History can go

@@ -121,18 +121,19 @@ def layer_rows(stats) -> list[LayerRow]:
 def cut_by_text(candidate) -> str:
     """The sampler filters that dropped a candidate (engine.chat.reasons.Candidate), short
     enough for a narrow column: "" when every filter kept it."""
-    if not candidate.kept:
-        return "greedy"
-    return ", ".join(name for name, kept in zip(FILTERS, candidate.kept, strict=True)
-                     if not kept)
+    return ", ".join(_filters(candidate, kept=False)) if candidate.kept else "greedy"
 
 
 def cut_by_tip(candidate) -> str:
     """What the sampler's filters did with a candidate, in a sentence."""
     if not candidate.kept:
         return "greedy decoding: no filters, the most likely token is taken"
-    kept = [name for name, kept in zip(FILTERS, candidate.kept, strict=True) if kept]
-    cut = cut_by_text(candidate)
+    cut, kept = _filters(candidate, kept=False), _filters(candidate, kept=True)
     if not cut:
         return "kept by every filter (" + ", ".join(FILTERS) + ")"
-    return f"cut by {cut}" + (f"; kept by {', '.join(kept)}" if kept else "")
+    return "cut by " + ", ".join(cut) + (f"; kept by {', '.join(kept)}" if kept else "")
+
+
+def _filters(candidate, *, kept: bool) -> list[str]:
+    return [name for name, verdict in zip(FILTERS, candidate.kept, strict=True)
+            if verdict == kept]
