@@ -28,6 +28,18 @@ class Column:
     tip: Callable[[object], str] | None = None      # tooltip text
 
 
+@dataclass(frozen=True)
+class _Cells:
+    """One row's answers to the roles a paint asks for: worked out once per row, not on
+    every paint (a streamed answer repaints the Token tab's tables each frame)."""
+    record: object
+    texts: tuple[str, ...]
+    bars: tuple[float | None, ...]
+    tips: tuple[str | None, ...]
+    background: QBrush | None
+    font: QFont | None
+
+
 class RecordTableModel(QAbstractTableModel):
     """Rows are records; `emphasis(record)` returns a highlight colour (or None), drawn
     bold unless `bold` is False."""
@@ -38,6 +50,8 @@ class RecordTableModel(QAbstractTableModel):
         super().__init__(parent)
         self.columns = list(columns)
         self.records: list[object] = []
+        self._cells: list[_Cells | None] = []
+        self._alignments = [RIGHT if c.numeric else LEFT for c in self.columns]
         self._emphasis = emphasis or (lambda record: None)
         self._bold = bold
         self._bold_font = QFont()
@@ -46,11 +60,13 @@ class RecordTableModel(QAbstractTableModel):
     def set_records(self, records: Sequence[object]) -> None:
         if len(records) == len(self.records) and records:
             self.records = list(records)      # same shape: repaint in place
+            self._cells = [None] * len(records)
             self.dataChanged.emit(self.index(0, 0),
                                   self.index(len(records) - 1, len(self.columns) - 1))
             return
         self.beginResetModel()
         self.records = list(records)
+        self._cells = [None] * len(records)
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802, B008 (Qt override)
@@ -70,21 +86,35 @@ class RecordTableModel(QAbstractTableModel):
         # called for every painted cell and role: the common roles are answered first
         if not index.isValid():
             return None
-        record, column = self.records[index.row()], self.columns[index.column()]
+        cells, column = self._row(index.row()), index.column()
         if role == DISPLAY:
-            return column.text(record)
+            return cells.texts[column]
         if role == ALIGNMENT:
-            return RIGHT if column.numeric else LEFT
+            return self._alignments[column]
         if role == BACKGROUND:
-            colour = self._emphasis(record)
-            return QBrush(colour) if colour is not None else None
+            return cells.background
         if role == FONT:
-            return self._bold_font if self._bold and self._emphasis(record) is not None \
-                else None
+            return cells.font
         if role == BAR_ROLE:
-            return column.bar(record) if column.bar is not None else None
-        if role == TOOLTIP and column.tip is not None:
-            return column.tip(record)
+            return cells.bars[column]
+        if role == TOOLTIP:
+            return cells.tips[column]
         if role == RECORD_ROLE:
-            return record
+            return cells.record
         return None
+
+    def _row(self, row: int) -> _Cells:
+        """A row's cells, worked out when first painted (a table of thousands of rows
+        works out only those shown)."""
+        cells = self._cells[row]
+        if cells is None:
+            record = self.records[row]
+            colour = self._emphasis(record)
+            cells = self._cells[row] = _Cells(
+                record,
+                tuple(c.text(record) for c in self.columns),
+                tuple(c.bar(record) if c.bar is not None else None for c in self.columns),
+                tuple(c.tip(record) if c.tip is not None else None for c in self.columns),
+                QBrush(colour) if colour is not None else None,
+                self._bold_font if self._bold and colour is not None else None)
+        return cells
