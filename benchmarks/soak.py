@@ -7,8 +7,9 @@ the other model is loaded while an answer streams (the answer is interrupted), e
 process's RSS every ``--rss-every`` turns, then checks that the log holds no traceback
 and that the history has every turn, each answer complete unless it was stopped or
 interrupted. A tiny synthetic model by default; ``--models-dir --model --model2`` for
-real ones. Exit status 1 when a check fails. The process restarts itself first with
-glibc's huge pages, as the app's start does (engine/cli/huge_pages.py).
+real ones. Exit status 1 when a check fails. It starts as the app does: BLAS threads
+told not to spin (engine/cli/blas_threads.py), the process restarted with glibc's huge
+pages (engine/cli/huge_pages.py).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.soak
 """
@@ -70,8 +71,10 @@ def history_problems(history, conversation: int | None, sent: list[str],
 
 
 def main() -> int:
+    from engine.cli.blas_threads import no_blas_spinning
     from engine.cli.huge_pages import restart_with_huge_pages
 
+    no_blas_spinning()                  # as the app's start does
     restart_with_huge_pages()
     args = parse_args()
     from app.desktop.memory import freeze_startup_objects, merge_freed_blocks

@@ -12,9 +12,10 @@ closing returns within 1 s. Beside each stall, the CPU time the GUI thread itsel
 it: the rest of the stall it waited (for the GIL held by a worker, or for a core on a busy
 machine).
 A tiny synthetic model with a long prompt stands in by default
-(`--models-dir DIR --model NAME --model2 NAME` uses a real store's models). The process
-restarts itself first with glibc's huge pages, as the app's start does
-(engine/cli/huge_pages.py).
+(`--models-dir DIR --model NAME --model2 NAME` uses a real store's models). It starts as
+the app does: numpy's BLAS threads told not to spin (engine/cli/blas_threads.py), the
+process restarted with glibc's huge pages (engine/cli/huge_pages.py), the app's style
+sheet applied.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.ui_stalls
 """
@@ -225,8 +226,10 @@ def pull_source(folder: Path) -> tuple[LocalRegistry, str]:
 
 
 def main() -> int:
+    from engine.cli.blas_threads import no_blas_spinning
     from engine.cli.huge_pages import restart_with_huge_pages
 
+    no_blas_spinning()                  # as the app's start does
     restart_with_huge_pages()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models-dir")
@@ -242,11 +245,13 @@ def main() -> int:
     merge_freed_blocks()                # as app.main does at start
     app = QApplication.instance() or QApplication(sys.argv)
     from app.conversations.history import History
+    from app.desktop import theme
     from app.settings.store import Settings
     from app.window import MainWindow
     from app.workers import wait_for_all
     from engine.store.copy_remove import remove_model
 
+    theme.apply(app, dark=False)        # the app's style sheet: it is what paints a frame
     scratch = Path(tempfile.mkdtemp(prefix="ui-stalls-"))
     if args.models_dir:
         models, first, second = Path(args.models_dir), args.model, args.model2

@@ -9,6 +9,7 @@ import importlib
 import sys
 
 from engine import __version__
+from engine.cli.blas_threads import no_blas_spinning
 from engine.cli.hints import explain
 from engine.cli.huge_pages import restart_with_huge_pages
 from engine.errors import LanternError
@@ -56,6 +57,7 @@ def add_models_dir(parser: argparse.ArgumentParser) -> None:
 def launch_desktop(module: str = "app.main", *args: object) -> int:
     """Hand over to the desktop app's ``module.main(*args)``: the window, or its desktop-entry
     installer (the app package is a launch-time plug-in)."""
+    no_blas_spinning()                  # before the app's imports load numpy
     try:
         app_module = importlib.import_module(module)
     except ImportError:
