@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -240,19 +241,31 @@ def main() -> int:
     args = parser.parse_args()
     sampler = StackSampler() if args.why else None
 
-    from app.desktop.memory import freeze_startup_objects, merge_freed_blocks
+    from app.desktop.memory import merge_freed_blocks
 
     merge_freed_blocks()                # as app.main does at start
     app = QApplication.instance() or QApplication(sys.argv)
-    from app.conversations.history import History
     from app.desktop import theme
+
+    theme.apply(app, dark=False)        # the app's style sheet: it is what paints a frame
+    scratch = Path(tempfile.mkdtemp(prefix="ui-stalls-"))
+    try:                                # (the pulled model's registry alone is 400 MB)
+        return run_script(app, args, scratch, sampler)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
+               sampler: StackSampler | None) -> int:
+    """Drive the window through the script in ``scratch``; print each action's stalls;
+    0 when every action met the target."""
+    from app.conversations.history import History
+    from app.desktop.memory import freeze_startup_objects
     from app.settings.store import Settings
     from app.window import MainWindow
     from app.workers import wait_for_all
     from engine.store.copy_remove import remove_model
 
-    theme.apply(app, dark=False)        # the app's style sheet: it is what paints a frame
-    scratch = Path(tempfile.mkdtemp(prefix="ui-stalls-"))
     if args.models_dir:
         models, first, second = Path(args.models_dir), args.model, args.model2
     else:
