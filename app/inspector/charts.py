@@ -4,19 +4,25 @@ One x axis of indices (tokens along a reply, or layers), one or more series shar
 axis (optionally logarithmic, where values <= 0 are left out), an optional dashed
 reference series (a tolerance), the selected index marked; clicking a point emits its
 index, hovering shows its values.
+
+A streamed answer's chart is painted again each frame, so a paint costs about the same
+for 50 tokens or 50 000: lines one pixel wide (a wider line is stroked with joins, a cost
+that grows with every point), and where there are more points than pixel columns, each
+column's lowest and highest value only.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QColor, QMouseEvent, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 46, 10, 22, 20
+MAX_DOTS = 64           # a series this short has its points marked
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,7 @@ class LineChart(QWidget):
         super().__init__(parent)
         self.title, self.log = title, log
         self.series: list[Series] = []
+        self._heights: list[np.ndarray] = []       # each series' plotted heights
         self.labels: Sequence[str] = ()
         self.selected: int | None = None
         self.setMinimumHeight(height)
@@ -44,6 +51,7 @@ class LineChart(QWidget):
     def set_series(self, series: list[Series], labels: Sequence[str] = ()) -> None:
         """labels[i]: how index i is named in the tooltip (a token, a layer)."""
         self.series, self.labels = series, labels
+        self._heights = [self._plotted(s.values) for s in series]
         self.update()
 
     def set_selected(self, index: int | None) -> None:
@@ -75,17 +83,21 @@ class LineChart(QWidget):
         widest = max((metrics.horizontalAdvance(t) for t in self._axis_labels()), default=0)
         return max(MARGIN_LEFT, widest + 8)
 
-    def _y(self, value: float) -> float:
-        """Plotted height; on a log scale 0 and below are not drawn (NaN)."""
-        if not self.log:
-            return value
-        return math.log10(value) if value > 0 else math.nan
+    def _plotted(self, values: Sequence[float]) -> np.ndarray:
+        """Plotted heights; on a log scale 0 and below are not drawn (NaN)."""
+        heights = np.asarray(values, dtype=np.float64).copy()
+        heights[~np.isfinite(heights)] = np.nan
+        if self.log:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                heights = np.where(heights > 0, np.log10(heights), np.nan)
+        return heights
 
     def _range(self) -> tuple[float, float]:
-        values = [y for s in self.series for v in s.values if math.isfinite(y := self._y(v))]
-        if not values:
+        finite = [h[np.isfinite(h)] for h in self._heights]
+        if not any(len(f) for f in finite):
             return 0.0, 1.0
-        low, high = min(values), max(values)
+        low = float(min(f.min() for f in finite if len(f)))
+        high = float(max(f.max() for f in finite if len(f)))
         if high - low < 1e-12:
             low, high = low - 0.5, high + 0.5
         return low, high
@@ -125,11 +137,6 @@ class LineChart(QWidget):
             painter.drawText(plot, Qt.AlignCenter, "no data yet")
             return
         low, high = self._range()
-
-        def point(i: int, v: float) -> QPointF:
-            y = (self._y(v) - low) / (high - low)
-            return QPointF(self._x(i, plot), plot.bottom() - y * plot.height())
-
         painter.setPen(text)
         for label, align in zip(self._axis_labels(), (Qt.AlignTop, Qt.AlignBottom),
                                 strict=True):
@@ -144,29 +151,41 @@ class LineChart(QWidget):
             painter.setPen(QPen(QColor(255, 170, 40), 2))
             painter.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()))
         legend_x = plot.right()
-        for s in reversed(self.series):
-            pen = QPen(s.colour, 1.6, Qt.DashLine if s.dashed else Qt.SolidLine)
-            painter.setPen(pen)
-            path = QPainterPath()
-            started = False
-            for i, v in enumerate(s.values):
-                if not math.isfinite(self._y(v)):
-                    started = False
-                    continue
-                p = point(i, v)
-                path.lineTo(p) if started else path.moveTo(p)
-                started = True
-            painter.drawPath(path)
-            if len(s.values) <= 64 and not s.dashed:
+        for s, heights in zip(reversed(self.series), reversed(self._heights), strict=True):
+            painter.setPen(QPen(s.colour, 1, Qt.DashLine if s.dashed else Qt.SolidLine))
+            xs, ys = self._points(heights, plot, low, high)
+            for line in _finite_runs(xs, ys):
+                painter.drawPolyline(line)
+            if len(heights) <= MAX_DOTS and not s.dashed:
                 painter.setBrush(s.colour)
-                for i, v in enumerate(s.values):
-                    if math.isfinite(self._y(v)):
-                        painter.drawEllipse(point(i, v), 2.2, 2.2)
+                for x, y in zip(xs, ys, strict=True):
+                    if np.isfinite(y):
+                        painter.drawEllipse(QPointF(x, y), 2.2, 2.2)
                 painter.setBrush(Qt.NoBrush)
             width = painter.fontMetrics().horizontalAdvance(s.name) + 8
             legend_x -= width
             painter.drawText(QRectF(legend_x, 2, width, MARGIN_TOP - 4),
                              Qt.AlignRight | Qt.AlignVCenter, s.name)
+
+    def _points(self, heights: np.ndarray, plot: QRectF, low: float,
+                high: float) -> tuple[np.ndarray, np.ndarray]:
+        """Pixel positions of a series' points; more points than pixel columns become each
+        column's highest and lowest (NaN where a column has none)."""
+        n = self.count
+        index = np.arange(len(heights), dtype=np.float64)
+        columns = max(1, int(plot.width()))
+        if len(heights) > 2 * columns:
+            column = np.arange(len(heights)) * columns // len(heights)
+            starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
+            ends = np.r_[starts[1:], len(heights)]
+            centre = (starts + ends - 1) / 2
+            index = np.repeat(centre, 2)
+            heights = np.column_stack([np.fmax.reduceat(heights, starts),
+                                       np.fmin.reduceat(heights, starts)]).ravel()
+        xs = plot.left() + (plot.width() * index / (n - 1) if n > 1
+                            else np.full(len(index), plot.width() / 2))
+        ys = plot.bottom() - (heights - low) / (high - low) * plot.height()
+        return xs, ys
 
     # -- mouse ------------------------------------------------------------------------------
 
@@ -184,3 +203,11 @@ class LineChart(QWidget):
         lines += [f"{s.name}: {s.values[index]:.4g}" for s in self.series
                   if index < len(s.values)]
         QToolTip.showText(event.globalPosition().toPoint(), "\n".join(lines), self)
+
+
+def _finite_runs(xs: np.ndarray, ys: np.ndarray) -> list[QPolygonF]:
+    """The polylines through the points, broken where a value is not drawn (NaN)."""
+    finite = np.isfinite(ys)
+    edges = np.flatnonzero(np.diff(np.r_[False, finite, False].astype(np.int8)))
+    return [QPolygonF([QPointF(x, y) for x, y in zip(xs[a:b], ys[a:b], strict=True)])
+            for a, b in zip(edges[::2], edges[1::2], strict=True) if b - a > 1]
