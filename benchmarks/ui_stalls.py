@@ -3,14 +3,14 @@
 A 5 ms timer on the GUI thread records every gap between its ticks; the longest gap of
 each scripted action is that action's stall (what a user feels as a frozen window). The
 script drives a MainWindow through what a user does: start (the store's models described
-on a worker while the window is up), stream an answer, switch conversation mid-answer,
-Ctrl+N mid-answer, switch model mid-answer, run the reference check, inspect a position,
-open a long stored conversation, pull a model in the "Get a model" dialog (from a
-docker-registry on loopback, a synthetic model of PULL_MB that is removed again), close
-mid-answer. Target: no stall over 50 ms, and
-closing returns within 1 s. Beside each stall, the CPU time the GUI thread itself used in
-it: the rest of the stall it waited (for the GIL held by a worker, or for a core on a busy
-machine).
+on a worker while the window is up), stream an answer, a follow-up and a long answer
+(LONG_ANSWER tokens: a frame must not cost more as the answer grows), switch conversation
+mid-answer, Ctrl+N mid-answer, switch model mid-answer, run the reference check, inspect
+a position, open a long stored conversation, pull a model in the "Get a model" dialog
+(from a docker-registry on loopback, a synthetic model of PULL_MB that is removed again),
+close mid-answer. Target: no stall over 50 ms, and closing returns within 1 s. Beside
+each stall, the CPU time the GUI thread itself used in it: the rest of the stall it
+waited (for the GIL held by a worker, or for a core on a busy machine).
 A tiny synthetic model with a long prompt stands in by default
 (`--models-dir DIR --model NAME --model2 NAME` uses a real store's models). It starts as
 the app does: numpy's BLAS threads told not to spin (engine/cli/blas_threads.py), the
@@ -45,6 +45,8 @@ TARGET_MS = 50.0
 CLOSE_TARGET_S = 1.0
 LONG_PROMPT = " ".join(f"item{i} is {i * 7 % 13}" for i in range(700))
 LONG_CHAT = 100      # exchanges of the stored conversation the window opens
+LONG_ANSWER = 600    # tokens of the long answer: what a frame costs as an answer grows
+STORY = "Write a very long story about a lantern, at least 2000 words."
 PULLED = "lantern-ui-stalls-pull"   # the pulled model's name in the registry and the store
 
 
@@ -311,6 +313,11 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
     measure("stream the first answer", lambda: send("Hello"), lambda: not controller.busy)
     measure("stream a follow-up answer", lambda: send("Again"), lambda: not controller.busy)
     earlier = controller.conversation_id
+    window.new_chat()
+    controller.set_conversation_settings("", {"num_predict": LONG_ANSWER})
+    measure(f"stream a {LONG_ANSWER}-token answer", lambda: send(STORY),
+            lambda: not controller.busy)
+    window.open_conversation(earlier)
 
     def mid_answer() -> None:
         window.new_chat()
