@@ -52,6 +52,22 @@ def probability_colour(probability: float) -> QColor:
     return QColor.fromHsv(hue, 200, 235, 90)   # translucent: readable on light and dark
 
 
+def _token_format(event, index: int) -> QTextCharFormat:
+    """A token's run in the coloured view: its probability as the background, its
+    details as the tooltip, its index for hovering and clicking."""
+    probability = math.exp(event.logprob)
+    fmt = QTextCharFormat()
+    fmt.setBackground(probability_colour(probability))
+    fmt.setProperty(TOKEN_PROPERTY, index)
+    logit = "" if event.logit is None else f"  logit={event.logit:.2f}"
+    tip = f"{event.piece!r}  p={probability:.3f}{logit}"
+    if event.drafted:  # kept from a speculative draft
+        fmt.setFontUnderline(True)
+        tip += "  drafted"
+    fmt.setToolTip(tip)
+    return fmt
+
+
 class AutoHeightBrowser(QTextBrowser):
     """A read-only rich-text view as tall as its content (the chat scrolls, not it)."""
 
@@ -203,6 +219,7 @@ class MessageWidget(QFrame):
         self._calls.setSpacing(2)
         layout.addLayout(self._calls)
         self._blocks: list[QWidget] = []
+        self._coloured: list = []       # the tokens the coloured view holds, in order
         self._render_timer = QTimer(self, singleShot=True, interval=40)
         self._render_timer.timeout.connect(self.render)
         self.render()
@@ -270,8 +287,10 @@ class MessageWidget(QFrame):
         for widget in self._blocks:
             discard(widget)
         self._blocks = []
+        self._coloured = []
 
     def _render_markdown(self) -> None:
+        self._coloured = []             # the blocks, kept or not, hold no coloured tokens
         blocks = split_blocks(self.text) if self.role == "assistant" else []
         if self.role != "assistant":
             blocks = [None]
@@ -292,23 +311,22 @@ class MessageWidget(QFrame):
                 widget.setMarkdown(block.text)
 
     def _render_tokens(self) -> None:
-        self._clear_blocks()
-        browser = self._new_browser()
-        self.body.addWidget(browser)
-        self._blocks.append(browser)
-        cursor = QTextCursor(browser.document())
-        for index, event in enumerate(self.tokens):
-            probability = math.exp(event.logprob)
-            fmt = QTextCharFormat()
-            fmt.setBackground(probability_colour(probability))
-            fmt.setProperty(TOKEN_PROPERTY, index)
-            logit = "" if event.logit is None else f"  logit={event.logit:.2f}"
-            tip = f"{event.piece!r}  p={probability:.3f}{logit}"
-            if event.drafted:  # kept from a speculative draft
-                fmt.setFontUnderline(True)
-                tip += "  drafted"
-            fmt.setToolTip(tip)
-            cursor.insertText(event.text or "", fmt)
+        """Each token on its probability's colour. A streamed answer only appends the
+        tokens that came since the last frame: all of them again each frame cost the
+        window more than a frame once an answer ran to a few hundred tokens."""
+        tokens, shown = self.tokens, len(self._coloured)
+        if not (0 < shown <= len(tokens) and tokens[shown - 1] is self._coloured[-1]):
+            self._clear_blocks()
+            self._blocks.append(self._new_browser())
+            self.body.addWidget(self._blocks[0])
+            shown = 0
+        cursor = QTextCursor(self._blocks[0].document())
+        cursor.movePosition(QTextCursor.End)
+        cursor.beginEditBlock()                 # one layout for the lot
+        for index in range(shown, len(tokens)):
+            cursor.insertText(tokens[index].text or "", _token_format(tokens[index], index))
+        cursor.endEditBlock()
+        self._coloured = list(tokens)
 
     def _new_browser(self) -> AutoHeightBrowser:
         browser = AutoHeightBrowser()
