@@ -1,9 +1,10 @@
-"""What one repaint of the Token tab's busiest widgets costs: the reply chart for answers
-of growing length, and the top-5 table with new records each time (a streamed answer
-repaints both every frame). Median of repeated ``repaint()`` calls, offscreen, with the
-app's style sheet.
+"""What a streamed answer's frame costs the window in the widgets that change each frame:
+the Token tab's reply chart and top-5 table (one repaint), and an answer coloured by token
+probability (the frame's new tokens shown, laid out and painted), for answers of growing
+length: a cost that grows with the answer freezes the window of a user with a long one.
+Medians, offscreen, with the app's style sheet.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.panel_paint
+    QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.stream_frame
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 ANSWER_TOKENS = (64, 500, 2000, 8000)
 REPAINTS = 40
+TOKENS_A_FRAME = 4
+PARAGRAPH = 90          # tokens a paragraph of the coloured answer
 
 
 def median_repaint_ms(widget: QWidget, before: Callable[[int], None]) -> float:
@@ -61,7 +64,37 @@ def main() -> int:
 
     print(f"top-5 table, new records: "
           f"{median_repaint_ms(table.viewport(), new_records):7.2f} ms")
+    coloured_answer(app)
     return 0
+
+
+def coloured_answer(app: QApplication) -> None:
+    """An answer streamed TOKENS_A_FRAME tokens a frame with colouring on: each frame's
+    cost (the new tokens, layout, paint) at the lengths of ANSWER_TOKENS."""
+    from app.chat.view import ChatView, MessageWidget
+    from engine.chat.events import TokenEvent
+
+    view = ChatView()
+    view.resize(800, 700)
+    view.show()
+    answer = view.add(MessageWidget("assistant", "Lantern"))
+    answer.set_color_tokens(True)
+    tokens: list[TokenEvent] = []
+    answer.tokens = tokens
+    frames: list[float] = []
+    for n in range(1, max(ANSWER_TOKENS) + 1):
+        text = "\n\n" if n % PARAGRAPH == 0 else " word"
+        tokens.append(TokenEvent(n - 1, 5, text, text, 1.0, -0.3, 0.5, (), 0))
+        if n % TOKENS_A_FRAME:
+            continue
+        started = time.perf_counter()
+        answer.set_text("".join(t.text for t in tokens), immediate=True)
+        app.processEvents()
+        frames.append((time.perf_counter() - started) * 1000)
+        if n in ANSWER_TOKENS:
+            print(f"coloured answer, {n:5d} tokens: a frame {statistics.median(frames):7.2f} ms"
+                  f" (median of the last {len(frames)}, slowest {max(frames):.2f})")
+            frames = []
 
 
 if __name__ == "__main__":
