@@ -71,11 +71,9 @@ def history_problems(history, conversation: int | None, sent: list[str],
 
 
 def main() -> int:
-    from engine.cli.blas_threads import no_blas_spinning
-    from engine.cli.huge_pages import restart_with_huge_pages
+    from engine.cli import window_process
 
-    no_blas_spinning()                  # as the app's start does
-    restart_with_huge_pages()
+    window_process()                    # as the app's start does
     args = parse_args()
     from app.desktop.memory import freeze_startup_objects, merge_freed_blocks
 

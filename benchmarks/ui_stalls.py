@@ -229,11 +229,9 @@ def pull_source(folder: Path) -> tuple[LocalRegistry, str]:
 
 
 def main() -> int:
-    from engine.cli.blas_threads import no_blas_spinning
-    from engine.cli.huge_pages import restart_with_huge_pages
+    from engine.cli import window_process
 
-    no_blas_spinning()                  # as the app's start does
-    restart_with_huge_pages()
+    window_process()                    # as the app's start does
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models-dir")
     parser.add_argument("--model", help="the model to chat with (with --models-dir)")

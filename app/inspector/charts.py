@@ -42,6 +42,7 @@ class LineChart(QWidget):
         self.title, self.log = title, log
         self.series: list[Series] = []
         self._heights: list[np.ndarray] = []       # each series' plotted heights
+        self._span = (0.0, 1.0)                      # their lowest and highest
         self.labels: Sequence[str] = ()
         self.selected: int | None = None
         self.setMinimumHeight(height)
@@ -52,6 +53,7 @@ class LineChart(QWidget):
         """labels[i]: how index i is named in the tooltip (a token, a layer)."""
         self.series, self.labels = series, labels
         self._heights = [self._plotted(s.values) for s in series]
+        self._span = _span(self._heights)
         self.update()
 
     def set_selected(self, index: int | None) -> None:
@@ -73,7 +75,7 @@ class LineChart(QWidget):
         """The top and bottom values of the y axis as drawn."""
         if not self.count:
             return "", ""
-        low, high = self._range()
+        low, high = self._span
         return tuple(f"{10 ** v if self.log else v:.3g}" for v in (high, low))
 
     def _left_margin(self) -> int:
@@ -85,22 +87,12 @@ class LineChart(QWidget):
 
     def _plotted(self, values: Sequence[float]) -> np.ndarray:
         """Plotted heights; on a log scale 0 and below are not drawn (NaN)."""
-        heights = np.asarray(values, dtype=np.float64).copy()
+        heights = np.array(values, dtype=np.float64)
         heights[~np.isfinite(heights)] = np.nan
         if self.log:
             with np.errstate(divide="ignore", invalid="ignore"):
                 heights = np.where(heights > 0, np.log10(heights), np.nan)
         return heights
-
-    def _range(self) -> tuple[float, float]:
-        finite = [h[np.isfinite(h)] for h in self._heights]
-        if not any(len(f) for f in finite):
-            return 0.0, 1.0
-        low = float(min(f.min() for f in finite if len(f)))
-        high = float(max(f.max() for f in finite if len(f)))
-        if high - low < 1e-12:
-            low, high = low - 0.5, high + 0.5
-        return low, high
 
     def _x(self, index: int, plot: QRectF) -> float:
         n = self.count
@@ -136,7 +128,7 @@ class LineChart(QWidget):
             painter.setPen(text)
             painter.drawText(plot, Qt.AlignCenter, "no data yet")
             return
-        low, high = self._range()
+        low, high = self._span
         painter.setPen(text)
         for label, align in zip(self._axis_labels(), (Qt.AlignTop, Qt.AlignBottom),
                                 strict=True):
@@ -211,3 +203,15 @@ def _finite_runs(xs: np.ndarray, ys: np.ndarray) -> list[QPolygonF]:
     edges = np.flatnonzero(np.diff(np.r_[False, finite, False].astype(np.int8)))
     return [QPolygonF([QPointF(x, y) for x, y in zip(xs[a:b], ys[a:b], strict=True)])
             for a, b in zip(edges[::2], edges[1::2], strict=True) if b - a > 1]
+
+
+def _span(heights: list[np.ndarray]) -> tuple[float, float]:
+    """The y axis: the lowest and highest height drawn (a flat series gets room around
+    it), worked out once a series is set rather than on every paint."""
+    finite = np.concatenate([h[np.isfinite(h)] for h in heights]) if heights else ()
+    if not len(finite):
+        return 0.0, 1.0
+    low, high = float(np.min(finite)), float(np.max(finite))
+    if high - low < 1e-12:
+        low, high = low - 0.5, high + 0.5
+    return low, high

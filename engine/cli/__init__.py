@@ -81,9 +81,16 @@ def wants_desktop(argv: list[str]) -> bool:
                                                 "--install-desktop-entry"))
 
 
+def window_process() -> None:
+    """Make this process the window's before anything loads: BLAS threads that sleep when
+    idle, then a restart with huge pages (the benchmarks of the window start so too)."""
+    no_blas_spinning()
+    restart_with_huge_pages()
+
+
 def desktop() -> int:
     """``lantern-gui`` and ``python -m app``: the window, whatever the arguments."""
-    restart_with_huge_pages()
+    window_process()
     return launch_desktop("app.main", sys.argv[1:])
 
 

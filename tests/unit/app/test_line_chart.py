@@ -41,7 +41,7 @@ def test_a_spike_in_a_long_series_is_drawn_from_top_to_bottom(qtbot):
     assert column.mean() > 0.9                      # the whole height, one pixel wide
     flat = mask[int(plot.bottom()) - 2:int(plot.bottom()) + 1, int(plot.left()) + 5:x - 5]
     assert flat.any(axis=0).mean() > 0.95            # the zeros along the bottom
-    xs, ys = chart._points(chart._heights[0], plot, *chart._range())
+    xs, ys = chart._points(chart._heights[0], plot, *chart._span)
     assert len(xs) <= 2 * plot.width() + 2           # two points a pixel column at most
 
 
