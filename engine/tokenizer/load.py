@@ -14,7 +14,8 @@ child process of its own rebuilds the ``tokenizers`` pipeline and does the encod
 (encoder_process.py). Building the BPE model of a large vocabulary is one Rust call that
 holds the GIL, and in this process every other thread, the window's included, would wait
 for all of it. A child that cannot rebuild the pipeline from an entry makes it a damaged
-one (rebuilt). A fresh build still runs here, once per model file.
+one (rebuilt). The first time, the child reads the file's vocabulary and builds the
+pipeline itself, and sends back the entry's lines for this process to read and cache.
 """
 
 import hashlib
@@ -27,11 +28,9 @@ from pathlib import Path
 
 import tokenizers
 
-from engine.gguf.reader import read_gguf
 from engine.paths import cache_dir
-from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.encoder_process import EncoderProcess
-from engine.tokenizer.entry import entry_lines, tables
+from engine.tokenizer.entry import Tables, tables
 from engine.tokenizer.tokenizer import Tokenizer
 from engine.tokenizer.vocab import read_vocabulary
 
@@ -50,10 +49,16 @@ def load_tokenizer(gguf_path: str | Path) -> Tokenizer:
         cached = _read_entry(entry)
         if cached is not None:
             return cached
-    lines = entry_lines(*build_tokenizer(read_vocabulary(read_gguf(path).metadata, path)))
+    encoder = EncoderProcess()
+    try:
+        lines = encoder.build(str(path))
+        tokenizer = _tokenizer(tables(lines), encoder)
+    except BaseException:
+        encoder.close()
+        raise
     if entry is not None:
         _write_entry(entry, lines)
-    return _open(lines)
+    return tokenizer
 
 
 def check_tokenizer(metadata: Mapping[str, object], gguf_path: str | Path) -> None:
@@ -104,6 +109,10 @@ def _open(lines: list[bytes]) -> Tokenizer:
     except BaseException:
         encoder.close()
         raise
+    return _tokenizer(found, encoder)
+
+
+def _tokenizer(found: Tables, encoder: EncoderProcess) -> Tokenizer:
     return Tokenizer(found.info, found.pieces, found.ids, encoder)
 
 

@@ -1,5 +1,6 @@
-"""The tokenizer's child process: it encodes as the pipeline does, ends with its tokenizer,
-and a child that died or could not build the pipeline is named, not waited for."""
+"""The tokenizer's child process: it builds the pipeline (the first time from the GGUF file)
+and encodes as the pipeline does, ends with its tokenizer, and a child that died or could
+not build the pipeline is named, not waited for."""
 
 import gc
 import json
@@ -9,7 +10,9 @@ import signal
 import time
 
 import pytest
+import tokenizers
 
+from engine.errors import CorruptModel, UnsupportedModel
 from engine.tokenizer import load_tokenizer
 from engine.tokenizer.encoder_process import EncoderGone
 from engine.tokenizer.load import cache_entry
@@ -46,6 +49,32 @@ def test_each_tokenizer_has_a_child_that_ends_when_it_is_dropped(tmp_path):
     del tokenizer
     gc.collect()
     assert _gone(pid)
+
+
+def test_the_first_build_runs_in_the_child(tmp_path, monkeypatch):
+    """Building and serializing a pipeline each hold the GIL for a whole vocabulary: the
+    loading process (the window's) leaves even the first build to the child."""
+    def here(*_):
+        raise AssertionError("built in the loading process")
+
+    monkeypatch.setattr(tokenizers.models, "BPE", here)
+    monkeypatch.setattr(tokenizers.Tokenizer, "to_str", here)
+    tokenizer, _ = _new_tokenizer(tmp_path)
+    assert cache_entry(tmp_path / "m.gguf").exists()
+    assert tokenizer.encode("hello world") == [ID["hello"], ID["Ġworld"]]
+    assert tokenizer.id_to_piece(ID["Ġworld"]) == " world"
+
+
+def test_a_file_the_child_refuses_is_named_and_leaves_no_child(tmp_path):
+    before = _children()
+    with pytest.raises(UnsupportedModel, match="'t5'"):
+        load_tokenizer(write_vocab_gguf(tmp_path / "t5.gguf", model="t5"))
+    with pytest.raises(CorruptModel, match="gone.gguf: file does not exist"):
+        load_tokenizer(tmp_path / "gone.gguf")
+    deadline = time.monotonic() + 10
+    while _children() - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _children() - before
 
 
 def test_close_ends_the_child_and_later_calls_say_so(tmp_path):

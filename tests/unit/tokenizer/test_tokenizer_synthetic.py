@@ -20,6 +20,7 @@ from engine.tokenizer import StreamDecoder, load_tokenizer
 from engine.tokenizer import load as tokenizer_load
 from engine.tokenizer.build import build_tokenizer
 from engine.tokenizer.byte_level import byte_to_char, piece_bytes, spell
+from engine.tokenizer.encoder_process import EncoderProcess
 from engine.tokenizer.load import cache_entry, check_tokenizer
 from engine.tokenizer.vocab import read_vocabulary
 from tests.data.tokenizer_corpus import generate
@@ -282,7 +283,7 @@ def test_cache_is_written_then_used(tmp_path, monkeypatch):
     def no_build(*_):
         raise AssertionError("rebuilt although cached")
 
-    monkeypatch.setattr(tokenizer_load, "build_tokenizer", no_build)
+    monkeypatch.setattr(EncoderProcess, "build", no_build)
     second = load_tokenizer(path)
     assert second.encode("hello <|im_end|>", parse_special=True) == first.encode(
         "hello <|im_end|>", parse_special=True
