@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QCoreApplication, QElapsedTimer, QEvent, QObject, QTimer
@@ -51,36 +52,60 @@ PULLED = "lantern-ui-stalls-pull"   # the pulled model's name in the registry an
 
 
 class StackSampler:
-    """``--why``: a thread that records the GUI thread's Python stack every millisecond, so
+    """``--why``: a thread that records every thread's Python stack every millisecond, so
     that each action's longest stall can be told by what the window was running in it
-    (a stack that only waits shows the call that handed over to Qt or the GIL)."""
+    (a stack that only waits shows the call that handed over to Qt or the GIL) and by
+    what the other threads ran meanwhile (the sampler needs the GIL too: few samples in a
+    long stall mean one C call held it, and the first sample after names its caller)."""
 
     def __init__(self) -> None:
         import threading
 
         self.gui = threading.get_ident()
         self.samples: list[tuple[float, tuple[str, ...]]] = []
+        self.others: list[tuple[float, str, tuple[str, ...]]] = []
         self.running = True
+        self.names = threading
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
         while self.running:
-            frame = sys._current_frames().get(self.gui)
-            stack = []
-            while frame is not None and len(stack) < 40:
-                code = frame.f_code
-                stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
-                frame = frame.f_back
-            self.samples.append((time.monotonic(), tuple(stack)))
+            self._sample()
             time.sleep(0.001)
+
+    def _sample(self) -> None:
+        """One sample of every thread. The frames die with this call: a frame kept while
+        the sampler sleeps would keep its locals, a paint event's QPainter among them."""
+        now, me = time.monotonic(), self.names.get_ident()
+        names = {thread.ident: thread.name for thread in self.names.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            if ident == self.gui:
+                self.samples.append((now, _stack(frame)))
+            elif ident != me:
+                self.others.append((now, names.get(ident, str(ident)), _stack(frame)))
 
     def explain(self, start: float, end: float, depth: int = 12) -> list[str]:
         """The stacks sampled between ``start`` and ``end`` (monotonic seconds), most
-        frequent first, innermost frame first."""
+        frequent first, innermost frame first: the GUI thread's, then the other threads'
+        up to the first sample after ``end``."""
         from collections import Counter
 
         counts = Counter(stack[:depth] for at, stack in self.samples if start <= at <= end)
-        return [f"{n:4d} x " + " <- ".join(stack) for stack, n in counts.most_common(4)]
+        after = min((at for at, _ in self.samples if at > end), default=end)
+        others = Counter((name, stack[:6]) for at, name, stack in self.others
+                         if start <= at <= after)
+        return [f"{n:4d} x " + " <- ".join(stack) for stack, n in counts.most_common(4)] + [
+            f"{n:4d} x [{name}] " + " <- ".join(stack) for (name, stack), n in
+            others.most_common(8)]
+
+
+def _stack(frame: FrameType | None) -> tuple[str, ...]:
+    stack = []
+    while frame is not None and len(stack) < 40:
+        code = frame.f_code
+        stack.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+        frame = frame.f_back
+    return tuple(stack)
 
 
 class CollectorWatch:
@@ -236,10 +261,11 @@ def main() -> int:
     parser.add_argument("--models-dir")
     parser.add_argument("--model", help="the model to chat with (with --models-dir)")
     parser.add_argument("--model2", help="the model to switch to (with --models-dir)")
-    parser.add_argument("--why", action="store_true",
-                        help="print the GUI thread's Python stacks in each stall over target")
+    parser.add_argument("--why", type=float, nargs="?", const=TARGET_MS, metavar="MS",
+                        help="print the threads' Python stacks in each action's longest "
+                             "stall over MS (default: the target)")
     args = parser.parse_args()
-    sampler = StackSampler() if args.why else None
+    sampler = StackSampler() if args.why is not None else None
 
     from app.desktop.memory import merge_freed_blocks
 
@@ -293,7 +319,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
         settle(app, after_s)
         results.append((name, monitor.longest, monitor.longest_cpu_ms, monitor.most_cpu_ms,
                         collector.longest, stolen_ms() - stolen))
-        if sampler is not None and monitor.longest > TARGET_MS:
+        if sampler is not None and monitor.longest > args.why:
             print(f"{name}: {monitor.longest:.0f} ms", *sampler.explain(*monitor.longest_at),
                   sep="\n  ")
 
