@@ -75,15 +75,15 @@ if sys.argv[1] == "merged":
     merge_freed_blocks()
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
-blocks = [libc.malloc(48) for _ in range(20000)]
-for block in blocks:
-    libc.free(ctypes.c_void_p(block))
 class Info(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int) for name in
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
                 .split()]
 libc.mallinfo.restype = Info
-print(libc.mallinfo().smblks)
+pairs = [(libc.malloc(48), libc.malloc(48)) for _ in range(20000)]
+for block, _ in pairs:      # each freed block between two kept ones: none merges with the
+    libc.free(ctypes.c_void_p(block))  # next or the heap's end, which would merge them all
+print(libc.mallinfo().smblks)   # counted before any large request merges them
 """
 
 
