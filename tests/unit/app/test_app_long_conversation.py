@@ -11,6 +11,7 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 
+from app.chat import page
 from app.chat.page import KEPT_MESSAGES, MORE_AT_TOP
 from app.chat.view import TOKEN_PROPERTY, MessageWidget
 from app.conversations.history import History, StoredMessage
@@ -159,8 +160,11 @@ def test_switching_away_mid_build_stops_it(qtbot, window):
     assert texts(window) == [m.content for m in window.history.messages(short)]
 
 
-def test_scrolled_up_the_view_keeps_its_distance_from_the_end(qtbot, window):
+def test_scrolled_up_the_view_keeps_its_distance_from_the_end(qtbot, window, monkeypatch):
     """Older messages arrive above: scrolled up, the user's place does not slide away."""
+    # a bubble a turn: on a fast machine most of the chat was built before the user
+    # scrolled, and too little arrived above afterwards to tell anything
+    monkeypatch.setattr(page, "BUILD_SLICE_S", 0.0005)
     window.open_conversation(chat_id(window, "long"))
     view = window.chat.view
     bar = view.verticalScrollBar()
