@@ -3,10 +3,12 @@ transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, as the deskto
 restarts itself with: engine/cli/huge_pages.py).
 
 Each round is a fresh process per setting (the tunable is read at process start), turns
-alternating: it loads the model (graph cache warm), measures prefill and decode as
-benchmarks/decode.py does, then drops the decoder and times that call (it holds the GIL
-throughout: the window runs no Python meanwhile) and the ``malloc_trim`` after it (which
-does not). RSS after the runs and after the trim.
+alternating: it loads the model on a thread as the app does (graph cache warm), drops it
+and loads it again (as after a model switch), measures prefill and decode as
+benchmarks/decode.py does, then drops the decoder on a second thread as the window's
+release thread does: the time that takes, the longest gap of a 1 ms tick on the main
+thread meanwhile (what the window's thread waits for the GIL: its longest stall), and
+the ``malloc_trim`` after it. RSS after the runs and after the trim.
 
     .venv/bin/python -m benchmarks.model_release [--model 0.5b 1.5b] [--rounds 3]
 """
@@ -21,7 +23,9 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.decode import (
     DECODE,
@@ -34,14 +38,24 @@ from benchmarks.decode import (
 )
 
 SETTINGS = {"4 KiB pages": "", "huge pages": "glibc.malloc.hugetlb=1"}
+TICK_S = 0.001
 
 
 def _child(path: str, threads: int) -> dict:
     from engine.gguf import open_model
     from engine.runtime.decoder import DecoderSession
 
-    held = [DecoderSession(open_model(path), threads=threads,
-                           max_cache_len=LONG + DECODE + 8)]
+    def load() -> DecoderSession:         # on a thread of its own, as load_model does
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(DecoderSession, open_model(path), threads=threads,
+                               max_cache_len=LONG + DECODE + 8).result()
+
+    # loaded, dropped and loaded again, as after a model switch: glibc raises its mmap
+    # threshold at the first large free, so the second session's blocks come from heaps
+    held = [load()]
+    held.clear()
+    gc.collect()
+    held.append(load())
 
     def prefill(ids: list[int]) -> int:
         held[0].reset()
@@ -53,15 +67,27 @@ def _child(path: str, threads: int) -> dict:
     prefill(_prompt(8))
     speeds = _speeds(prefill, step)
     rss = _rss_mib()[0]
-    started = time.perf_counter()
-    held.clear()
-    gc.collect()
-    drop = time.perf_counter() - started
+    took: list[float] = []
+
+    def drop() -> None:                 # as the window's release thread drops a model
+        started = time.perf_counter()
+        held.clear()
+        gc.collect()
+        took.append(time.perf_counter() - started)
+
+    dropper = threading.Thread(target=drop)
+    longest_gap, last = 0.0, time.perf_counter()
+    dropper.start()
+    while dropper.is_alive():           # the window's thread: a 1 ms tick
+        time.sleep(TICK_S)
+        now = time.perf_counter()
+        longest_gap, last = max(longest_gap, now - last - TICK_S), now
     started = time.perf_counter()
     ctypes.CDLL(None).malloc_trim(0)
     trim = time.perf_counter() - started
-    return {"decode": speeds[2], "prefill": speeds[1], "rss": rss, "drop_ms": drop * 1000,
-            "trim_ms": trim * 1000, "rss_after": _rss_mib()[0]}
+    return {"decode": speeds[2], "prefill": speeds[1], "rss": rss, "drop_ms": took[0] * 1000,
+            "gap_ms": longest_gap * 1000, "trim_ms": trim * 1000,
+            "rss_after": _rss_mib()[0]}
 
 
 def run(path: str, threads: int, tunable: str) -> dict:
@@ -89,12 +115,14 @@ def main() -> None:
             for name, tunable in SETTINGS.items():
                 rows[name].append(run(path, args.threads, tunable))
         print(f"\n{key}: {path} ({load_average()}), medians of {args.rounds}")
-        print(f"{'pages':12} {'drop ms':>8} {'trim ms':>8} {'pp@512':>7} {'decode':>7} "
-              f"{'RSS MiB':>8} {'after':>6}")
+        print(f"{'pages':12} {'drop ms':>8} {'gap ms':>7} {'(each)':>20} {'trim ms':>8} "
+              f"{'pp@512':>7} {'decode':>7} {'RSS MiB':>8} {'after':>6}")
         for name, results in rows.items():
             m = {k: statistics.median(r[k] for r in results) for k in results[0]}
-            print(f"{name:12} {m['drop_ms']:8.0f} {m['trim_ms']:8.0f} {m['prefill']:7.1f} "
-                  f"{m['decode']:7.1f} {m['rss']:8.0f} {m['rss_after']:6.0f}")
+            each = " ".join(f"{r['gap_ms']:.0f}" for r in results)
+            print(f"{name:12} {m['drop_ms']:8.0f} {m['gap_ms']:7.0f} {each:>20} "
+                  f"{m['trim_ms']:8.0f} {m['prefill']:7.1f} {m['decode']:7.1f} "
+                  f"{m['rss']:8.0f} {m['rss_after']:6.0f}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ on a worker while the window is up), stream an answer, a follow-up and a long an
 mid-answer, Ctrl+N mid-answer, switch model mid-answer, run the reference check, inspect
 a position, open a long stored conversation, pull a model in the "Get a model" dialog
 (from a docker-registry on loopback, a synthetic model of PULL_MB that is removed again),
-close mid-answer. Target: no stall over 50 ms, and closing returns within 1 s. Beside
+switch back to the first model mid-answer (the second, larger one dropped), close
+mid-answer. Target: no stall over 50 ms, and closing returns within 1 s. Beside
 each stall, the CPU time the GUI thread itself used in it: the rest of the stall it
 waited (for the GIL held by a worker, or for a core on a busy machine).
 A tiny synthetic model with a long prompt stands in by default
@@ -379,6 +380,10 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
     if dialog.error.isVisible():
         raise RuntimeError(f"the pull failed: {dialog.error.text()}")
     remove_model(window.store(), pulled_name)
+    send("And more")
+    settle(app, 0.1)
+    measure("switch back mid-answer", lambda: load(first),     # the larger model let go
+            lambda: controller.model is not None and controller.model.name == first)
     mid_answer()
     monitor.reset()
     collector.reset()

@@ -21,14 +21,13 @@ later pass walks them again.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import queue
-import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+
+from engine.heap import c_library, give_back_freed_memory
 
 M_MXFAST = 1            # mallopt's parameter: the largest block a fast bin keeps
 RELEASE_WAIT_S = 10.0   # how long the trim waits for a replaced model's last holders
@@ -53,7 +52,6 @@ def let_go(dropped: list[object]) -> None:
 def _release_forever() -> None:
     """Drops each list's objects, waits until they are gone (an interrupted answer's job
     may hold the model a moment longer) and trims glibc's heaps."""
-    trim = _c_library("malloc_trim")
     while True:
         dropped = _releases.get()
         watched = [weakref.ref(thing) for thing in dropped if _watchable(thing)]
@@ -61,8 +59,7 @@ def _release_forever() -> None:
         deadline = time.monotonic() + RELEASE_WAIT_S
         while any(ref() is not None for ref in watched) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if trim is not None:
-            trim(0)
+        give_back_freed_memory()
 
 
 def _watchable(thing: object) -> bool:
@@ -76,16 +73,9 @@ def _watchable(thing: object) -> bool:
 def merge_freed_blocks() -> None:
     """Turn glibc's fast bins off for the whole process (other C libraries: nothing to
     do). Call it at start, before the window is built."""
-    mallopt = _c_library("mallopt")
+    mallopt = c_library("mallopt")
     if mallopt is not None:
         mallopt(M_MXFAST, 0)
-
-
-def _c_library(name: str) -> Callable[..., int] | None:
-    """The process's C library function ``name`` on Linux (glibc's heap calls), else
-    None: other systems and C libraries have no such call and need none."""
-    return getattr(ctypes.CDLL(None), name, None) if sys.platform.startswith("linux") \
-        else None
 
 
 def freeze_startup_objects() -> None:

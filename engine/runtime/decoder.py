@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,7 @@ from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
 from engine.graph.builder import create_session
 from engine.graph.kernels import Kernels, kernels_for
+from engine.heap import give_back_freed_memory
 from engine.modelmath.rope import long_rope, rope_amplitude, text_rope_angles
 from engine.modelmath.stats import layer_stats
 from engine.runtime.cancel import Cancelled, stop_hook
@@ -153,6 +154,14 @@ class DecoderSession:
         self._all_logits = all_logits
         # added to each block's output (engine.gguf.control_vector); zeros: not steered
         self._steering = np.zeros((self.config.n_layers, self.config.hidden_size), self._dtype)
+
+    def __del__(self, give_back: Callable[[], None] = give_back_freed_memory) -> None:
+        """The session first, then its memory back to the system off the GIL: left to the
+        rest of the teardown, glibc would unmap the emptied heaps inside a later small
+        free with the GIL held (BENCHMARKS.md, 'Dropping a session'). (``give_back`` is
+        bound here: at the interpreter's exit the module's names may be gone.)"""
+        self._binding = self._kv_buffers = self._session = None
+        give_back()
 
     @property
     def steering(self) -> np.ndarray:

@@ -7,9 +7,13 @@ embedding input; fast mode (int8 activations) must stay close and pick the same 
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
+from engine import heap
 from engine.gguf import open_model
 from engine.modelmath.stats import layer_stats
 from engine.reference import forward
@@ -134,3 +138,16 @@ def test_cache_overflow_is_a_generation_error(models):
     with pytest.raises(GenerationError, match="KV cache of 8"):
         session.forward(input_ids=[1, 2])
     assert session.cache_len == len(PROMPT)
+
+
+def test_a_dropped_decoder_gives_back_its_sessions_memory_once_the_session_is_gone(
+        models, monkeypatch):
+    """glibc would unmap the heaps a session emptied inside some later small free, with
+    the GIL held; the decoder's teardown ends the session, then trims (off the GIL)."""
+    session = DecoderSession(models["qwen2"], exact=True, max_cache_len=16)
+    ended = weakref.ref(session._session)
+    trims: list[bool] = []
+    monkeypatch.setattr(heap, "_trim", lambda: lambda pad: trims.append(ended() is None))
+    del session
+    gc.collect()
+    assert trims == [True]
