@@ -16,7 +16,6 @@ the ``malloc_trim`` after it. RSS after the runs and after the trim.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import os
@@ -43,6 +42,7 @@ TICK_S = 0.001
 
 def _child(path: str, threads: int) -> dict:
     from engine.gguf import open_model
+    from engine.heap import give_back_freed_memory
     from engine.runtime.decoder import DecoderSession
 
     def load() -> DecoderSession:         # on a thread of its own, as load_model does
@@ -83,7 +83,7 @@ def _child(path: str, threads: int) -> dict:
         now = time.perf_counter()
         longest_gap, last = max(longest_gap, now - last - TICK_S), now
     started = time.perf_counter()
-    ctypes.CDLL(None).malloc_trim(0)
+    give_back_freed_memory()
     trim = time.perf_counter() - started
     return {"decode": speeds[2], "prefill": speeds[1], "rss": rss, "drop_ms": took[0] * 1000,
             "gap_ms": longest_gap * 1000, "trim_ms": trim * 1000,

@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -60,13 +61,10 @@ class StackSampler:
     long stall mean one C call held it, and the first sample after names its caller)."""
 
     def __init__(self) -> None:
-        import threading
-
         self.gui = threading.get_ident()
         self.samples: list[tuple[float, tuple[str, ...]]] = []
         self.others: list[tuple[float, str, tuple[str, ...]]] = []
         self.running = True
-        self.names = threading
         threading.Thread(target=self._run, daemon=True).start()
 
     def _run(self) -> None:
@@ -77,8 +75,8 @@ class StackSampler:
     def _sample(self) -> None:
         """One sample of every thread. The frames die with this call: a frame kept while
         the sampler sleeps would keep its locals, a paint event's QPainter among them."""
-        now, me = time.monotonic(), self.names.get_ident()
-        names = {thread.ident: thread.name for thread in self.names.enumerate()}
+        now, me = time.monotonic(), threading.get_ident()
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
         for ident, frame in sys._current_frames().items():
             if ident == self.gui:
                 self.samples.append((now, _stack(frame)))

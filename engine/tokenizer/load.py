@@ -23,14 +23,15 @@ import logging
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import tokenizers
 
 from engine.paths import cache_dir
 from engine.tokenizer.encoder_process import EncoderProcess
-from engine.tokenizer.entry import Tables, tables
+from engine.tokenizer.entry import tables
 from engine.tokenizer.tokenizer import Tokenizer
 from engine.tokenizer.vocab import read_vocabulary
 
@@ -49,16 +50,12 @@ def load_tokenizer(gguf_path: str | Path) -> Tokenizer:
         cached = _read_entry(entry)
         if cached is not None:
             return cached
-    encoder = EncoderProcess()
-    try:
+    with _encoder() as encoder:
         lines = encoder.build(str(path))
-        tokenizer = _tokenizer(tables(lines), encoder)
-    except BaseException:
-        encoder.close()
-        raise
+        found = tables(lines)
     if entry is not None:
         _write_entry(entry, lines)
-    return tokenizer
+    return Tokenizer(found.info, found.pieces, found.ids, encoder)
 
 
 def check_tokenizer(metadata: Mapping[str, object], gguf_path: str | Path) -> None:
@@ -102,18 +99,21 @@ def _read_entry(entry: Path) -> Tokenizer | None:
 def _open(lines: list[bytes]) -> Tokenizer:
     """The tokenizer of an entry: its child process starts first, so that it builds the
     pipeline while this one reads the tables."""
-    encoder = EncoderProcess()
-    try:
+    with _encoder() as encoder:
         found = tables(lines)
         encoder.load(lines)
+    return Tokenizer(found.info, found.pieces, found.ids, encoder)
+
+
+@contextmanager
+def _encoder() -> Iterator[EncoderProcess]:
+    """A new tokenizer's child process, ended again if opening the tokenizer fails."""
+    encoder = EncoderProcess()
+    try:
+        yield encoder
     except BaseException:
         encoder.close()
         raise
-    return _tokenizer(found, encoder)
-
-
-def _tokenizer(found: Tables, encoder: EncoderProcess) -> Tokenizer:
-    return Tokenizer(found.info, found.pieces, found.ids, encoder)
 
 
 def _write_entry(entry: Path, lines: list[bytes]) -> None:
