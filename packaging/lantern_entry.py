@@ -11,6 +11,6 @@ import sys
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()
-    from engine.cli import main
+    from app.launcher import main
 
     sys.exit(main())

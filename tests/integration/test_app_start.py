@@ -31,7 +31,7 @@ def environment(**env: str) -> dict[str, str]:
 
 def start(env: dict[str, str]) -> subprocess.CompletedProcess:
     """`lantern` with no command, as a user starts it."""
-    return subprocess.run([sys.executable, "-c", "import sys; from engine.cli import main; "
+    return subprocess.run([sys.executable, "-c", "import sys; from app.launcher import main; "
                            "sys.exit(main([]))"], env=environment(**env), cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 

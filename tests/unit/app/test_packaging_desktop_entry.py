@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from app import launcher
 from app.desktop import desktop_entry
 from app.desktop.desktop_entry import exec_line, install, quote_exec_arg
 from app.desktop.resources import resources_dir
-from engine import cli
 
 ROOT = Path(__file__).resolve().parents[3]
 MIME_NS = "{http://www.freedesktop.org/standards/shared-mime-info}"
@@ -86,7 +86,7 @@ def test_a_backslash_is_escaped_twice_in_the_file():
 
 def test_cli_flag_installs_for_this_interpreter(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    assert cli.main(["--install-desktop-entry"]) == 0
+    assert launcher.main(["--install-desktop-entry"]) == 0
     fields = read_entry(tmp_path / "applications" / "lantern.desktop")
     assert fields["Exec"] == f"{quote_exec_arg(sys.executable)} -m app %f"
     assert "Exec=" in capsys.readouterr().out
@@ -118,4 +118,4 @@ def test_resources_are_found_in_the_checkout_and_in_a_bundle(tmp_path, monkeypat
     (["import", "x.gguf", "name"], False),
 ])
 def test_lantern_routes_files_and_window_options_to_the_app(argv, desktop):
-    assert cli.wants_desktop(argv) is desktop
+    assert launcher.wants_desktop(argv) is desktop

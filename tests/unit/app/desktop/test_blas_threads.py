@@ -1,5 +1,5 @@
 """The desktop app's process tells numpy's BLAS threads not to spin between calls
-(engine/cli/blas_threads.py): set before the app's imports load numpy, so an idle worker
+(app/desktop/blas_threads.py): set before the app's imports load numpy, so an idle worker
 then burns no CPU; a value the user set stands."""
 
 import os
@@ -7,16 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.cli.blas_threads import SHORTEST_SPIN, SPIN, no_blas_spinning
+from app.desktop.blas_threads import SHORTEST_SPIN, SPIN, no_blas_spinning
 
-ROOT = Path(__file__).resolve().parents[3]
-# Started as the window is (launch_desktop), the "app" multiplies once and then idles:
+ROOT = Path(__file__).resolve().parents[4]
+# Started as the window is (app.launcher.open_window), the "app" multiplies once and then idles:
 # it prints the spin setting it found and the CPU its process used while idle.
 APP = """
 import os, time
 import numpy as np
 
-def main():
+def main(argv):
     a = np.ones((512, 512), np.float32)
     a @ a
     started = time.process_time()
@@ -31,8 +31,8 @@ def run_window(tmp_path: Path, **env: str) -> tuple[str, float]:
     base = {k: v for k, v in os.environ.items() if k != SPIN}
     child_env = {**base, **env, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = subprocess.run([sys.executable, "-c",
-                          "import sys; from engine.cli import launch_desktop; "
-                          "sys.exit(launch_desktop('idle_app'))"],
+                          "import importlib, sys; from app.launcher import open_window; "
+                          "sys.exit(open_window([], lambda: importlib.import_module('idle_app')))"],
                          cwd=ROOT, env=child_env, check=True, capture_output=True, text=True,
                          timeout=60).stdout.split()
     return out[0], float(out[1])

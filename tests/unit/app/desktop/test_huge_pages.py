@@ -1,5 +1,5 @@
 """The desktop app's process restarts once with glibc's huge pages for large blocks
-(engine/cli/huge_pages.py): the tunable reaches the new process, other tunables are kept,
+(app/desktop/huge_pages.py): the tunable reaches the new process, other tunables are kept,
 a process that has it does not restart again, and large blocks then sit in huge pages."""
 
 import os
@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.cli.huge_pages import THP_MODE, TUNABLE, wanted
+from app.desktop.huge_pages import THP_MODE, TUNABLE, wanted
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 # A restarted child prints its tunables, how often it ran and the huge pages under a
 # 64 MiB block it wrote.
 CHILD = """
 import os, sys
-from engine.cli.huge_pages import restart_with_huge_pages
+from app.desktop.huge_pages import restart_with_huge_pages
 runs = int(os.environ.get("RUNS", "0")) + 1
 os.environ["RUNS"] = str(runs)
 restart_with_huge_pages()
