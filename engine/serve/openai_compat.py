@@ -1,7 +1,7 @@
 """Ollama's OpenAI-compatible routes (/v1/chat/completions, /v1/models, /v1/embeddings):
 the request read into the same AnswerRequest /api/chat uses, the answer's Ollama chunks
 (engine.serve.chunks) turned into OpenAI's chat.completion(.chunk) objects, streamed as
-server-sent events. Log-probabilities as DESIGN.md §8 records them:
+server-sent events. Log-probabilities as OpenAI-compatible servers send them:
 ``choices[0].logprobs.content[] = {token, logprob, bytes, top_logprobs: [...]}``."""
 
 from __future__ import annotations
@@ -84,8 +84,11 @@ def chat_completion_request(body: object) -> ChatCompletionRequest:
 
 
 def _options(body: dict) -> dict:
-    options = {OPTION_NAMES[name]: body[name] for name in OPTION_NAMES
-               if body.get(name) is not None}
+    """Ollama's options for the request; as Ollama's /v1, temperature and top_p default to
+    OpenAI's 1.0 rather than the model's own."""
+    options = {"temperature": 1.0, "top_p": 1.0}
+    options.update({OPTION_NAMES[name]: body[name] for name in OPTION_NAMES
+                    if body.get(name) is not None})
     stop = body.get("stop")
     if isinstance(stop, str):
         options["stop"] = [stop]

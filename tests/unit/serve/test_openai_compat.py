@@ -120,6 +120,11 @@ def test_stop_seed_and_top_p_reach_the_sampler(client):
 
     assert sampled(5) == sampled(5)
     assert len({sampled(seed) for seed in range(4)}) > 1         # the seed mattered
+    # unset, temperature and top_p are OpenAI's 1.0 (as Ollama's /v1), not the model's
+    unset = client.chat.completions.create(model="tiny", messages=HI, seed=3, max_tokens=8)
+    ones = client.chat.completions.create(model="tiny", messages=HI, seed=3, max_tokens=8,
+                                          temperature=1.0, top_p=1.0)
+    assert unset.choices[0].message.content == ones.choices[0].message.content
 
 
 def test_offered_tools_come_back_as_tool_calls(client):
