@@ -57,7 +57,7 @@ def chat_completion_request(body: object) -> ChatCompletionRequest:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise BadRequest("model is required")
-    if body.get("n", 1) != 1:
+    if (body.get("n") or 1) != 1:
         raise BadRequest("n must be 1: this server gives one choice per request")
     raw_messages = body.get("messages")
     if not isinstance(raw_messages, list) or not raw_messages:

@@ -167,5 +167,9 @@ def test_errors_are_openais_shape(server, client):
     assert status == 400 and "not valid JSON" in lines[0]["error"]["message"]
     status, lines = post(server, "/v1/chat/completions", {"model": "tiny", "messages": []})
     assert status == 400 and "messages" in lines[0]["error"]["message"]
+    with pytest.raises(openai.BadRequestError, match="n must be 1"):
+        client.chat.completions.create(model="tiny", messages=HI, n=2)
+    assert client.chat.completions.create(model="tiny", messages=HI, n=None,
+                                          max_tokens=1).choices[0].finish_reason == "length"
     status, lines = post(server, "/v1/nothing", {})
     assert status == 404 and lines[0]["error"]["type"] == "not_found_error"
