@@ -496,7 +496,7 @@ class ConversationController(QObject):
             if self._sent is not None:
                 self._take_back(*self._sent)
                 if "num_ctx" in message:
-                    message += ("; in Lantern the context size is in Settings → Engine "
+                    message += ("; in Lantern the context size is in Settings → Conversation "
                                 "(num_ctx, for every chat)")
         self._finish(complete=False)
         self.answerFailed.emit(message)

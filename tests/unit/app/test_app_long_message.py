@@ -38,7 +38,7 @@ def test_an_over_long_first_message_returns_to_the_input(qtbot, tmp_path, tiny_s
     with qtbot.waitSignal(window.controller.answerFailed, timeout=TIMEOUT_MS) as failed:
         send(window, LONG)
     qtbot.waitUntil(lambda: window.chat.input.editor.toPlainText() == LONG.strip())
-    assert "num_ctx" in failed.args[0] and "Settings → Engine" in failed.args[0]
+    assert "num_ctx" in failed.args[0] and "Settings → Conversation" in failed.args[0]
     assert window.chat.view.messages == []
     assert window.history.conversations() == [] and window.controller.conversation_id is None
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):

@@ -43,3 +43,29 @@ def test_about_wraps_a_long_line_within_a_small_screen(qtbot, tmp_path):
     dialog.show()
     qtbot.waitExposed(dialog)
     assert dialog.width() <= 1280 and cpu.split(";")[0] in dialog.label.text()
+
+
+def test_system_and_sampling_keeps_ok_in_view_with_a_schema(qtbot, monkeypatch):
+    # the schema editor grew the dialog to 747 px on a 720-px screen: OK, Cancel and the
+    # validation message fell off
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QScreen
+
+    from app.conversations.settings_dialog import ConversationSettingsDialog
+    from engine.chat.options import Options
+
+    monkeypatch.setattr(QScreen, "availableGeometry", lambda _: QRect(0, 0, 1280, 720))
+
+    dialog = ConversationSettingsDialog("Soup", "", {}, Options.resolve({}), "",
+                                        answer_format='{"type": "object", "oops"}')
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    screen = dialog.screen().availableGeometry()
+    assert dialog.scroll.content.sizeHint().height() > screen.height() - 60  # it must scroll
+    assert dialog.frameGeometry().height() <= screen.height()
+    buttons = dialog.findChild(QDialogButtonBox)
+    bottom = buttons.mapTo(dialog, buttons.rect().bottomLeft()).y()
+    assert buttons.isVisible() and bottom <= dialog.height()
+    dialog.accept()
+    assert dialog.error.isVisible() and dialog.error.text().startswith("structured output")
