@@ -47,6 +47,7 @@ SAME_FAMILY = ("pick a model of the same family (another size or quantization of
                "get one with + Get a model")
 IDLE = "Pick the other model, then press Compare."
 RUNNING = "Running both models over this conversation…"
+LISTING = "Reading the store's models to find those with this model's vocabulary…"
 MARKED = 5             # rows of the largest disagreements (compare_models marks 5)
 
 
@@ -172,6 +173,11 @@ class ComparePage(QWidget):
             self.button.setEnabled(bool(usable))
             if not self.rows.records:          # a result's summary stays in view
                 self.status.setText(_availability(candidates))
+
+    def show_listing(self) -> None:
+        """The store's models are being read: say so, not that there are none."""
+        if self.progress.isHidden() and not self.rows.records:
+            self.status.setText(LISTING)
 
     def _request(self) -> None:
         index = self.models.currentIndex()

@@ -63,6 +63,8 @@ MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
 CELL_PADDING = 18   # a table cell's margins around its text
+STATS_OFF = "Tick “Record per-layer statistics”, then send a message or regenerate."
+STATS_NEXT = "Recorded from the next answer: send a message or regenerate."
 FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 
 
@@ -339,7 +341,8 @@ class DebugPanel(QDockWidget):
             self.entropy_label.setText("the server sent no log-probabilities for this token")
             return
         entropy = (f"entropy {event.entropy:.3f} nats" if math.isfinite(event.entropy)
-                   else "entropy — (the server reports only the best candidates)")
+                   else "entropy — (only the best candidates are known: a server's token, "
+                        "or one reopened from the history)")
         self.entropy_label.setText(
             f"chosen: p {math.exp(event.logprob):.2%} · logprob {event.logprob:.3f} · {entropy}")
         if event.layer_stats is not None:
@@ -489,7 +492,9 @@ class DebugPanel(QDockWidget):
                               "is on."))
         layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
                                "after each layer."))
-        self.stats_chart = LineChart("per layer (0 = embeddings)")
+        self.stats_chart = LineChart("per layer (0 = embeddings)", empty=STATS_OFF)
+        self.stats_toggle.toggled.connect(
+            lambda on: self.stats_chart.set_empty(STATS_NEXT if on else STATS_OFF))
         layout.addWidget(self.stats_chart)
         self.stats_model = RecordTableModel([
             Column("layer", lambda r: r.label),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from app.inspector.compare_page import IDLE, SAME_FAMILY, ComparePage
+from app.inspector.compare_page import IDLE, LISTING, SAME_FAMILY, ComparePage
 from app.inspector.panel import table_view
 from app.settings.store import Settings
 from engine.catalog.importer import import_gguf
@@ -49,6 +49,7 @@ def compared_window(qtbot, tmp_path, pair_store):
     window.show()
     window.panel.show()
     window.panel.tabs.setCurrentWidget(page)      # the tab in view: the store is read now
+    assert page.status.text() == LISTING          # not "the store holds no other model"
     qtbot.waitUntil(lambda: len(page.candidates) == 2, timeout=TIMEOUT_MS)
     send(qtbot, window, "Hello world")
     return window, page
