@@ -96,3 +96,17 @@ def test_llama_cpp_runs_with_the_answers_vectors_and_says_so(qtbot, tmp_path, ti
     page.button.click()
     qtbot.waitUntil(lambda: inspector.opinion_job is None, timeout=TIMEOUT_MS)
     assert "steered" not in page.status.text() and page.status.text().startswith("AGREE")
+
+
+def test_choosing_a_vector_says_what_one_is_and_how_to_make_one(qtbot):
+    from PySide6.QtWidgets import QLabel
+
+    from app.chat.steering_bar import SteeringBar, control_vector_dialog
+
+    bar = SteeringBar()
+    qtbot.addWidget(bar)
+    dialog = control_vector_dialog(bar)
+    qtbot.addWidget(dialog)
+    note = dialog.findChild(QLabel, "controlVectorHint")
+    assert note is not None and "lantern steer" in note.text()
+    assert dialog.nameFilters() == ["Control vectors (*.gguf)"]
