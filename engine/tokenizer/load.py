@@ -36,8 +36,8 @@ from engine.tokenizer.tokenizer import Tokenizer
 from engine.tokenizer.vocab import read_vocabulary
 
 # 2: TokenizerInfo says the model kind; 3: JSON Lines, vocabulary in chunks; 4: a chunk is
-# two lists (pieces, ids or scores)
-FORMAT_VERSION = 4
+# two lists (pieces, ids or scores); 5: TokenizerInfo says add_eos
+FORMAT_VERSION = 5
 _BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})")
 log = logging.getLogger(__name__)
 
