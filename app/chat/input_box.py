@@ -221,7 +221,7 @@ class InputBox(QFrame):
         row.addWidget(self.attach_button, 0, Qt.AlignBottom)
         self.editor = PromptEdit()
         self.editor.setObjectName("promptEdit")
-        self.editor.setPlaceholderText("Message the model…  (Enter sends, Shift+Enter: new line)")
+        self.editor.setPlaceholderText("Message the model…  (Shift+Enter: new line)")
         self.editor.setTabChangesFocus(True)
         self.editor.submitted.connect(self.submit)
         self.editor.imagesPasted.connect(self.attach)
