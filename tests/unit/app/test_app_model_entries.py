@@ -5,6 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from PySide6.QtCore import Qt
 
 from app.conversations.history import History
 from app.models.list_model import described_entry, listed_entry
@@ -53,7 +54,7 @@ def test_first_start_with_several_models_loads_the_smallest_and_says_so(qtbot, t
     assert window.controller.model_name == "small:latest"
     assert window.sidebar.model_view.currentIndex().row() == window.models.row_of("small:latest")
     text = window.banner.text.text()
-    assert "small:latest, the smallest of your 2 models" in text and "Ctrl+K" in text
+    assert "small:latest, the smallest of your 2 chat models" in text and "Ctrl+K" in text
 
 
 def test_first_start_prefers_the_model_of_the_latest_conversation(qtbot, tmp_path, two_models):
@@ -63,3 +64,24 @@ def test_first_start_prefers_the_model_of_the_latest_conversation(qtbot, tmp_pat
     window = start(qtbot, tmp_path, two_models, history)
     assert window.controller.model_name == "big:latest"
     assert "most recent conversation" in window.banner.text.text()
+
+
+def test_first_start_prefers_a_chat_model_to_a_smaller_base_model(qtbot, tmp_path):
+    # gemma3:270m without a chat template was preselected as "the smallest" and got its
+    # prompts as plain text; a chat model is the better start
+    root = tmp_path / "models"
+    store = Store.open(root)
+    base = write_model(tmp_path / "base.gguf", "qwen2",
+                       overrides={"tokenizer.chat_template": None})
+    import_gguf(store, base, "base")
+    import_gguf(store, write_model(tmp_path / "chat.gguf", "qwen2", TextSpec(hidden=128)),
+                "chat")
+    window = start(qtbot, tmp_path, root, History(tmp_path / "h.sqlite3"))
+    assert window.controller.model_name == "chat:latest"
+    assert "your only chat model" in window.banner.text.text()
+    entry = window.models.entry(window.models.row_of("base:latest"))
+    assert entry.completion_only and "completion only" in entry.details
+    tooltip = window.models.data(window.models.index(window.models.row_of("base:latest")),
+                                 Qt.ToolTipRole)
+    assert "no chat template" in tooltip
+    assert not window.models.entry(window.models.row_of("chat:latest")).completion_only
