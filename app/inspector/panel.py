@@ -50,7 +50,14 @@ from app.inspector.rows import (
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.tracing_page import TracingPage
-from app.inspector.widgets import IMAGE_COLOUR, action_row, hint, section
+from app.inspector.widgets import (
+    IMAGE_COLOUR,
+    action_row,
+    hint,
+    section,
+    set_verdict,
+    verdict_label,
+)
 from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
@@ -437,7 +444,7 @@ class DebugPanel(QDockWidget):
     def clear_check(self) -> None:
         """A new answer or another conversation: an earlier verdict no longer applies."""
         self.check_button.setEnabled(True)
-        self._set_verdict("", None)
+        set_verdict(self.verdict, "", None)
         self.pair_model.set_records([])
         self.check_model.set_records([])
         self.check_chart.set_series([])
@@ -524,9 +531,7 @@ class DebugPanel(QDockWidget):
         row, self.check_button = action_row("Check against reference", "checkButton",
                                             self.checkRequested)
         layout.addLayout(row)
-        self.verdict = QLabel("")
-        self.verdict.setObjectName("verdict")
-        self.verdict.setWordWrap(True)
+        self.verdict = verdict_label()
         layout.addWidget(self.verdict)
 
         layout.addWidget(section("Next token: top 5"))
@@ -577,13 +582,13 @@ class DebugPanel(QDockWidget):
 
     def show_check_running(self) -> None:
         self.check_button.setEnabled(False)
-        self._set_verdict("Running the numpy reference on the last prompt…", None)
+        set_verdict(self.verdict, "Running the numpy reference on the last prompt…", None)
 
     def show_check(self, report) -> None:
         """report: engine.runtime.check.CheckReport: the verdict (green or red), the two
         top-5 lists side by side, and one row per layer (the first one off in view)."""
         self.check_button.setEnabled(True)
-        self._set_verdict(report.verdict, bool(report.ok))
+        set_verdict(self.verdict, report.verdict, bool(report.ok))
         self.pair_model.set_records(top_pairs(report))
         self.check_model.set_records(list(report.rows))
         self.check_chart.set_series(
@@ -596,13 +601,8 @@ class DebugPanel(QDockWidget):
 
     def show_check_failed(self, message: str) -> None:
         self.check_button.setEnabled(True)
-        self._set_verdict(f"The check could not run: {message}", False)
+        set_verdict(self.verdict, f"The check could not run: {message}", False)
 
-    def _set_verdict(self, text: str, ok: bool | None) -> None:
-        self.verdict.setText(text)
-        self.verdict.setProperty("ok", "" if ok is None else ("yes" if ok else "no"))
-        self.verdict.style().unpolish(self.verdict)
-        self.verdict.style().polish(self.verdict)
 
 
 def _escape(text: str) -> str:
