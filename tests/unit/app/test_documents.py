@@ -249,3 +249,25 @@ def test_the_window_counts_with_the_models_tokenizer_and_keeps_the_document(
     assert title_of(compose("", [read_document(notes)]), ()) == "notes.docx"
     assert window.controller.session.messages[0].content == stored.content
     assert not window.chat.input.documents.chips()
+
+
+def test_a_sent_message_shows_its_documents_as_chips_that_open(qtbot):
+    # the bubble showed the raw <document name=…> markup with each file's whole text
+    from PySide6.QtWidgets import QTextBrowser
+
+    from app.chat.sent_document import SentDocument
+    from app.chat.view import MessageWidget
+
+    documents = [Document("notes.md", "line one\nline two"), Document("a.py", "x = 1")]
+    widget = MessageWidget("user", "You", compose("Compare them.", documents))
+    qtbot.addWidget(widget)
+    widget.show()
+    chips = widget.findChildren(SentDocument)
+    assert [c.document for c in chips] == documents
+    assert "notes.md" in chips[0].toggle.text() and "2 lines" in chips[0].toggle.text()
+    shown = [b.toPlainText() for b in widget.findChildren(QTextBrowser) if b.isVisible()]
+    assert shown == ["Compare them."]
+    assert chips[0].text.isHidden()
+    chips[0].toggle.click()
+    assert chips[0].text.isVisible() and chips[0].text.toPlainText() == "line one\nline two"
+    assert widget.text == compose("Compare them.", documents)     # Copy / Edit keep it all
