@@ -159,7 +159,7 @@ class ChatPage(QWidget):
 
     def _restored(self, stored: StoredMessage) -> MessageWidget:
         widget = self._new_widget(stored.role, stored.content, stored.images, stored.id,
-                                  self._model_name)
+                                  stored.model or self._model_name)
         if stored.thinking:
             widget.thinking.finish(stored.thinking, stored.thinking_ms)
         if stored.role == "assistant":
