@@ -265,6 +265,7 @@ class MainWindow(QMainWindow):
         self.panel.colorTokensToggled.connect(self._color_tokens)
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
+        self.panel.checkCancelRequested.connect(self._cancel_check)
         self.empty.folderChosen.connect(self.set_models_dir)
         self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
@@ -588,6 +589,10 @@ class MainWindow(QMainWindow):
             self.panel.show_check_failed(str(error))
             return
         self.panel.show_check_running()
+
+    def _cancel_check(self) -> None:
+        self.controller.give_up_check()
+        self.panel.show_check_cancelled()
 
     def _images_attached(self, paths: list[str]) -> None:
         if self.controller.model is not None and not self.controller.vision:

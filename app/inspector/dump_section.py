@@ -16,14 +16,12 @@ from PySide6.QtWidgets import QFileDialog, QPushButton, QSizePolicy, QVBoxLayout
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.llama_layers_section import FIRST_OFF, RELATIVE_COLOUR, TOLERANCE_COLOUR
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import (
     hint,
-    progress_row,
     section,
     set_verdict,
-    show_busy,
-    show_still,
     verdict_label,
 )
 from engine.inspect.dump_compare import DumpComparison
@@ -48,11 +46,9 @@ class DumpSection(QWidget):
         self.export_button = self._button("Export layer dump…", "exportDump", self._export)
         self.compare_button = self._button("Compare with a dump…", "compareDump",
                                            self._compare)
-        row, self.progress, self.cancel_button = progress_row(self.export_button,
-                                                              self.cancelRequested)
-        row.insertWidget(1, self.compare_button)
-        row.addStretch(0)
-        layout.addLayout(row)
+        self.strip = ProgressStrip(self.export_button, self.cancelRequested, self.compare_button)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
         self.status = verdict_label(IDLE, "dumpVerdict")
         self.status.setObjectName("dumpVerdict")
         layout.addWidget(self.status)
@@ -98,12 +94,11 @@ class DumpSection(QWidget):
             self.compareRequested.emit(folder)
 
     def show_running(self, text: str) -> None:
-        show_busy(self.progress, self.cancel_button, self.export_button, self.compare_button)
+        self.strip.start()
         set_verdict(self.status, text)
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.progress.setFormat(stage)
+        self.strip.advance(stage, fraction)
 
     def show_status(self, text: str) -> None:
         """Idle again, with what came of the last action (or why it could not run)."""
@@ -111,9 +106,7 @@ class DumpSection(QWidget):
         set_verdict(self.status, text)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
-        self.export_button.setEnabled(True)
-        self.compare_button.setEnabled(True)
+        self.strip.still()
 
     def clear(self) -> None:
         """Another conversation: what is shown was about the previous one's context."""

@@ -19,14 +19,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.charts import LineChart, Series
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import (
     hint,
-    progress_row,
     section,
     set_verdict,
-    show_busy,
-    show_still,
     verdict_label,
 )
 from engine.inspect.llama_layers import LayerSide, LlamaLayers
@@ -69,9 +67,9 @@ class LlamaLayersSection(QWidget):
         self.button.setObjectName("llamaLayersButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
         self.button.clicked.connect(self.requested)
-        row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
-        row.addStretch(0)        # idle: the button stays on the left
-        layout.addLayout(row)
+        self.strip = ProgressStrip(self.button, self.cancelRequested)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
         self.status = verdict_label(IDLE, "layersVerdict")
         layout.addWidget(self.status)
         self.chart = LineChart("relative max |Δ| per block", log=True, height=140)
@@ -100,20 +98,18 @@ class LlamaLayersSection(QWidget):
         self.button.setEnabled(False)
 
     def show_running(self) -> None:
-        show_busy(self.progress, self.cancel_button, self.button)
+        self.strip.start()
         set_verdict(self.status, RUNNING)
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.progress.setFormat(stage)
+        self.strip.advance(stage, fraction)
 
     def show_failed(self, text: str) -> None:
         self._idle()
         set_verdict(self.status, text, False)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
-        self.button.setEnabled(True)
+        self.strip.still()
 
     def clear(self) -> None:
         """Another conversation: the rows shown were over the previous one's context."""

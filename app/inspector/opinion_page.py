@@ -15,14 +15,14 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHeaderView, QWidget
+from PySide6.QtWidgets import QHeaderView, QPushButton, QWidget
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.llama_layers_section import LlamaLayersSection, steered_note
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import TOP_ROWS, visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import (
-    action_row,
     hint,
     scrolling_body,
     section,
@@ -108,6 +108,7 @@ def pictures_note(opinion: SecondOpinion) -> str:
 
 class OpinionPage(QWidget):
     requested = Signal()
+    cancelRequested = Signal()
 
     def __init__(self, table_factory, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -115,8 +116,11 @@ class OpinionPage(QWidget):
         layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
                               "(the Inside tab's position, else the latest token) and "
                               "compares it with Lantern's fp32 reference."))
-        row, self.button = action_row("Compare with llama.cpp", "opinionButton", self.requested)
-        layout.addLayout(row)
+        self.button = QPushButton("Compare with llama.cpp")
+        self.button.setObjectName("opinionButton")
+        self.button.clicked.connect(self.requested)
+        self.strip = ProgressStrip(self.button, self.cancelRequested)
+        layout.addWidget(self.strip)
         self.status = verdict_label()
         layout.addWidget(self.status)
         layout.addWidget(section("Next token: top 5"))
@@ -148,21 +152,25 @@ class OpinionPage(QWidget):
 
     def show_missing(self, text: str) -> None:
         set_verdict(self.status, text)
+        self.strip.still()
         self.button.setEnabled(False)
         self.layers.show_missing(text)
 
     def show_running(self) -> None:
-        self.button.setEnabled(False)
-        set_verdict(self.status, RUNNING)
+        self.strip.start(RUNNING)
+        set_verdict(self.status, "")
+
+    def show_progress(self, stage: str, fraction: float) -> None:
+        self.strip.advance(stage, fraction)
 
     def show_failed(self, text: str) -> None:
-        self.button.setEnabled(True)
+        self.strip.still()
         set_verdict(self.status, text, False)
 
     def clear(self) -> None:
         """Another conversation: the comparison shown was over the previous one's context."""
-        if self.button.isEnabled() or self.status.text() == RUNNING:
-            self.button.setEnabled(True)
+        if self.button.isEnabled() or self.strip.busy:
+            self.strip.still()
             set_verdict(self.status, IDLE)
         self.pairs.set_records([])
         self.chart.set_series([])
@@ -170,7 +178,7 @@ class OpinionPage(QWidget):
 
     def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...],
                      steering: str = "") -> None:
-        self.button.setEnabled(True)
+        self.strip.still()
         set_verdict(self.status, *opinion_verdict(opinion, tokens, steering))
         self.pairs.set_records([OpinionPair(i + 1, a, b) for i, (a, b)
                                 in enumerate(zip(opinion.ours, opinion.theirs, strict=True))])

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHeaderView,
     QLabel,
+    QPushButton,
     QScrollArea,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -38,6 +39,7 @@ from app.inspector.dump_section import DumpSection
 from app.inspector.inside_page import InsidePage
 from app.inspector.opinion_page import OpinionPage
 from app.inspector.page_buttons import PageButtons
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import (
     TOP_ROWS,
     cut_by_text,
@@ -52,7 +54,6 @@ from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.tracing_page import TracingPage
 from app.inspector.widgets import (
     IMAGE_COLOUR,
-    action_row,
     hint,
     section,
     set_verdict,
@@ -162,6 +163,7 @@ class DebugPanel(QDockWidget):
     colorTokensToggled = Signal(bool)
     layerStatsToggled = Signal(bool)
     checkRequested = Signal()
+    checkCancelRequested = Signal()
     replyPointClicked = Signal(int)          # index of a token in the reply
     promptRowClicked = Signal(int)           # a prompt position
     pageShown = Signal(QWidget)              # a page came into view: chosen, or panel opened
@@ -443,7 +445,7 @@ class DebugPanel(QDockWidget):
 
     def clear_check(self) -> None:
         """A new answer or another conversation: an earlier verdict no longer applies."""
-        self.check_button.setEnabled(True)
+        self.check_strip.still()
         set_verdict(self.verdict, "", None)
         self.pair_model.set_records([])
         self.check_model.set_records([])
@@ -528,9 +530,11 @@ class DebugPanel(QDockWidget):
         layout.addWidget(hint("Runs the last prompt through a plain numpy forward pass and "
                                "compares the engine with it after every layer and at the "
                                "next token."))
-        row, self.check_button = action_row("Check against reference", "checkButton",
-                                            self.checkRequested)
-        layout.addLayout(row)
+        self.check_button = QPushButton("Check against reference")
+        self.check_button.setObjectName("checkButton")
+        self.check_button.clicked.connect(self.checkRequested)
+        self.check_strip = ProgressStrip(self.check_button, self.checkCancelRequested)
+        layout.addWidget(self.check_strip)
         self.verdict = verdict_label()
         layout.addWidget(self.verdict)
 
@@ -581,13 +585,14 @@ class DebugPanel(QDockWidget):
         return page
 
     def show_check_running(self) -> None:
-        self.check_button.setEnabled(False)
-        set_verdict(self.verdict, "Running the numpy reference on the last prompt…", None)
+        self.check_strip.start("Running the numpy reference on the last prompt…",
+                               measured=False)
+        set_verdict(self.verdict, "", None)
 
     def show_check(self, report) -> None:
         """report: engine.runtime.check.CheckReport: the verdict (green or red), the two
         top-5 lists side by side, and one row per layer (the first one off in view)."""
-        self.check_button.setEnabled(True)
+        self.check_strip.still()
         set_verdict(self.verdict, report.verdict, bool(report.ok))
         self.pair_model.set_records(top_pairs(report))
         self.check_model.set_records(list(report.rows))
@@ -600,8 +605,12 @@ class DebugPanel(QDockWidget):
             self.check_table.scrollTo(self.check_model.index(report.first_off, 0))
 
     def show_check_failed(self, message: str) -> None:
-        self.check_button.setEnabled(True)
+        self.check_strip.still()
         set_verdict(self.verdict, f"The check could not run: {message}", False)
+
+    def show_check_cancelled(self) -> None:
+        self.check_strip.still()
+        set_verdict(self.verdict, "Cancelled.", None)
 
 
 

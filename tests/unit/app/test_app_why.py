@@ -44,7 +44,10 @@ def test_contribution_grid_and_attribution(qtbot, tmp_path, tiny_store):  # noqa
     # attribution: a job over the same context, then the tinted text
     assert inside.attribute_button.isEnabled()
     inside.attribute_button.click()
-    assert inspector.job is not None and not inside.cancel_button.isHidden()
+    # its progress and Cancel beside its own button, far below the page's top
+    strip = inside.attribute_strip
+    assert inspector.job is not None and not strip.cancel_button.isHidden()
+    assert inside.cancel_button.isHidden() and not inside.attribute_button.isEnabled()
     qtbot.waitUntil(lambda: inspector.job is None, timeout=TIMEOUT_MS)
     direct = occlusion(window.controller.model.gguf, inspector.context, result.position)
     np.testing.assert_allclose(inside.attribution.weights[:-1], direct.delta, atol=1e-6)
@@ -54,8 +57,9 @@ def test_contribution_grid_and_attribution(qtbot, tmp_path, tiny_store):  # noqa
 
     # cancelled, it leaves nothing half-drawn and says so
     inside.attribute_button.click()
-    inside.cancel_button.click()
+    strip.cancel_button.click()
     assert inspector.job is None and inside.status.text() == "Cancelled."
+    assert strip.cancel_button.isHidden()
     assert inside.attribute_button.isEnabled()
 
 

@@ -26,3 +26,45 @@ def test_a_token_from_the_history_is_not_called_a_servers(qtbot):
     panel.show_token(event, latest=True)
     text = panel.entropy_label.text()
     assert "history" in text and "the server reports" not in text
+
+
+def test_the_progress_strip_tells_the_time_left_and_fits_its_text(qtbot, monkeypatch):
+    # tracing a 10-token text took ~7 minutes with no word of how long; a 6-pixel bar cut
+    # its own text in half
+    from PySide6.QtWidgets import QPushButton
+
+    from app.inspector import progress_strip
+    from app.inspector.progress_strip import ProgressStrip
+
+    clock = [100.0]
+    monkeypatch.setattr(progress_strip.time, "monotonic", lambda: clock[0])
+    button = QPushButton("Trace")
+    strip = ProgressStrip(button, lambda: None)
+    qtbot.addWidget(strip)
+    strip.show()
+    strip.start("Tracing…")
+    assert not button.isEnabled() and strip.busy and not strip.progress.isTextVisible()
+    clock[0] += 60
+    strip.advance("position 2 of 10", 0.2)        # a minute for a fifth: four to go
+    assert strip.stage.text() == "position 2 of 10 · about 4 min left"
+    strip.still()
+    assert button.isEnabled() and not strip.busy and strip.stage.isHidden()
+
+
+def test_llama_cpps_opinion_and_the_reference_check_have_progress_and_cancel(qtbot):
+    # the llama.cpp second opinion had neither; the check's "running" line scrolled away
+    panel = DebugPanel()
+    qtbot.addWidget(panel)
+    page = panel.opinion
+    page.show_running()
+    assert page.strip.busy and not page.button.isEnabled()
+    with qtbot.waitSignal(page.cancelRequested):
+        page.strip.cancel_button.click()
+    page.show_failed("Cancelled.")
+    assert not page.strip.busy and page.button.isEnabled()
+    panel.show_check_running()
+    assert panel.check_strip.busy and not panel.check_button.isEnabled()
+    with qtbot.waitSignal(panel.checkCancelRequested):
+        panel.check_strip.cancel_button.click()
+    panel.show_check_cancelled()
+    assert not panel.check_strip.busy and panel.check_button.isEnabled()
