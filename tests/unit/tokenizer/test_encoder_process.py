@@ -4,10 +4,12 @@ not build the pipeline is named, not waited for."""
 
 import gc
 import json
-import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import tokenizers
@@ -18,10 +20,22 @@ from engine.tokenizer.encoder_process import EncoderGone
 from engine.tokenizer.load import cache_entry
 from tests.unit.tokenizer.test_tokenizer_synthetic import ID, write_vocab_gguf
 
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
+                                reason="children are found in /proc")
+ROOT = Path(__file__).resolve().parents[3]
+
 
 def _children() -> set[int]:
-    return {child.pid for child in multiprocessing.active_children()
-            if child.name == "lantern-tokenizer"}
+    """This process's children, running or not yet reaped (a zombie counts as left over)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if int(fields[1]) == os.getpid():
+            found.add(int(stat.parent.name))
+    return found
 
 
 def _gone(pid: int, timeout_s: float = 10.0) -> bool:
@@ -104,3 +118,27 @@ def test_an_entry_the_child_cannot_build_is_rebuilt(tmp_path):
     entry.write_bytes(b"\n".join([json.dumps(damaged).encode(), *rest]))
     assert load_tokenizer(path).encode("hello world") == expected
     assert json.loads(entry.read_bytes().split(b"\n")[0])["pipeline"]["model"]["type"] == "BPE"
+
+
+PLAIN_SCRIPT = """\
+import sys
+from engine.tokenizer import load_tokenizer
+
+tokenizer = load_tokenizer(sys.argv[1])
+print(tokenizer.encode("hello world"))
+"""
+
+
+def test_a_plain_script_without_a_main_guard_loads_and_encodes(tmp_path):
+    """The child is a program of its own: nothing re-runs the caller's main module, so a
+    script's top level runs once, from the GGUF file and again from the cache."""
+    path = write_vocab_gguf(tmp_path / "m.gguf")
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LANTERN_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in ("built", "cached"):
+        run = subprocess.run([sys.executable, str(script), str(path)], capture_output=True,
+                             text=True, cwd=tmp_path, env=env, timeout=120)
+        assert (run.returncode, run.stdout, run.stderr) == (
+            0, f"{[ID['hello'], ID['Ġworld']]}\n", "")
+    assert len(list((tmp_path / "cache" / "tokenizers").glob("*.json"))) == 1
