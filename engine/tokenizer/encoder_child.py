@@ -10,6 +10,7 @@ are needed, to keep what the child loads small.
 
 import os
 import pickle
+import signal
 import struct
 import sys
 from contextlib import suppress
@@ -58,6 +59,7 @@ class Channel:
 
 def main() -> None:
     """The child's program: frames arrive on stdin and leave on a copy of stdout."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; it ends the child
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     # EOF or a broken pipe: the parent closed its end (its tokenizer was dropped, or it exited)

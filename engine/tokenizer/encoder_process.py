@@ -31,6 +31,11 @@ class EncoderGone(LanternError):
     """The child process that encodes text for a tokenizer ended or failed."""
 
 
+class EncoderFailed(EncoderGone):
+    """The child answered that it could not do what was asked (a damaged cache entry among
+    others); unlike a child that ended, this says something about the request."""
+
+
 class EncoderProcess:
     """One tokenizer's child process: ``load`` its cache entry's lines (or ``build`` from
     the GGUF file), then ``encode``."""
@@ -41,6 +46,7 @@ class EncoderProcess:
             env=_child_env(), creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
         self._channel = Channel(self._process.stdout, self._process.stdin)
         self._lock = threading.Lock()
+        self._answered = False           # a child that never answered did not start right
         self.close = weakref.finalize(self, _stop, self._process, self._channel)
 
     def load(self, lines: list[bytes]) -> None:
@@ -79,13 +85,17 @@ class EncoderProcess:
                     self._process.wait(_EXIT_WAIT_S)
             code = self._process.returncode
             self.close()
-            raise EncoderGone("the tokenizer's process ended"
-                              + ("" if code is None else f" (exit code {code})")
-                              + "; the model has to be loaded again") from None
+            how = "" if code is None else f" (exit code {code})"
+            if not self._answered:
+                raise EncoderGone(f"the tokenizer's process ended before it answered{how}; "
+                                  "its error output says why") from None
+            raise EncoderGone(f"the tokenizer's process ended{how}; "
+                              "the model has to be loaded again") from None
+        self._answered = True
         if not ok:
             if isinstance(value, REASONS):
                 raise value
-            raise EncoderGone(f"the tokenizer's process failed: {value}")
+            raise EncoderFailed(f"the tokenizer's process failed: {value}")
         return value
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import tokenizers
 
 from engine.paths import cache_dir
-from engine.tokenizer.encoder_process import EncoderProcess
+from engine.tokenizer.encoder_process import EncoderFailed, EncoderGone, EncoderProcess
 from engine.tokenizer.entry import tables
 from engine.tokenizer.tokenizer import Tokenizer
 from engine.tokenizer.vocab import read_vocabulary
@@ -92,6 +92,8 @@ def _read_entry(entry: Path) -> Tokenizer | None:
     try:
         return _open(entry.read_bytes().split(b"\n"))
     except Exception as error:  # any damage (truncation, bad JSON, old layout) means: rebuild
+        if isinstance(error, EncoderGone) and not isinstance(error, EncoderFailed):
+            raise  # the child process ended: no fault of the entry's, nor cured by a rebuild
         log.warning("tokenizer cache entry %s is unreadable (%s); rebuilding it", entry, error)
         return None
 

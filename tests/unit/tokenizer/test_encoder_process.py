@@ -15,7 +15,7 @@ import pytest
 import tokenizers
 
 from engine.errors import CorruptModel, UnsupportedModel
-from engine.tokenizer import load_tokenizer
+from engine.tokenizer import encoder_process, load_tokenizer
 from engine.tokenizer.encoder_process import EncoderGone
 from engine.tokenizer.load import cache_entry
 from tests.unit.tokenizer.test_tokenizer_synthetic import ID, write_vocab_gguf
@@ -142,3 +142,24 @@ def test_a_plain_script_without_a_main_guard_loads_and_encodes(tmp_path):
         assert (run.returncode, run.stdout, run.stderr) == (
             0, f"{[ID['hello'], ID['Ġworld']]}\n", "")
     assert len(list((tmp_path / "cache" / "tokenizers").glob("*.json"))) == 1
+
+
+def test_a_child_that_cannot_start_is_named_and_the_entry_is_not_blamed(tmp_path, monkeypatch,
+                                                                         caplog):
+    path = write_vocab_gguf(tmp_path / "m.gguf")
+    load_tokenizer(path).close()
+    entry = cache_entry(path).read_bytes()
+    before = _children()
+    monkeypatch.setattr(encoder_process, "_child_command",
+                        lambda: [sys.executable, "-c", "raise SystemExit(3)"])
+    for cached in (True, False):
+        with pytest.raises(EncoderGone, match=r"ended before it answered \(exit code 3\)"):
+            load_tokenizer(path)
+        if cached:                 # neither called unreadable nor rewritten: not its fault
+            assert "unreadable" not in caplog.text
+            assert cache_entry(path).read_bytes() == entry
+            cache_entry(path).unlink()
+    deadline = time.monotonic() + 10
+    while _children() - before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _children() - before
