@@ -333,8 +333,7 @@ class InputBox(QFrame):
             return
         if self.loading is not None:     # sent when the model is ready (set_ready)
             self.waiting = True
-            self._say(f"Loading {self.loading}… your message is sent when it is ready "
-                      "(Esc keeps it here unsent)")
+            self._say_waiting()
             return
         self._say("")
         images = () if self.editing else tuple(self.images)
@@ -388,8 +387,11 @@ class InputBox(QFrame):
         self._update_send()
 
     def set_loading(self, name: str) -> None:
-        """A model is being loaded: Enter makes a message wait for it."""
+        """A model is being loaded: Enter makes a message wait for it (one that waits
+        already now waits for this model)."""
         self.loading = name
+        if self.waiting:
+            self._say_waiting()
         self._update_send()
 
     def load_stopped(self, why: str) -> None:
@@ -408,6 +410,10 @@ class InputBox(QFrame):
             self._say("")
         else:
             self.cancel_edit()
+
+    def _say_waiting(self) -> None:
+        self._say(f"Loading {self.loading}… your message is sent when it is ready "
+                  "(Esc keeps it here unsent)")
 
     def _say(self, text: str) -> None:
         self.wait_label.setText(text)
