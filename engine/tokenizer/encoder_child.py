@@ -12,7 +12,6 @@ import os
 import pickle
 import signal
 import struct
-import sys
 from contextlib import suppress
 from typing import IO, Any
 
@@ -32,9 +31,10 @@ class Channel:
 
     def send(self, message: object) -> None:
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        frame = memoryview(_HEADER.pack(len(data)) + data)
-        while frame:
-            frame = frame[self._writer.write(frame):]
+        for part in (_HEADER.pack(len(data)), data):   # no copy of a large entry to join them
+            view = memoryview(part)
+            while view:
+                view = view[self._writer.write(view):]
         self._writer.flush()
 
     def recv(self) -> Any:
@@ -60,11 +60,15 @@ class Channel:
 def main() -> None:
     """The child's program: frames arrive on stdin and leave on a copy of stdout."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; it ends the child
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    # file descriptors, not sys.stdout: a windowed program may have no sys.stdout object
+    answers = os.fdopen(os.dup(1), "wb", buffering=0)
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no error output either
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     # EOF or a broken pipe: the parent closed its end (its tokenizer was dropped, or it exited)
     with suppress(BrokenPipeError, EOFError):
-        serve(Channel(sys.stdin.buffer.raw, answers))
+        serve(Channel(os.fdopen(0, "rb", buffering=0), answers))
 
 
 def serve(channel: Channel) -> None:
