@@ -2,6 +2,8 @@
 saying so, and is sent when the model is ready; a load that fails or is cancelled leaves
 it in the box, unsent, with why. Nothing typed is lost."""
 
+from PySide6.QtCore import Qt
+
 from app.models import loader as loader_module
 from engine.errors import CorruptModel
 from tests.unit.app.test_app_chat import TIMEOUT_MS, open_window, send, tiny_store  # noqa: F401 (fixture)
@@ -19,7 +21,8 @@ def test_enter_during_a_load_sends_it_when_the_model_is_ready(qtbot, tmp_path, t
     window = open_window(qtbot, tmp_path / "h.sqlite3", tiny_store, num_predict=2)
     start_loading(qtbot, window)
     box = window.chat.input
-    send(window, "Hello")
+    qtbot.keyClicks(box.editor, "Hello")
+    qtbot.keyClick(box.editor, Qt.Key.Key_Return)
     assert box.waiting and box.editor.toPlainText() == "Hello"
     assert "sent when it is ready" in box.wait_label.text() and not box.wait_label.isHidden()
     assert window.chat.view.messages == []
