@@ -72,14 +72,15 @@ def main() -> None:
 
 
 def serve(channel: Channel) -> None:
-    """Build the pipeline (from the entry's lines or the GGUF file; the lines of a fresh
+    """Build the pipeline (from the cache entry or the GGUF file; the lines of a fresh
     build go back to the parent), then answer until the pipe closes."""
     try:
         source, argument = channel.recv()
-        if source == "lines":
+        if source == "entry":
             from engine.tokenizer.entry import pipeline
 
-            backend, written = pipeline(argument), []
+            with open(argument, "rb") as entry:
+                backend, written = pipeline(entry.read().split(b"\n")), []
         else:
             backend, written = _built(argument)
         backend.encode_special_tokens = True  # control tokens are the parent's business

@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import weakref
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ class EncoderFailed(EncoderGone):
 
 
 class EncoderProcess:
-    """One tokenizer's child process: ``load`` its cache entry's lines (or ``build`` from
-    the GGUF file), then ``encode``."""
+    """One tokenizer's child process: ``load`` its cache entry (or ``build`` from the GGUF
+    file), then ``encode``."""
 
     def __init__(self) -> None:
         self._process = subprocess.Popen(
@@ -49,11 +50,17 @@ class EncoderProcess:
         self._answered = False           # a child that never answered did not start right
         self.close = weakref.finalize(self, _stop, self._process, self._channel)
 
-    def load(self, lines: list[bytes]) -> None:
-        """Sends the entry and waits until the child has built its pipeline (EncoderGone
-        with the child's reason when it cannot)."""
+    def load(self, entry: Path) -> None:
+        """The child reads the cache entry and builds its pipeline, while this process goes
+        on (reading the entry's tables); ``loaded`` waits for it."""
         with self._lock:
-            self._exchange(("lines", lines))
+            self._send(("entry", str(entry.resolve())))
+
+    def loaded(self) -> None:
+        """Waits until the child has built its pipeline from the entry (EncoderFailed with
+        its reason when it cannot)."""
+        with self._lock:
+            self._answer()
 
     def build(self, gguf_path: str) -> list[bytes]:
         """The child reads the file's vocabulary and builds its pipeline; returns the cache
@@ -76,9 +83,28 @@ class EncoderProcess:
 
     def _exchange(self, request: tuple[str, object]) -> Any:
         """Send a request and receive its answer."""
-        try:
+        self._send(request)
+        return self._answer()
+
+    def _send(self, request: tuple[str, object]) -> None:
+        with self._ended():
             self._channel.send(request)
+
+    def _answer(self) -> Any:
+        with self._ended():
             ok, value = self._channel.recv()
+        self._answered = True
+        if not ok:
+            if isinstance(value, REASONS):
+                raise value
+            raise EncoderFailed(f"the tokenizer's process failed: {value}")
+        return value
+
+    @contextmanager
+    def _ended(self) -> Iterator[None]:
+        """A pipe that breaks means the child ended: EncoderGone, with its exit code."""
+        try:
+            yield
         except (EOFError, OSError, ValueError):  # ValueError: a pipe this side closed
             if self.close.alive:  # the child closed its end: it is exiting, or has
                 with suppress(subprocess.TimeoutExpired):
@@ -91,12 +117,6 @@ class EncoderProcess:
                                   "its error output says why") from None
             raise EncoderGone(f"the tokenizer's process ended{how}; "
                               "the model has to be loaded again") from None
-        self._answered = True
-        if not ok:
-            if isinstance(value, REASONS):
-                raise value
-            raise EncoderFailed(f"the tokenizer's process failed: {value}")
-        return value
 
 
 def _child_command() -> list[str]:
