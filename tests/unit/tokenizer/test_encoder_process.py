@@ -163,3 +163,19 @@ def test_a_child_that_cannot_start_is_named_and_the_entry_is_not_blamed(tmp_path
     while _children() - before and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not _children() - before
+
+
+def test_a_frozen_bundle_starts_its_own_program_as_the_child(tmp_path, monkeypatch):
+    """A bundle has no interpreter to run ``-m`` with: its program (packaging/
+    lantern_entry.py) turns into the child when given the child's flag."""
+    program = tmp_path / "lantern"
+    program.write_text(f'#!/bin/sh\nexec "{sys.executable}" '
+                       f'"{ROOT / "packaging" / "lantern_entry.py"}" "$@"\n')
+    program.chmod(0o755)
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", str(program))
+    for _ in ("built", "cached"):
+        tokenizer, pid = _new_tokenizer(tmp_path)
+        assert tokenizer.encode("hello world") == [ID["hello"], ID["Ġworld"]]
+        tokenizer.close()
+        assert _gone(pid)
