@@ -11,11 +11,12 @@ cannot be read is rebuilt and overwritten.
 A tokenizer is opened from its entry's lines, whether just built or read back: this
 process keeps only the info and lookup tables (entry.py, read in short steps), while a
 child process of its own rebuilds the ``tokenizers`` pipeline from the same entry, which it
-reads itself meanwhile, and does the encoding (encoder_process.py). Building the BPE model of a large vocabulary is one Rust call that
-holds the GIL, and in this process every other thread, the window's included, would wait
-for all of it. A child that cannot rebuild the pipeline from an entry makes it a damaged
-one (rebuilt). The first time, the child reads the file's vocabulary and builds the
-pipeline itself, and sends back the entry's lines for this process to read and cache.
+reads itself meanwhile, and does the encoding (encoder_process.py). Building the BPE model
+of a large vocabulary is one Rust call that holds the GIL, and in this process every other
+thread, the window's included, would wait for all of it. A child that cannot rebuild the
+pipeline from an entry makes it a damaged one (rebuilt); a child that ended is no fault of
+the entry's. The first time, the child reads the file's vocabulary and builds the pipeline
+itself, and sends back the entry's lines for this process to read and cache.
 """
 
 import hashlib
