@@ -418,6 +418,7 @@ class MainWindow(QMainWindow):
         self.controller.give_up_check()
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
+        self.chat.input.set_loading(entry.name)
         self.loader.load(entry, self.settings)
 
     def _load_progress(self, stage: str, fraction: float) -> None:
@@ -460,10 +461,12 @@ class MainWindow(QMainWindow):
 
     def _load_failed(self, message: str) -> None:
         self.banner.show_message("error", message)
+        self.chat.input.load_stopped("did not load (the banner above says why)")
         self.status_model.setText(self.entry.name if self.entry else "no model loaded")
 
     def _cancel_banner_job(self) -> None:
         self.loader.cancel()
+        self.chat.input.load_stopped("was not loaded (the load was cancelled)")
         self.status_model.setText(self.entry.name if self.entry else "no model loaded")
 
     def reload_model(self) -> None:
@@ -540,8 +543,8 @@ class MainWindow(QMainWindow):
         """Esc: stop the answer; else leave editing; else clear the search."""
         if self.controller.busy:
             self.controller.stop()
-        elif self.chat.input.editing:
-            self.chat.input.cancel_edit()
+        elif self.chat.input.waiting or self.chat.input.editing:
+            self.chat.input.escape()
         elif self.sidebar.search.text():
             self.sidebar.search.clear()
             self.focus_input()
