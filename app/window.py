@@ -419,6 +419,7 @@ class MainWindow(QMainWindow):
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
         self.chat.input.set_loading(entry.name)
+        self.chat.refresh_header()            # the empty chat says what is loading
         self.loader.load(entry, self.settings)
 
     def _load_progress(self, stage: str, fraction: float) -> None:
@@ -462,11 +463,13 @@ class MainWindow(QMainWindow):
     def _load_failed(self, message: str) -> None:
         self.banner.show_message("error", message)
         self.chat.input.load_stopped("did not load (the banner above says why)")
+        self.chat.refresh_header()
         self.status_model.setText(self.entry.name if self.entry else "no model loaded")
 
     def _cancel_banner_job(self) -> None:
         self.loader.cancel()
         self.chat.input.load_stopped("was not loaded (the load was cancelled)")
+        self.chat.refresh_header()
         self.status_model.setText(self.entry.name if self.entry else "no model loaded")
 
     def reload_model(self) -> None:

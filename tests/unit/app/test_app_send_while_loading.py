@@ -72,3 +72,12 @@ def test_esc_keeps_a_waiting_message_in_the_box(qtbot, tmp_path, tiny_store):  #
     assert not box.waiting and box.wait_label.isHidden()
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     assert window.chat.view.messages == [] and box.editor.toPlainText() == "Hello"
+
+
+def test_the_empty_chat_says_what_is_loading(qtbot, tmp_path, tiny_store):  # noqa: F811
+    # it said "Pick a model on the left" while the preselected model loaded
+    window = open_window(qtbot, tmp_path / "h.sqlite3", tiny_store, num_predict=2)
+    start_loading(qtbot, window)
+    assert f"Loading {NAME}" in window.chat.view.hint.text()
+    qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
+    assert f"Ask {NAME}" in window.chat.view.hint.text()
