@@ -17,6 +17,7 @@ from types import ModuleType
 
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
+from engine.chat.call_holder import CallHolder
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
@@ -170,6 +171,7 @@ class RemoteChatSession:
     def _one_answer(self) -> Generator[Event, None, DoneEvent | None]:
         reply, done, calls = "", None, []
         started = False
+        holder = CallHolder(tool.name for tool in self.tools)   # a server may not parse them
         try:
             for event in self._events(calls):
                 if isinstance(event, TokenEvent):
@@ -177,7 +179,7 @@ class RemoteChatSession:
                     reply += event.text
                 elif isinstance(event, DoneEvent):
                     done = event
-                yield event
+                yield holder.apply(event)
         finally:
             if started or calls:   # what arrived stays in the conversation, even when cut
                 self.messages.append(Message("assistant", reply, tool_calls=tuple(calls)))

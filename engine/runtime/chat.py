@@ -16,6 +16,7 @@ import numpy as np
 
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
+from engine.chat.call_holder import CallHolder
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
@@ -171,6 +172,7 @@ class ChatSession:
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
         reply, thinking, started, done = "", "", False, None
+        holder = CallHolder(tool.name for tool in self.tools)
         try:
             for event in self._split_thinking(prompt, self._generator.run(
                 prompt,
@@ -188,7 +190,7 @@ class ChatSession:
                     thinking += event.thinking_text
                 elif isinstance(event, DoneEvent):
                     reply, thinking, done = event.text, event.thinking, event
-                yield event
+                yield holder.apply(event)
         finally:
             # whatever was generated stays in the conversation, even when cancelled
             if started:
