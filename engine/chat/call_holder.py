@@ -32,6 +32,7 @@ class CallHolder:
         self.raw = ""               # the answer as the model wrote it
         self.released = 0           # characters of ``raw`` handed out so far
         self._bare = True           # the answer may still be JSON calls only
+        self._tag = -1              # where the first <tool_call> tag starts (-1: none yet)
 
     def apply(self, event: Event) -> Event:
         """The event as listeners get it: a token carries the text released with it, the
@@ -48,6 +49,10 @@ class CallHolder:
 
     def push(self, text: str) -> str:
         """Adds the model's next text; returns what is now known to be answer text."""
+        if self._tag < 0 and text:      # a tag may start in the text held before
+            self._tag = (self.raw[-len(TOOL_CALL_OPEN):] + text).find(TOOL_CALL_OPEN)
+            if self._tag >= 0:
+                self._tag += max(0, len(self.raw) - len(TOOL_CALL_OPEN))
         self.raw += text
         end = self._releasable()
         out = self.raw[self.released:end]
@@ -69,8 +74,8 @@ class CallHolder:
         return self.raw[:self.raw.index(TOOL_CALL_OPEN)] if TOOL_CALL_OPEN in self.raw else ""
 
     def _releasable(self) -> int:
-        if TOOL_CALL_OPEN in self.raw:
-            return self.raw.index(TOOL_CALL_OPEN)
+        if self._tag >= 0:
+            return self._tag
         if self._bare:
             self._bare = _may_be_bare_calls(self.raw, self.names)
             if self._bare:

@@ -50,6 +50,6 @@ def print_tool_call(event: ToolCallEvent) -> None:
     if event.cut:
         result = result[:PREVIEW] + f"… {cut_note(event.shown_tokens, event.total_tokens)}"
     elif len(result) > PREVIEW:
-        result = result[:PREVIEW] + f"… ({event.total_tokens} tokens)"
+        result = result[:PREVIEW] + f"… ({len(result)} characters)"
     print(f"\n[tool] {event.name}({json.dumps(event.arguments, ensure_ascii=False)}) "
           f"{status} {result}", flush=True)

@@ -36,9 +36,10 @@ def test_a_call_in_tags_a_fence_or_bare_is_never_streamed(answer):
     assert "".join(shown) == "" and done.tail == "" and done.text == ""
 
 
-def test_prose_before_a_tagged_call_streams_and_the_call_does_not():
+@pytest.mark.parametrize("size", [1, 2, 7, 40])
+def test_prose_before_a_tagged_call_streams_and_the_call_does_not(size):
     answer = f"Let me look that up.\n<tool_call>\n{CALL}\n</tool_call>"
-    shown, done = stream(pieces_of(answer, 2))
+    shown, done = stream(pieces_of(answer, size))
     assert "".join(shown) + done.tail == "Let me look that up.\n"
     assert done.text == "Let me look that up.\n"
     assert all("<" not in piece for piece in shown)      # no piece of the tag flickers in
