@@ -22,6 +22,7 @@ from engine.chat.tools import TOOL_CALL_OPEN, parse_tool_calls
 FENCE = "```"
 _FENCE_OPEN = re.compile(r"```[a-z]*")              # a code fence and its language
 _FENCE_START = re.compile(r"`{1,2}|```[a-z]*")      # what may still become one
+_JSON_MARKS = re.compile(r'"(?:[^"\\]|\\.)*(")?|[{}\[\]]', re.S)  # a string, or a bracket
 
 
 class CallHolder:
@@ -31,7 +32,7 @@ class CallHolder:
         self.names = frozenset(names)
         self.raw = ""               # the answer as the model wrote it
         self.released = 0           # characters of ``raw`` handed out so far
-        self._bare = True           # the answer may still be JSON calls only
+        self._bare: _BareCalls | None = _BareCalls(self.names)  # None: no bare calls
         self._tag = -1              # where the first <tool_call> tag starts (-1: none yet)
 
     def apply(self, event: Event) -> Event:
@@ -76,10 +77,10 @@ class CallHolder:
     def _releasable(self) -> int:
         if self._tag >= 0:
             return self._tag
-        if self._bare:
-            self._bare = _may_be_bare_calls(self.raw, self.names)
-            if self._bare:
+        if self._bare is not None:
+            if self._bare.possible(self.raw):
                 return 0
+            self._bare = None
         return len(self.raw) - _partial_tag(self.raw)
 
 
@@ -91,61 +92,66 @@ def _partial_tag(text: str) -> int:
     return 0
 
 
-def _may_be_bare_calls(text: str, names: Collection[str]) -> bool:
-    """Whether ``text`` may still grow into an answer of JSON calls only (each object
-    naming an offered tool, optionally in one code fence), as parse_tool_calls reads them."""
-    body = text.lstrip()
-    if _FENCE_START.fullmatch(body):    # the fence's first line may still go on
-        return True
-    if opening := _FENCE_OPEN.match(body):
-        body = body[opening.end():]
-    at = 0
-    while (at := _skip(body, at)) < len(body):
-        rest = body[at:]
-        if rest.startswith(FENCE):      # a closing fence ends the answer
-            return not rest[len(FENCE):].strip()
-        if FENCE.startswith(rest):
-            return True
-        if body[at] != "{":
-            return False
-        end = _object_end(body, at)
-        if end is None:         # the object is not finished yet
-            return True
-        try:
-            raw = json.loads(body[at:end])
-        except json.JSONDecodeError:
-            return False
-        name = raw.get("name") if isinstance(raw, dict) else None
-        if not (isinstance(name, str) and name in names):
-            return False
-        at = end
-    return True
-
-
 def _skip(text: str, at: int) -> int:
     while at < len(text) and text[at] in " \t\r\n,":
         at += 1
     return at
 
 
-def _object_end(text: str, start: int) -> int | None:
-    """Index after the ``}`` that closes the object opened at ``start``; None while open."""
-    depth, in_string, escaped = 0, False, False
-    for at in range(start, len(text)):
-        char = text[at]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return at + 1
-    return None
+class _BareCalls:
+    """Follows an answer while it may still be JSON calls only (each object naming an
+    offered tool, bare or in one code fence), as parse_tool_calls reads them; each new
+    piece of text is read once, so a long JSON answer costs no more than its length."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.started = False        # the answer's first line is known (a fence or not)
+        self.at = 0                 # where the current object starts
+        self.scan = 0               # read up to here
+        self.depth = 0              # brackets open at ``scan``
+
+    def possible(self, text: str) -> bool:
+        if not self.started:
+            body = text.lstrip()
+            if not body or _FENCE_START.fullmatch(body):   # the first line may go on
+                return True
+            opening = _FENCE_OPEN.match(body)
+            self.scan = len(text) - len(body) + (opening.end() if opening else 0)
+            self.started = True
+        while True:
+            if self.depth == 0:                 # between objects
+                self.at = self.scan = _skip(text, self.scan)
+                rest = text[self.at:]
+                if FENCE.startswith(rest):      # nothing yet, or a fence begun
+                    return True
+                if rest.startswith(FENCE):      # a closing fence ends the answer
+                    return not rest[len(FENCE):].strip()
+                if rest[0] != "{":
+                    return False
+            if not self._read_object(text):
+                return True                     # the object is not finished yet
+            try:
+                raw = json.loads(text[self.at:self.scan])
+            except json.JSONDecodeError:
+                return False
+            name = raw.get("name") if isinstance(raw, dict) else None
+            if not (isinstance(name, str) and name in self.names):
+                return False
+
+    def _read_object(self, text: str) -> bool:
+        """Reads on to the object's closing brace (True) or the end of ``text``."""
+        for match in _JSON_MARKS.finditer(text, self.scan):    # strings skipped whole
+            mark = match[0]
+            if mark[0] == '"':
+                if match[1] is None:            # the string goes on in the next text
+                    self.scan = match.start()
+                    return False
+            elif mark in "{[":
+                self.depth += 1
+            else:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.scan = match.end()
+                    return True
+        self.scan = len(text)
+        return False

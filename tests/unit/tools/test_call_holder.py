@@ -30,9 +30,11 @@ def pieces_of(text: str, size: int = 3) -> list[str]:
     f"```\n{CALL}\n```\n",
     f"  {CALL}",
     f"{CALL}\n{CALL}",
+    '```json\n{"name": "get_weather", "arguments": {"city": "P}a\\"r]i{s"}}\n```',
 ])
-def test_a_call_in_tags_a_fence_or_bare_is_never_streamed(answer):
-    shown, done = stream(pieces_of(answer))
+@pytest.mark.parametrize("size", [1, 3])
+def test_a_call_in_tags_a_fence_or_bare_is_never_streamed(answer, size):
+    shown, done = stream(pieces_of(answer, size))
     assert "".join(shown) == "" and done.tail == "" and done.text == ""
 
 
@@ -62,6 +64,8 @@ def test_text_that_is_no_call_is_released_as_soon_as_that_is_known():
     assert shown == ["Sure", ", it is sunny."]
     shown, _ = stream(['{"temperature": 21}', " is the reading"])
     assert shown == ['{"temperature": 21}', " is the reading"]   # the object named no tool
+    shown, _ = stream(['{"note": "a } and a \\" in a string"', ", ", '"n": 1}', " more"])
+    assert shown == ["", "", '{"note": "a } and a \\" in a string", "n": 1}', " more"]
     shown, _ = stream(["```", "python\n", "x = 1"])
     assert shown == ["", "", "```python\nx = 1"]
 
