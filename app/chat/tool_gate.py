@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.settings.store import Settings
 from engine.chat.events import ToolCallEvent
+from engine.chat.tool_results import cut_note
 from engine.chat.tools import ToolCall, ToolFailed
 from engine.tools.mcp_client import McpServer
 from engine.tools.toolbox import Toolbox
@@ -74,8 +75,9 @@ def describe_call(event: ToolCallEvent) -> tuple[str, str]:
     arrow = "failed:" if event.failed else "→"
     full = f"Tool call: {event.name}({arguments}) {arrow} {event.result}"
     short = " ".join(full.split())
+    note = f" {cut_note(event.shown_tokens, event.total_tokens)}" if event.cut else ""
     if len(short) > RESULT_LENGTH:
-        short = short[: RESULT_LENGTH - 1] + "…"
+        short = short[: RESULT_LENGTH - 1 - len(note)] + "…" + note
     return short, full
 
 

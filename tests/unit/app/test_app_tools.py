@@ -75,6 +75,19 @@ def test_calculator_call_is_shown_under_the_answer(qtbot):
     assert label.text() == "Tool call: calculator(expression=12345*6789) → 83810205"
 
 
+def test_a_cut_result_says_so_under_the_answer(qtbot):
+    result = "The quick brown fox. " * 40 + "\n[cut: 200 of 300164 tokens shown]"
+    event = ToolCallEvent("page", {"size": 2_000_000}, result, shown_tokens=200,
+                          total_tokens=300164)
+    answer = MessageWidget("assistant", "Lantern")
+    qtbot.addWidget(answer)
+    answer.add_tool_call(*describe_call(event))
+    [label] = answer.tool_calls
+    assert label.text().startswith("Tool call: page(size=2000000) → The quick brown fox.")
+    assert label.text().endswith("… [cut: 200 of 300164 tokens shown]")
+    assert label.toolTip().endswith("[cut: 200 of 300164 tokens shown]")
+
+
 @pytest.mark.parametrize("allowed", [True, False])
 def test_the_window_asks_before_an_mcp_call(qtbot, tmp_path, allowed):
     window = MainWindow(Settings(models_dir=str(tmp_path)), History(tmp_path / "h.db"),
