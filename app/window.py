@@ -218,11 +218,16 @@ class MainWindow(QMainWindow):
         """Tool calls ask here; an answer that ends takes its open question with it."""
         self._tool_question: QMessageBox | None = None
         self.controller.tools.confirmRequested.connect(self._confirm_tool)
+        self.controller.tools.alwaysAllowed.connect(self._always_allow)
         self.controller.busyChanged.connect(
             lambda busy: busy or self._tool_question is None or self._tool_question.reject())
 
     def _confirm_tool(self, call: ToolCall, where: str, answer: Answer) -> None:
         self._tool_question = ask_allow(self, call, where, answer)
+
+    def _always_allow(self, tool: str) -> None:
+        if tool not in self.settings.allowed_tools:
+            self._save_settings(allowed_tools=[*self.settings.allowed_tools, tool])
 
     def _connect(self) -> None:
         sidebar, controller, loader = self.sidebar, self.controller, self.loader

@@ -23,8 +23,8 @@ from app.hints import explain
 from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, table_view
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import set_verdict, verdict_label
 from app.models.list_model import ModelListModel
+from app.verdict import set_verdict, verdict_label
 from app.workers import JobRunner
 from engine.errors import LanternError
 from engine.remote.crosscheck import CrossCheckReport, CrossCheckRow

@@ -21,9 +21,8 @@ from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import (
     hint,
     section,
-    set_verdict,
-    verdict_label,
 )
+from app.verdict import set_verdict, verdict_label
 from engine.inspect.dump_compare import DumpComparison
 from engine.reference.against import LayerDelta
 

@@ -24,9 +24,8 @@ from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import (
     hint,
     section,
-    set_verdict,
-    verdict_label,
 )
+from app.verdict import set_verdict, verdict_label
 from engine.inspect.llama_layers import LayerSide, LlamaLayers
 
 FIRST_OFF = QColor(230, 70, 70, 90)

@@ -26,9 +26,8 @@ from app.inspector.widgets import (
     hint,
     scrolling_body,
     section,
-    set_verdict,
-    verdict_label,
 )
+from app.verdict import set_verdict, verdict_label
 from engine.inspect.lens import LensToken
 from engine.inspect.second_opinion import SecondOpinion
 from engine.remote.crosscheck import TOLERANCE

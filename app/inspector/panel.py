@@ -56,9 +56,8 @@ from app.inspector.widgets import (
     IMAGE_COLOUR,
     hint,
     section,
-    set_verdict,
-    verdict_label,
 )
+from app.verdict import set_verdict, verdict_label
 from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)

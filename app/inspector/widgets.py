@@ -1,10 +1,9 @@
-"""The panel's small shared widgets: labels, a check's verdict, a left-aligned action
+"""The panel's small shared widgets: labels, a left-aligned action
 button and a page body that scrolls; the tint of image rows every table shares (the
 progress strip is app/inspector/progress_strip.py)."""
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QFrame,
@@ -30,23 +29,6 @@ def hint(text: str) -> QLabel:
     label.setObjectName("panelHint")
     label.setWordWrap(True)
     return label
-
-
-def verdict_label(text: str = "", name: str = "verdict") -> QLabel:
-    """A check's verdict: green when it agrees, red when not, plain while it runs."""
-    label = QLabel(text)
-    label.setObjectName(name)
-    label.setProperty("verdict", True)
-    label.setWordWrap(True)
-    label.setTextInteractionFlags(Qt.TextSelectableByMouse)
-    return label
-
-
-def set_verdict(label: QLabel, text: str, ok: bool | None = None) -> None:
-    label.setText(text)
-    label.setProperty("ok", "" if ok is None else ("yes" if ok else "no"))
-    label.style().unpolish(label)
-    label.style().polish(label)
 
 
 def action_row(text: str, name: str, clicked: Callable[[], object]) -> tuple[QHBoxLayout,

@@ -91,7 +91,7 @@ class SettingsDialog(QDialog):
         layout.addWidget(self._conversation_box(settings, system_layer))
         layout.addWidget(self._engine_box(settings))
         layout.addWidget(self._connections_box(runner is not None))
-        self.tools = ToolsBox(settings)
+        self.tools = ToolsBox(settings, runner)
         layout.addWidget(self.tools)
 
         self.error = QLabel("")
@@ -236,6 +236,7 @@ class SettingsDialog(QDialog):
             connections=[dict(r) for r in self.connections],
             builtin_tools=self.tools.builtin.isChecked(),
             mcp_servers=self.tools.records(),
+            allowed_tools=self.tools.allowed_tools,
         )
 
     def edit_connections(self) -> None:

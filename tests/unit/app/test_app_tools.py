@@ -184,3 +184,56 @@ def test_the_15b_model_calls_the_calculator_in_the_window(qtbot, tmp_path, demo_
     assert [label.text() for label in answer.tool_calls] == [
         "Tool call: calculator(expression=12345 * 6789) → 83810205"]
     assert "83810205" in answer.text.replace(",", "")
+
+
+def test_always_allow_asks_no_more_for_that_tool_and_is_kept(qtbot, tmp_path):
+    # Allow had no "always allow this tool"
+    window = MainWindow(Settings(models_dir=str(tmp_path)), History(tmp_path / "h.db"),
+                        auto_load=False)
+    qtbot.addWidget(window)
+    gate = window.controller.tools
+    box, _ = gate.prepare(Settings(mcp_servers=[server()]))
+    cancel = threading.Event()
+    run = box.runner(lambda call, where: gate.confirm(call, where, cancel))
+    thread, outcome = in_thread(lambda: run(ToolCall("secret_word", {})))
+    qtbot.waitUntil(lambda: window._tool_question is not None
+                    and window._tool_question.isVisible(), timeout=TIMEOUT_MS)
+    [always] = [b for b in window._tool_question.buttons()
+                if b.text() == "Always allow secret_word"]
+    always.click()
+    qtbot.waitUntil(lambda: not thread.is_alive(), timeout=TIMEOUT_MS)
+    assert outcome == {"value": "heliotrope"}
+    qtbot.waitUntil(lambda: window.settings.allowed_tools == ["secret_word"], timeout=5000)
+    assert Settings.load().allowed_tools == ["secret_word"]
+    asked = []
+    gate.confirmRequested.connect(lambda *args: asked.append(args))
+    thread, outcome = in_thread(lambda: run(ToolCall("secret_word", {})))
+    thread.join(TIMEOUT_MS / 1000)
+    assert outcome == {"value": "heliotrope"} and asked == []
+    dialog = SettingsDialog(window.settings)
+    qtbot.addWidget(dialog)
+    assert "secret_word" in dialog.tools.allowed_label.text()
+    dialog.tools.ask_again.click()
+    assert dialog.result_settings().allowed_tools == []
+
+
+def test_settings_tests_an_mcp_server_and_lists_its_tools(qtbot):
+    # an MCP server could not be tested in Settings, nor its tools seen
+    from app.workers import JobRunner
+
+    runner = JobRunner()
+    dialog = SettingsDialog(Settings(mcp_servers=[server()]), runner=runner)
+    qtbot.addWidget(dialog)
+    tools = dialog.tools
+    assert not tools.test_button.isEnabled()            # nothing selected yet
+    tools.servers.setCurrentRow(0)
+    tools.test_button.click()
+    qtbot.waitUntil(lambda: "answers with" in tools.status.text(), timeout=TIMEOUT_MS)
+    assert "secret_word" in tools.status.text() and tools.status.property("ok") == "yes"
+    assert "secret_word" in tools.servers.item(0).toolTip()
+    from PySide6.QtCore import Qt
+
+    missing = {"name": "missing", "target": str(SERVER.parent / "no-such-server"), "ask": True}
+    tools.servers.item(0).setData(Qt.UserRole, missing)
+    tools.test_button.click()
+    qtbot.waitUntil(lambda: tools.status.property("ok") == "no", timeout=TIMEOUT_MS)
