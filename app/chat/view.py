@@ -213,13 +213,14 @@ class MessageWidget(QFrame):
             layout.addLayout(_image_strip(images))
         self.thinking = ThinkingSection()
         layout.addWidget(self.thinking)
-        self.body = QVBoxLayout()
-        self.body.setSpacing(6)
-        layout.addLayout(self.body)
-        self.tool_calls: list[QLabel] = []    # the answer's tool calls, under its text
+        # the answer's tool calls above its text: the calls came first, the answer after
+        self.tool_calls: list[QLabel] = []
         self._calls = QVBoxLayout()
         self._calls.setSpacing(2)
         layout.addLayout(self._calls)
+        self.body = QVBoxLayout()
+        self.body.setSpacing(6)
+        layout.addLayout(self.body)
         self._blocks: list[QWidget] = []
         self._coloured: list = []       # the tokens the coloured view holds, in order
         self._render_timer = QTimer(self, singleShot=True, interval=40)

@@ -64,7 +64,7 @@ def test_tools_settings_round_trip(qtbot):
     assert [r["name"] for r in dialog.tools.records()] == ["web"]
 
 
-def test_calculator_call_is_shown_under_the_answer(qtbot):
+def test_calculator_call_is_shown_above_the_answer(qtbot):
     box, notes = build_toolbox(Settings(builtin_tools=True))
     assert notes == [] and [t.name for t in box.tools] == ["calculator", "current_time"]
     event = run_call(ToolCall("calculator", {"expression": "12345*6789"}), [], box.runner())
@@ -73,9 +73,13 @@ def test_calculator_call_is_shown_under_the_answer(qtbot):
     answer.add_tool_call(*describe_call(event))
     [label] = answer.tool_calls
     assert label.text() == "Tool call: calculator(expression=12345*6789) → 83810205"
+    # in the order they came: the call, then the answer written from its result
+    answer.set_text("It is 83810205.", immediate=True)
+    answer.show()
+    assert label.geometry().bottom() < answer._blocks[0].geometry().top()
 
 
-def test_a_cut_result_says_so_under_the_answer(qtbot):
+def test_a_cut_result_says_so_above_the_answer(qtbot):
     result = "The quick brown fox. " * 40 + "\n[cut: 200 of 300164 tokens shown]"
     event = ToolCallEvent("page", {"size": 2_000_000}, result, shown_tokens=200,
                           total_tokens=300164)
