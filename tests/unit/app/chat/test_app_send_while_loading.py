@@ -6,7 +6,7 @@ from PySide6.QtCore import Qt
 
 from app.models import loader as loader_module
 from engine.errors import CorruptModel
-from tests.unit.app.test_app_chat import TIMEOUT_MS, open_window, send, tiny_store  # noqa: F401 (fixture)
+from tests.unit.app.chat.test_app_chat import TIMEOUT_MS, open_window, send, tiny_store  # noqa: F401 (fixture)
 
 NAME = "tiny:latest"
 

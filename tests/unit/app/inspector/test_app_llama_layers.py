@@ -10,7 +10,13 @@ from app.settings.store import Settings
 from app.workers import JobRunner
 from engine.inspect.llama_layers import llama_layers
 from engine.inspect.second_opinion import INSTALL_HINT
-from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
+from tests.unit.app.inspector.test_app_check import (  # noqa: F401
+    LAYERS,
+    TIMEOUT_MS,
+    loaded_window,
+    send,
+    tiny_store,
+)
 
 
 def test_layers_are_compared_on_demand_and_cancel(qtbot, tmp_path, tiny_store):  # noqa: F811

@@ -92,7 +92,7 @@ def test_small_freed_blocks_are_not_left_for_a_later_call_to_merge():
     def fast_bin_blocks(mode: str) -> int:
         return int(subprocess.run([sys.executable, "-c", FAST_BIN_BLOCKS, mode], check=True,
                                   capture_output=True, text=True,
-                                  cwd=Path(__file__).parents[3]).stdout)
+                                  cwd=Path(__file__).parents[4]).stdout)
 
     assert fast_bin_blocks("as is") > 1000        # what a later large request merges
     assert fast_bin_blocks("merged") == 0

@@ -10,10 +10,10 @@ from PySide6.QtCore import QPoint, Qt
 
 from app.settings.store import Settings
 from engine.inspect.occlusion import fitting_patch_group, occlusion
-from tests.unit.app.test_app_check import TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
-from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
-from tests.unit.app.test_app_images import send as send_vl
-from tests.unit.app.test_app_inspect import inspected
+from tests.unit.app.chat.test_app_images import open_window, photo, vision_store  # noqa: F401
+from tests.unit.app.chat.test_app_images import send as send_vl
+from tests.unit.app.inspector.test_app_check import TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
+from tests.unit.app.inspector.test_app_inspect import inspected
 
 N = 4
 

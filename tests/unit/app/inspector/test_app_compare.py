@@ -23,7 +23,7 @@ from engine.inspect.inspection import InspectionCancelled
 from engine.inspect.model_compare import Candidate, compare_models
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import TextSpec, vocabulary, write_model
-from tests.unit.app.test_app_check import TIMEOUT_MS, loaded_window, send
+from tests.unit.app.inspector.test_app_check import TIMEOUT_MS, loaded_window, send
 
 LAYERS = 3
 

@@ -18,9 +18,15 @@ from app.settings.store import Settings
 from engine.inspect import image_grids
 from engine.reference import forward
 from engine.reference.dump import Dump, read_dump, write_dump
-from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
-from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
-from tests.unit.app.test_app_images import send as send_vl
+from tests.unit.app.chat.test_app_images import open_window, photo, vision_store  # noqa: F401
+from tests.unit.app.chat.test_app_images import send as send_vl
+from tests.unit.app.inspector.test_app_check import (  # noqa: F401
+    LAYERS,
+    TIMEOUT_MS,
+    loaded_window,
+    send,
+    tiny_store,
+)
 
 
 @pytest.fixture

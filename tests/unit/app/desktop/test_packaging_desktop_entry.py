@@ -16,7 +16,7 @@ from app.desktop import desktop_entry
 from app.desktop.desktop_entry import exec_line, install, quote_exec_arg
 from app.desktop.resources import resources_dir
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 MIME_NS = "{http://www.freedesktop.org/standards/shared-mime-info}"
 
 

@@ -19,8 +19,8 @@ from engine.inspect.model_compare import compare_with
 from engine.store import Store
 from tests.fixtures.hf_vision import TYPES
 from tests.fixtures.synthetic_gguf import write_model
-from tests.unit.app.test_app_images import NAME, TEMPLATE, TIMEOUT_MS, open_window, photo  # noqa: F401
-from tests.unit.app.test_app_images import send as send_vl
+from tests.unit.app.chat.test_app_images import NAME, TEMPLATE, TIMEOUT_MS, open_window, photo  # noqa: F401
+from tests.unit.app.chat.test_app_images import send as send_vl
 
 
 @pytest.fixture(scope="module")

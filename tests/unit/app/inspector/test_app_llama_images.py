@@ -15,7 +15,7 @@ from engine.catalog.importer import import_gguf
 from engine.inspect.llama_pictures import INSIDE
 from engine.store import Store
 from tests.fixtures.hf_vision import tiny_hf_model, write_pair
-from tests.unit.app.test_app_images import (
+from tests.unit.app.chat.test_app_images import (
     NAME,
     TEMPLATE,
     TIMEOUT_MS,
@@ -23,7 +23,7 @@ from tests.unit.app.test_app_images import (
     photo,  # noqa: F401 (a fixture)
     send,
 )
-from tests.unit.app.test_app_images import vision_store as inline_store  # noqa: F401
+from tests.unit.app.chat.test_app_images import vision_store as inline_store  # noqa: F401
 from tests.unit.vision.test_gemma3_vision import (
     TEMPLATES,
 )

@@ -20,7 +20,7 @@ from engine.catalog.importer import import_gguf
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import write_model
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SHOWN_BEFORE_KILL = 60          # characters of the answer on screen before the kill
 TIMEOUT_S = 120
 

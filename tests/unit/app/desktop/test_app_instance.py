@@ -15,7 +15,7 @@ from app.settings.store import Settings
 from app.window import MainWindow
 
 TIMEOUT_MS = 10_000
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

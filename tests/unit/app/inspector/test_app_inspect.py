@@ -16,9 +16,15 @@ from app.workers import JobRunner
 from engine.inspect import inspect_context
 from engine.inspect.second_opinion import INSTALL_HINT
 from engine.vision.preprocess import pixels, preprocess
-from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
-from tests.unit.app.test_app_images import MAX_PIXELS, open_window, photo, vision_store  # noqa: F401
-from tests.unit.app.test_app_images import send as send_vl
+from tests.unit.app.chat.test_app_images import MAX_PIXELS, open_window, photo, vision_store  # noqa: F401
+from tests.unit.app.chat.test_app_images import send as send_vl
+from tests.unit.app.inspector.test_app_check import (  # noqa: F401
+    LAYERS,
+    TIMEOUT_MS,
+    loaded_window,
+    send,
+    tiny_store,
+)
 
 N = 6
 

@@ -19,9 +19,15 @@ from app.window import PANEL_WIDTH
 from engine.chat.messages import Message
 from engine.inspect.occlusion import fitting_patch_group
 from engine.inspect.tracing import IMAGE_COLUMNS, noised, trace
-from tests.unit.app.test_app_check import LAYERS, TIMEOUT_MS, loaded_window, send, tiny_store  # noqa: F401
-from tests.unit.app.test_app_images import open_window, photo, vision_store  # noqa: F401
-from tests.unit.app.test_app_images import send as send_vl
+from tests.unit.app.chat.test_app_images import open_window, photo, vision_store  # noqa: F401
+from tests.unit.app.chat.test_app_images import send as send_vl
+from tests.unit.app.inspector.test_app_check import (  # noqa: F401
+    LAYERS,
+    TIMEOUT_MS,
+    loaded_window,
+    send,
+    tiny_store,
+)
 
 CLEAN = "Hello world the thing"
 

@@ -16,7 +16,7 @@ from app.settings.store import Settings
 from engine.catalog.importer import import_gguf
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import write_model
-from tests.unit.app.test_app_check import TIMEOUT_MS, loaded_window, send
+from tests.unit.app.inspector.test_app_check import TIMEOUT_MS, loaded_window, send
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 
 from app.settings.store import Settings
 from engine.gguf.control_vector import write_control_vector
-from tests.unit.app.test_app_check import (  # noqa: F401
+from tests.unit.app.inspector.test_app_check import (  # noqa: F401
     TIMEOUT_MS,
     loaded_window,
     send,

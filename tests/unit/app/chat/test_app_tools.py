@@ -23,7 +23,7 @@ from engine.chat.tool_loop import run_call
 from engine.chat.tools import ToolCall, ToolFailed
 from engine.store import Store
 
-SERVER = Path(__file__).parents[2] / "fixtures" / "mcp_server.py"
+SERVER = Path(__file__).parents[3] / "fixtures" / "mcp_server.py"
 TIMEOUT_MS = 30_000
 
 

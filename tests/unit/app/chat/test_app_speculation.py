@@ -10,7 +10,7 @@ from app.chat.view import TOKEN_PROPERTY
 from app.conversations.history import History
 from app.settings.store import Settings
 from app.window import MainWindow
-from tests.unit.app.test_app_chat import TIMEOUT_MS, load, send, tiny_store  # noqa: F401 (fixture)
+from tests.unit.app.chat.test_app_chat import TIMEOUT_MS, load, send, tiny_store  # noqa: F401 (fixture)
 
 
 def char_formats(widget):

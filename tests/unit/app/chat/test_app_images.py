@@ -22,7 +22,7 @@ from tests.fixtures.synthetic_gguf import write_model
 
 TIMEOUT_MS = 60_000
 NAME = "tiny-vl:latest"
-TEMPLATE = Path(__file__).parents[2] / "data" / "templates" / "qwen2.5vl.gotmpl"
+TEMPLATE = Path(__file__).parents[3] / "data" / "templates" / "qwen2.5vl.gotmpl"
 MAX_PIXELS = 100_000            # below the default, so the setting visibly matters
 
 

@@ -16,7 +16,7 @@ from engine.store import Store
 from tests.fixtures.hf_qwen3vl import qwen3vl
 from tests.fixtures.stores import StoreBuilder
 from tests.fixtures.synthetic_gguf import write_model
-from tests.unit.app.test_app_images import TEMPLATE, TIMEOUT_MS, drop, send
+from tests.unit.app.chat.test_app_images import TEMPLATE, TIMEOUT_MS, drop, send
 from tests.unit.vision.test_qwen3vl_video import gif
 
 

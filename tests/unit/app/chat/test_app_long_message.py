@@ -11,7 +11,7 @@ from app.window import MainWindow
 from engine.catalog.importer import import_gguf
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import write_model
-from tests.unit.app.test_app_chat import TIMEOUT_MS, load, send
+from tests.unit.app.chat.test_app_chat import TIMEOUT_MS, load, send
 
 LONG = "lantern " * 400
 
