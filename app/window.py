@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
         # roomy where the screen allows, else as narrow as the panel goes
         self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else MIN_WIDTH],
                          Qt.Horizontal)
-        self.panel.stats_toggle.setChecked(self.settings.layer_stats)
+        self.panel.layers.stats_toggle.setChecked(self.settings.layer_stats)
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)
         self.chat.set_color_tokens(self.settings.color_by_probability)
         self.actions = ConversationActions(self, self.controller, self.banner)
@@ -255,9 +255,9 @@ class MainWindow(QMainWindow):
         controller.token.connect(self._token)
         controller.answerDone.connect(self._done)
         controller.notice.connect(lambda text: self.banner.show_message("info", text))
-        controller.promptReady.connect(self.panel.show_prompt)
-        controller.checkDone.connect(self.panel.show_check)
-        controller.checkFailed.connect(self.panel.show_check_failed)
+        controller.promptReady.connect(self.panel.prompt.show_prompt)
+        controller.checkDone.connect(self.panel.reference.show_check)
+        controller.checkFailed.connect(self.panel.reference.show_check_failed)
         self.chat.message.connect(self.banner.show_message)
         self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
         self.chat.tokenClicked.connect(self.inspector.select_token)
@@ -268,9 +268,9 @@ class MainWindow(QMainWindow):
         self.chat.input.documentRejected.connect(
             lambda text: self.banner.show_message("error", text))
         self.panel.colorTokensToggled.connect(self._color_tokens)
-        self.panel.layerStatsToggled.connect(self._layer_stats)
-        self.panel.checkRequested.connect(self._check)
-        self.panel.checkCancelRequested.connect(self._cancel_check)
+        self.panel.layers.statsToggled.connect(self._layer_stats)
+        self.panel.reference.checkRequested.connect(self._check)
+        self.panel.reference.cancelRequested.connect(self._cancel_check)
         self.empty.folderChosen.connect(self.set_models_dir)
         self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
@@ -597,13 +597,13 @@ class MainWindow(QMainWindow):
         try:
             self.controller.check()
         except LanternError as error:
-            self.panel.show_check_failed(str(error))
+            self.panel.reference.show_check_failed(str(error))
             return
-        self.panel.show_check_running()
+        self.panel.reference.show_check_running()
 
     def _cancel_check(self) -> None:
         self.controller.give_up_check()
-        self.panel.show_check_cancelled()
+        self.panel.reference.show_check_cancelled()
 
     def _images_attached(self, paths: list[str]) -> None:
         if self.controller.model is not None and not self.controller.vision:

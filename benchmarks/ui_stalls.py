@@ -353,7 +353,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
     mid_answer()
     measure("Ctrl+N mid-answer", window.new_chat, lambda: True, after_s=1.0)
     window.open_conversation(earlier)
-    measure("reference check", window.panel.check_button.click,
+    measure("reference check", window.panel.reference.check_button.click,
             lambda: not controller.checking)
     send("Go on")
     wait_until(app, lambda: not controller.busy)

@@ -20,9 +20,11 @@ from PySide6.QtWidgets import (
 
 from app.chat.conversation import ConversationController
 from app.hints import explain
-from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, table_view
+from app.inspector.panel import CHOSEN_COLOUR
+from app.inspector.reference_page import FAILED_COLOUR
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
+from app.inspector.tables import BarDelegate, table_view
 from app.models.list_model import ModelListModel
 from app.verdict import set_verdict, verdict_label
 from app.workers import JobRunner

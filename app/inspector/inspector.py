@@ -51,7 +51,8 @@ class Inspector(QObject):
         self.opinion_job: Job | None = None
         self.layers_job: Job | None = None
         self.layers_steering = ""         # the control vectors the layers run with, in words
-        self.dumps = DumpJobs(panel.dump, conversation, runner, lambda: self.context, self)
+        self.dumps = DumpJobs(panel.reference.dump, conversation, runner,
+                              lambda: self.context, self)
         conversation.promptReady.connect(self._prompt)
         conversation.token.connect(self._token)
         conversation.busyChanged.connect(self._busy)
@@ -59,7 +60,7 @@ class Inspector(QObject):
         panel.inside.attributionRequested.connect(self.attribute)
         panel.inside.cancelRequested.connect(self.cancel)
         panel.inside.positionClicked.connect(lambda row: self.select_row(row, "clicked"))
-        panel.promptRowClicked.connect(lambda row: self.select_row(row, "prompt token"))
+        panel.prompt.rowClicked.connect(lambda row: self.select_row(row, "prompt token"))
         panel.replyPointClicked.connect(self.select_reply)
         panel.opinion.requested.connect(self.ask_llama)
         panel.opinion.cancelRequested.connect(self.cancel_opinion)
@@ -86,7 +87,8 @@ class Inspector(QObject):
             self.dumps.cancel()
             self.prompt, self.events = None, []      # a server's answer brings no prompt
             self.panel.start_reply()
-            self.panel.clear_check()   # a verdict (or its error) was about the last answer
+            # a verdict (or its error) was about the last answer
+            self.panel.reference.clear_check()
         elif not busy and self.pending is not None:
             row, where = self.pending
             self.pending = None

@@ -1,32 +1,23 @@
 """The live debug panel: what the model weighed at each step.
 
-Tabs: the top-5 candidates of the latest token (or the one under the mouse) with logit
-and probability bars and the chosen row highlighted; the prompt's tokens; per-layer
-statistics of the last token; the engine-vs-reference check with its verdict, under it the
-layer dumps of your own engine against the reference (app/inspector/dump_section.py); and a
-second model's log-probabilities of the same conversation (Compare).
-Each table is a RecordTableModel over small records; the panel only fills them.
+The panel holds the Token tab (the top-5 candidates of the latest token, or the one under
+the mouse, with logit and probability bars and the chosen row highlighted; the sampler's
+reasons; the reply's chart) and one page class per other tab: Prompt, Inside, Tracing,
+Layers, Reference, llama.cpp and Compare (app/inspector/*_page.py). Each table is a
+RecordTableModel over small records; the pages only fill them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
-import numpy as np
-from PySide6.QtCore import QModelIndex, QRect, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QDockWidget,
-    QFrame,
     QHeaderView,
     QLabel,
-    QPushButton,
-    QScrollArea,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QTableView,
     QTabWidget,
     QVBoxLayout,
@@ -35,136 +26,39 @@ from PySide6.QtWidgets import (
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.compare_page import ComparePage
-from app.inspector.dump_section import DumpSection
 from app.inspector.inside_page import InsidePage
+from app.inspector.layers_page import LayersPage
 from app.inspector.opinion_page import OpinionPage
 from app.inspector.page_buttons import PageButtons
-from app.inspector.progress_strip import ProgressStrip
+from app.inspector.prompt_page import PromptPage
+from app.inspector.reference_page import ReferencePage
 from app.inspector.rows import (
     TOP_ROWS,
     cut_by_text,
     cut_by_tip,
-    layer_rows,
-    prompt_rows,
-    top_pairs,
     top_rows,
     visible_piece,
 )
-from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
+from app.inspector.table_model import Column, RecordTableModel
+from app.inspector.tables import BarDelegate, fix_columns, scrolling, table_view
 from app.inspector.tracing_page import TracingPage
 from app.inspector.widgets import (
-    IMAGE_COLOUR,
     hint,
     section,
 )
-from app.verdict import set_verdict, verdict_label
 from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
-FAILED_COLOUR = QColor(230, 80, 70, 70)
-BAR_COLOUR = QColor(70, 130, 240, 70)
 PROBABILITY_COLOUR = QColor(60, 150, 90)
 ENTROPY_COLOUR = QColor(70, 130, 240)
 MIN_WIDTH = 430                   # the Token page whole (its top-5 table, the reasons)
-MEAN_COLOUR = QColor(200, 120, 40)
-DIFF_COLOUR = QColor(220, 70, 60)
-TOLERANCE_COLOUR = QColor(130, 130, 130)
-CELL_PADDING = 18   # a table cell's margins around its text
-STATS_OFF = "Tick “Record per-layer statistics”, then send a message or regenerate."
-STATS_NEXT = "Recorded from the next answer: send a message or regenerate."
 FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 
-
-PROMPT_EMPTY = ("The prompt the model saw, token by token, appears here after the next "
-                "message.")
-
-
-def _number(value: float) -> str:
-    return f"{value:.4g}" if math.isfinite(value) else str(value)
-
-
-class BarDelegate(QStyledItemDelegate):
-    """Paints a rounded bar proportional to BAR_ROLE under the cell text."""
-
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        fraction = index.data(BAR_ROLE)
-        if fraction is not None:
-            rect: QRect = option.rect.adjusted(3, 4, -3, -4)
-            width = int(rect.width() * max(0.0, min(1.0, float(fraction))))
-            if width > 0:
-                painter.save()
-                painter.setRenderHint(QPainter.Antialiasing)
-                path = QPainterPath()
-                path.addRoundedRect(rect.x(), rect.y(), width, rect.height(), 3, 3)
-                painter.fillPath(path, BAR_COLOUR)
-                painter.restore()
-        super().paint(painter, option, index)
-
-
-def table_view(model: RecordTableModel, stretch_column: int | None = None) -> QTableView:
-    view = QTableView()
-    view.setModel(model)
-    view.verticalHeader().setVisible(False)
-    view.verticalHeader().setDefaultSectionSize(26)
-    view.setEditTriggers(QAbstractItemView.NoEditTriggers)
-    view.setSelectionMode(QAbstractItemView.NoSelection)
-    view.setFocusPolicy(Qt.NoFocus)
-    view.setShowGrid(False)
-    view.setAlternatingRowColors(True)
-    view.setFrameShape(QFrame.NoFrame)
-    header = view.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeToContents)
-    header.setDefaultAlignment(Qt.AlignLeft | Qt.AlignVCenter)
-    if stretch_column is None:
-        header.setStretchLastSection(True)
-    else:
-        header.setSectionResizeMode(stretch_column, QHeaderView.Stretch)
-    return view
-
-
-def scrolling(page: QWidget) -> QScrollArea:
-    """A tab whose content scrolls when the panel is shorter than it (a 720-pixel screen):
-    its fixed-height tables would otherwise make the window taller than the screen."""
-    area = QScrollArea()
-    area.setWidgetResizable(True)
-    area.setFrameShape(QFrame.NoFrame)
-    area.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-    area.setWidget(page)
-    return area
-
-
-def fix_columns(view: QTableView, samples: dict[int, str]) -> None:
-    """Size columns once for their widest text (a sample, or the header) rather than
-    measuring every row again on each update: the Token tab's tables change with every
-    streamed token, and measuring them cost the window most of a frame."""
-    font = QFont(view.font())
-    font.setBold(True)                     # the chosen row is bold, the widest
-    header, metrics = view.horizontalHeader(), QFontMetrics(font)
-    for column, sample in samples.items():
-        title = str(view.model().headerData(column, Qt.Horizontal))
-        width = max(metrics.horizontalAdvance(text) for text in (sample, title))
-        header.setSectionResizeMode(column, QHeaderView.Fixed)
-        header.resizeSection(column, width + CELL_PADDING)
-
-
-def _check_tip(row) -> str:
-    """A LayerCheck in full: both sides' statistics and the tolerance (the bar under
-    max |Δ| shows how much of it is used)."""
-    names = ("mean", "std", "min", "max")
-    lines = [f"{who}: " + "  ".join(f"{n} {_number(v)}"
-                                    for n, v in zip(names, stats, strict=True))
-             for who, stats in (("engine", row.stats), ("reference", row.reference_stats))]
-    return "\n".join([row.label, *lines, f"max |Δ| {row.max_abs_diff:.3g} of tolerance "
-                       f"{row.tolerance:.3g}"])
 
 
 class DebugPanel(QDockWidget):
     colorTokensToggled = Signal(bool)
-    layerStatsToggled = Signal(bool)
-    checkRequested = Signal()
-    checkCancelRequested = Signal()
     replyPointClicked = Signal(int)          # index of a token in the reply
-    promptRowClicked = Signal(int)           # a prompt position
     pageShown = Signal(QWidget)              # a page came into view: chosen, or panel opened
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -175,13 +69,16 @@ class DebugPanel(QDockWidget):
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(scrolling(self._token_tab()), "Token")
-        self.tabs.addTab(self._prompt_tab(), "Prompt")
+        self.prompt = PromptPage()
+        self.tabs.addTab(self.prompt, "Prompt")
         self.inside = InsidePage()
         self.tabs.addTab(self.inside, "Inside")
         self.tracing = TracingPage()
         self.tabs.addTab(self.tracing, "Tracing")
-        self.tabs.addTab(self._layers_tab(), "Layers")
-        self.tabs.addTab(scrolling(self._reference_tab()), "Reference")
+        self.layers = LayersPage()
+        self.tabs.addTab(self.layers, "Layers")
+        self.reference = ReferencePage()
+        self.tabs.addTab(scrolling(self.reference), "Reference")
         self.opinion = OpinionPage(table_view)
         self.tabs.addTab(self.opinion, "llama.cpp")
         self.compare = ComparePage(table_view)
@@ -354,7 +251,7 @@ class DebugPanel(QDockWidget):
         self.entropy_label.setText(
             f"chosen: p {math.exp(event.logprob):.2%} · logprob {event.logprob:.3f} · {entropy}")
         if event.layer_stats is not None:
-            self.show_layer_stats(event.layer_stats)
+            self.layers.show_layer_stats(event.layer_stats)
 
     def start_reply(self) -> None:
         """A new answer begins: the chart along the reply starts over."""
@@ -420,12 +317,9 @@ class DebugPanel(QDockWidget):
         self.inside.clear()
         self.entropy_label.setText("")
         self.timing_label.setText("–")
-        self.prompt_label.setText(PROMPT_EMPTY)
-        self.prompt_model.set_records([])
-        self.stats_model.set_records([])
-        self.stats_chart.set_series([])
-        self.clear_check()
-        self.dump.clear()
+        self.prompt.clear()
+        self.layers.clear()
+        self.reference.clear()
         self.opinion.clear()
         self.compare.clear()
 
@@ -441,177 +335,6 @@ class DebugPanel(QDockWidget):
         self.show_token(tokens[-1], latest=True)
         self.timing_label.setText("from the history: log-probabilities and the best "
                                   "alternatives were kept, logits and reasons were not")
-
-    def clear_check(self) -> None:
-        """A new answer or another conversation: an earlier verdict no longer applies."""
-        self.check_strip.still()
-        set_verdict(self.verdict, "", None)
-        self.pair_model.set_records([])
-        self.check_model.set_records([])
-        self.check_chart.set_series([])
-
-    # -- prompt tab -----------------------------------------------------------------------
-
-    def _prompt_tab(self) -> QWidget:
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(12, 12, 12, 12)
-        self.prompt_label = hint(PROMPT_EMPTY)
-        layout.addWidget(self.prompt_label)
-        self.prompt_model = RecordTableModel(
-            [
-                Column("#", lambda r: str(r.position), numeric=True),
-                Column("id", lambda r: str(r.id), numeric=True),
-                Column("piece", lambda r: visible_piece(r.piece),
-                       tip=lambda r: "replaced by the image's embeddings" if r.image else ""),
-                Column("t · h · w", lambda r: r.rope,
-                       tip=lambda r: "M-RoPE position: time, row, column"),
-            ],
-            emphasis=lambda r: IMAGE_COLOUR if r.image else None,
-            bold=False,
-        )
-        self.prompt_table = table_view(self.prompt_model, stretch_column=2)
-        self.prompt_table.clicked.connect(lambda index: self.promptRowClicked.emit(index.row()))
-        layout.addWidget(self.prompt_table)
-        return page
-
-    def show_prompt(self, prompt, piece: Callable[[int], str]) -> None:
-        """prompt: engine PromptTokens; image rows are tinted and, where positions are
-        M-RoPE's three axes, each row shows its (t, h, w)."""
-        rows = prompt_rows(prompt, piece)
-        images = sum(r.image for r in rows)
-        note = f"; {images} of them carry image embeddings" if images else ""
-        self.prompt_label.setText(f"{len(rows)} prompt tokens (template markup included{note}); "
-                                  "click one to inspect it on the Inside tab")
-        self.prompt_model.set_records(rows)
-        self.prompt_table.setColumnHidden(3, np.ndim(prompt.positions) == 1)
-
-    # -- layers tab -----------------------------------------------------------------------
-
-    def _layers_tab(self) -> QWidget:
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(12, 12, 12, 12)
-        self.stats_toggle = QCheckBox("Record per-layer statistics")
-        self.stats_toggle.toggled.connect(self.layerStatsToggled)
-        layout.addWidget(self.stats_toggle)
-        layout.addWidget(hint("Reloads the model; each token then also brings back every "
-                              "layer's hidden state, so answers stream more slowly while it "
-                              "is on."))
-        layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
-                               "after each layer."))
-        self.stats_chart = LineChart("per layer (0 = embeddings)", empty=STATS_OFF)
-        self.stats_toggle.toggled.connect(
-            lambda on: self.stats_chart.set_empty(STATS_NEXT if on else STATS_OFF))
-        layout.addWidget(self.stats_chart)
-        self.stats_model = RecordTableModel([
-            Column("layer", lambda r: r.label),
-            *(Column(name, lambda r, i=i: _number(r.stats[i]), numeric=True)
-              for i, name in enumerate(("mean", "std", "min", "max"))),
-        ])
-        layout.addWidget(table_view(self.stats_model, stretch_column=0))
-        return page
-
-    def show_layer_stats(self, stats) -> None:
-        rows = layer_rows(stats)
-        self.stats_model.set_records(rows)
-        self.stats_chart.set_series(
-            [Series("std", [r.stats[1] for r in rows], ENTROPY_COLOUR),
-             Series("mean", [r.stats[0] for r in rows], MEAN_COLOUR)],
-            [r.label for r in rows])
-
-    # -- reference tab --------------------------------------------------------------------
-
-    def _reference_tab(self) -> QWidget:
-        page = QWidget()
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(12, 12, 12, 12)
-        layout.addWidget(hint("Runs the last prompt through a plain numpy forward pass and "
-                               "compares the engine with it after every layer and at the "
-                               "next token."))
-        self.check_button = QPushButton("Check against reference")
-        self.check_button.setObjectName("checkButton")
-        self.check_button.clicked.connect(self.checkRequested)
-        self.check_strip = ProgressStrip(self.check_button, self.checkCancelRequested)
-        layout.addWidget(self.check_strip)
-        self.verdict = verdict_label()
-        layout.addWidget(self.verdict)
-
-        layout.addWidget(section("Next token: top 5"))
-        self.pair_model = RecordTableModel(
-            [
-                Column("#", lambda r: str(r.rank), numeric=True),
-                Column("engine", lambda r: visible_piece(r.engine.piece),
-                       tip=lambda r: f"id {r.engine.id}"),
-                Column("logit", lambda r: f"{r.engine.logit:.3f}", numeric=True),
-                Column("reference", lambda r: visible_piece(r.reference.piece),
-                       tip=lambda r: f"id {r.reference.id}"),
-                Column("logit", lambda r: f"{r.reference.logit:.3f}", numeric=True),
-            ],
-            emphasis=lambda r: None if r.same else CHOSEN_COLOUR,
-        )
-        self.pair_table = table_view(self.pair_model)
-        header = self.pair_table.horizontalHeader()
-        for column in (1, 3):
-            header.setSectionResizeMode(column, QHeaderView.Stretch)
-        header.setStretchLastSection(False)
-        self.pair_table.setFixedHeight(26 * TOP_ROWS + header.sizeHint().height() + 4)
-        layout.addWidget(self.pair_table)
-
-        layout.addWidget(section("Last token's hidden state, layer by layer"))
-        layout.addWidget(hint("The bar under max |Δ| is the share of that layer's tolerance "
-                               "used; hover a row for both sides' statistics."))
-        self.check_model = RecordTableModel(
-            [
-                Column("layer", lambda r: r.label, tip=_check_tip),
-                Column("std", lambda r: _number(r.stats[1]), numeric=True, tip=_check_tip),
-                Column("ref std", lambda r: _number(r.reference_stats[1]), numeric=True,
-                       tip=_check_tip),
-                Column("max |Δ|", lambda r: f"{r.max_abs_diff:.3g}", numeric=True,
-                       bar=lambda r: r.max_abs_diff / r.tolerance if r.tolerance else 1.0,
-                       tip=_check_tip),
-            ],
-            emphasis=lambda r: None if r.ok else FAILED_COLOUR,
-        )
-        self.check_chart = LineChart("max |Δ| per layer (log scale)", log=True)
-        layout.addWidget(self.check_chart)
-        self.check_table = table_view(self.check_model)
-        self.check_table.setItemDelegateForColumn(3, BarDelegate(self.check_table))
-        self.check_table.setMinimumHeight(26 * 8)
-        layout.addWidget(self.check_table, 1)
-        self.dump = DumpSection(table_view)
-        layout.addWidget(self.dump, 1)
-        return page
-
-    def show_check_running(self) -> None:
-        self.check_strip.start("Running the numpy reference on the last prompt…",
-                               measured=False)
-        set_verdict(self.verdict, "", None)
-
-    def show_check(self, report) -> None:
-        """report: engine.runtime.check.CheckReport: the verdict (green or red), the two
-        top-5 lists side by side, and one row per layer (the first one off in view)."""
-        self.check_strip.still()
-        set_verdict(self.verdict, report.verdict, bool(report.ok))
-        self.pair_model.set_records(top_pairs(report))
-        self.check_model.set_records(list(report.rows))
-        self.check_chart.set_series(
-            [Series("max |Δ|", [r.max_abs_diff for r in report.rows], DIFF_COLOUR),
-             Series("tolerance", [r.tolerance for r in report.rows], TOLERANCE_COLOUR,
-                    dashed=True)],
-            [r.label for r in report.rows])
-        if report.first_off is not None:
-            self.check_table.scrollTo(self.check_model.index(report.first_off, 0))
-
-    def show_check_failed(self, message: str) -> None:
-        self.check_strip.still()
-        set_verdict(self.verdict, f"The check could not run: {message}", False)
-
-    def show_check_cancelled(self) -> None:
-        self.check_strip.still()
-        set_verdict(self.verdict, "Cancelled.", None)
-
-
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

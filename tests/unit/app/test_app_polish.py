@@ -100,7 +100,8 @@ def test_the_sampler_reasons_fit_the_narrowest_panel(qtbot):
     """At its narrowest (a screen under 1280 pixels wide, a short one: the Token page
     scrolls) the panel shows the reasons' every column without a scroll bar, "cut by"
     wide enough for one filter's name."""
-    from app.inspector.panel import CELL_PADDING, DebugPanel
+    from app.inspector.panel import DebugPanel
+    from app.inspector.tables import CELL_PADDING
 
     panel = DebugPanel()
     qtbot.addWidget(panel)

@@ -166,7 +166,7 @@ def test_leaving_a_conversation_gives_up_its_reference_check(qtbot, tmp_path, sl
     window.controller.settings.options["num_predict"] = 1
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS):
         send(window, LONG_PROMPT)
-    window.panel.check_button.click()
+    window.panel.reference.check_button.click()
     job = window.controller.check_job
     assert job is not None
     qtbot.wait(300)
@@ -175,4 +175,4 @@ def test_leaving_a_conversation_gives_up_its_reference_check(qtbot, tmp_path, sl
     assert window.controller.check_job is None and window.chat.input.send_button.text() == "Send"
     assert job.ended.wait(busy(ENDS_WITHIN_S)), "the cancelled check kept running"
     qtbot.wait(100)
-    assert window.panel.verdict.text() == ""                 # its result was dropped
+    assert window.panel.reference.verdict.text() == ""                 # its result was dropped

@@ -65,7 +65,7 @@ def test_tiny_model_streams_saves_and_regenerates(qtbot, tmp_path, tiny_store):
     user, answer = window.chat.view.messages
     assert (user.role, user.text, answer.role) == ("user", "Hello", "assistant")
     assert answer.text == done.args[0].text and len(answer.tokens) == 8
-    assert window.panel.prompt_model.rowCount() == len(window.controller.session.last_prompt)
+    assert window.panel.prompt.prompt_model.rowCount() == len(window.controller.session.last_prompt)
     [conversation] = window.history.conversations()
     stored = window.history.messages(conversation.id)
     assert [(m.role, m.content, m.complete) for m in stored] == [

@@ -90,12 +90,12 @@ def test_dropped_image_is_sent_shown_and_marked_in_the_prompt(qtbot, tmp_path, v
     assert expected < preprocess(photo).n_tokens          # the setting was applied
     prompt = window.controller.session.last_prompt
     assert prompt.image_rows is not None and len(prompt.image_rows) == expected
-    rows = [r for r in window.panel.prompt_model.records if r.image]
+    rows = [r for r in window.panel.prompt.prompt_model.records if r.image]
     assert [r.position for r in rows] == [int(i) for i in prompt.image_rows]
     assert {r.piece for r in rows} == {"<|image_pad|>"}
     assert len({r.rope for r in rows}) == expected           # one (t, h, w) per merged patch
-    assert not window.panel.prompt_table.isColumnHidden(3)
-    assert f"{expected} of them carry image embeddings" in window.panel.prompt_label.text()
+    assert not window.panel.prompt.prompt_table.isColumnHidden(3)
+    assert f"{expected} of them carry image embeddings" in window.panel.prompt.prompt_label.text()
     stored = window.history.messages(window.controller.conversation_id)
     assert stored[0].images == (str(photo),)
 
@@ -138,10 +138,10 @@ def test_reference_check_on_an_image_prompt(qtbot, tmp_path, vision_store, photo
     window.chat.input.attach([str(photo)])
     send(qtbot, window, "What is this?")
     with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
-        window.panel.check_button.click()
+        window.panel.reference.check_button.click()
     report = checked.args[0]
     assert report.n_tokens == len(window.controller.session.last_prompt)
-    assert report.ok and window.panel.verdict.property("ok") == "yes"
+    assert report.ok and window.panel.reference.verdict.property("ok") == "yes"
     send(qtbot, window, "Thanks.")                    # the image rows are prefilled again
     assert len(window.controller.session.last_prompt.image_rows) == \
         preprocess(photo, max_pixels=MAX_PIXELS).n_tokens

@@ -49,7 +49,7 @@ def test_the_slider_steers_the_next_answer_and_marks_it(qtbot, tmp_path, tiny_st
 
     # the engine, steered, against the reference with the same vector
     with qtbot.waitSignal(controller.checkDone, timeout=TIMEOUT_MS) as checked:
-        panel.check_button.click()
+        panel.reference.check_button.click()
     assert checked.args[0].ok
 
     # the chat reopened: its vector at its strength, its steered answer marked

@@ -66,9 +66,9 @@ def test_a_gif_on_a_qwen3vl_chat_goes_as_a_video(qtbot, tmp_path, models, clip):
     session = window.controller.session
     [video] = session.messages[0].images
     assert video.grid == (3, 10, 12)
-    pads = [r for r in window.panel.prompt_model.records if r.image]
+    pads = [r for r in window.panel.prompt.prompt_model.records if r.image]
     assert len(pads) == video.n_tokens and {r.piece for r in pads} == {"<|video_pad|>"}
-    assert "<0.3 seconds>" in "".join(r.piece for r in window.panel.prompt_model.records)
+    assert "<0.3 seconds>" in "".join(r.piece for r in window.panel.prompt.prompt_model.records)
 
 
 def test_a_gif_on_a_model_without_video_goes_as_its_first_frame(qtbot, tmp_path, models, clip):

@@ -9,7 +9,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.conversations.history import History
-from app.inspector.panel import FAILED_COLOUR, DebugPanel
+from app.inspector.panel import DebugPanel
+from app.inspector.reference_page import FAILED_COLOUR
 from app.settings.store import Settings
 from app.window import MainWindow
 from engine.catalog.importer import import_gguf
@@ -53,23 +54,24 @@ def test_check_shows_every_layer_a_green_verdict_and_the_chat_goes_on(qtbot, tmp
                                            options={"temperature": 0.0, "num_predict": 4}),
                            tmp_path)
     first = send(qtbot, window, "Hello")
-    assert window.panel.prompt_table.isColumnHidden(3)             # 1-D positions: no t·h·w
+    assert window.panel.prompt.prompt_table.isColumnHidden(3)             # 1-D positions: no t·h·w
 
     panel = window.panel
     with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
-        panel.check_button.click()
-        assert not panel.check_button.isEnabled()                  # running...
+        panel.reference.check_button.click()
+        assert not panel.reference.check_button.isEnabled()                  # running...
         assert not window.chat.input.send_button.isEnabled()       # ...and sending waits
     report = checked.args[0]
     assert report.ok and report.n_tokens == first.prompt_eval_count
-    assert panel.check_model.rowCount() == LAYERS + 1
-    assert [r.label for r in panel.check_model.records][0] == "embeddings"
-    assert panel.verdict.property("ok") == "yes" and "matches" in panel.verdict.text()
-    pairs = panel.pair_model.records
+    assert panel.reference.check_model.rowCount() == LAYERS + 1
+    assert [r.label for r in panel.reference.check_model.records][0] == "embeddings"
+    verdict = panel.reference.verdict
+    assert verdict.property("ok") == "yes" and "matches" in verdict.text()
+    pairs = panel.reference.pair_model.records
     assert len(pairs) == 5 and all(p.same for p in pairs)
     assert [p.engine.id for p in pairs] == [c.id for c in report.engine_top]
     window.chat.input.editor.setPlainText("next")         # Send needs a message to send
-    assert panel.check_button.isEnabled() and window.chat.input.send_button.isEnabled()
+    assert panel.reference.check_button.isEnabled() and window.chat.input.send_button.isEnabled()
 
     second = send(qtbot, window, "And again")
     assert second.eval_count == 4 and window.chat.view.messages[-1].text == second.text
@@ -85,13 +87,13 @@ def test_a_layer_off_is_shown_red_and_named(qtbot):
                  for i, diff in enumerate((0.0, 1e-4, 0.5, 0.9)))
     top = tuple(TopCandidate(i, f"t{i}", 5.0 - i) for i in range(5))
     swapped = (top[1], top[0], *top[2:])
-    panel.show_check(CheckReport(rows, top, swapped, max_logit_diff=0.7, exact=True,
+    panel.reference.show_check(CheckReport(rows, top, swapped, max_logit_diff=0.7, exact=True,
                                  n_tokens=9))
-    assert panel.verdict.property("ok") == "no"
-    assert "layer 2 (blk.1) is the first layer off" in panel.verdict.text()
-    assert panel.check_model.index(2, 0).data(Qt.BackgroundRole).color() == FAILED_COLOUR
-    assert panel.check_model.index(1, 0).data(Qt.BackgroundRole) is None
-    assert [p.same for p in panel.pair_model.records] == [False, False, True, True, True]
+    assert panel.reference.verdict.property("ok") == "no"
+    assert "layer 2 (blk.1) is the first layer off" in panel.reference.verdict.text()
+    assert panel.reference.check_model.index(2, 0).data(Qt.BackgroundRole).color() == FAILED_COLOUR
+    assert panel.reference.check_model.index(1, 0).data(Qt.BackgroundRole) is None
+    assert [p.same for p in panel.reference.pair_model.records] == [False, False, True, True, True]
 
 
 def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbot, tmp_path,
@@ -106,8 +108,8 @@ def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbo
     send(qtbot, window, "Hello")
 
     with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
-        window.panel.check_button.click()
+        window.panel.reference.check_button.click()
     report = checked.args[0]
     assert report.requantized == "q4"
     assert not report.ok  # 4-bit rounding of random weights: layers move past tolerance
-    assert "Expected: the weights are re-quantized to q4" in window.panel.verdict.text()
+    assert "Expected: the weights are re-quantized to q4" in window.panel.reference.verdict.text()

@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.inspector.compare_page import IDLE, LISTING, SAME_FAMILY, ComparePage
-from app.inspector.panel import table_view
+from app.inspector.tables import table_view
 from app.settings.store import Settings
 from engine.catalog.importer import import_gguf
 from engine.gguf.model import open_model

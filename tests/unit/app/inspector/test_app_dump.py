@@ -50,7 +50,7 @@ def run(qtbot, window, button) -> None:
 
 def test_export_then_compare_names_no_layer_and_a_perturbed_one_is_named(
         qtbot, window, tmp_path, monkeypatch):
-    section, inspector = window.panel.dump, window.inspector
+    section, inspector = window.panel.reference.dump, window.inspector
     folder = tmp_path / "dump"
     folder.mkdir()
     choose(monkeypatch, folder)
@@ -92,7 +92,7 @@ def test_export_then_compare_names_no_layer_and_a_perturbed_one_is_named(
 
 def test_a_folder_that_is_no_dump_or_another_models_says_so(qtbot, window, tmp_path,
                                                             monkeypatch):
-    section = window.panel.dump
+    section = window.panel.reference.dump
     choose(monkeypatch, tmp_path)
     run(qtbot, window, section.compare_button)
     assert f"{tmp_path} is not a dump: it has no manifest.json" in section.status.text()
@@ -121,7 +121,7 @@ def test_a_folder_that_is_no_dump_or_another_models_says_so(qtbot, window, tmp_p
 
 
 def test_cancel_ends_the_worker_and_streaming_refuses(qtbot, window, tmp_path, monkeypatch):
-    section, inspector = window.panel.dump, window.inspector
+    section, inspector = window.panel.reference.dump, window.inspector
     choose(monkeypatch, tmp_path / "dump")
     section.export_button.click()
     assert not section.progress.isHidden() and not section.export_button.isEnabled()
@@ -149,7 +149,7 @@ def test_a_context_with_an_image_dumps_its_rows_and_compares_clean(
     window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
     window.chat.input.attach([str(photo)])
     send_vl(qtbot, window, "What is in this picture?")
-    section, context = window.panel.dump, window.inspector.context
+    section, context = window.panel.reference.dump, window.inspector.context
     assert image_grids(context)
     folder = tmp_path / "dump"
     folder.mkdir()

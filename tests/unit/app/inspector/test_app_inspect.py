@@ -76,7 +76,7 @@ def test_reasons_chart_and_clicks_inspect_positions(qtbot, tmp_path, tiny_store)
     np.testing.assert_array_equal(direct.attention, result.attention)
 
     # a prompt row, then a token clicked in the reply (colour mode shows token spans)
-    panel.promptRowClicked.emit(3)
+    panel.prompt.rowClicked.emit(3)
     qtbot.waitUntil(lambda: inspector.job is None and inspector.inspection.position == 3,
                     timeout=TIMEOUT_MS)
     assert "prompt token" in panel.inside.title.text()
@@ -113,7 +113,7 @@ def test_llama_tab_says_how_to_get_it_when_missing(qtbot, monkeypatch):
     qtbot.addWidget(panel)
 
     class Idle:          # a conversation with nothing loaded
-        promptReady = token = busyChanged = panel.checkRequested
+        promptReady = token = busyChanged = panel.reference.checkRequested
         model = session = None
         busy = False
 

@@ -67,7 +67,7 @@ def test_layers_section_says_how_to_get_llama_cpp(qtbot, monkeypatch):
     qtbot.addWidget(panel)
 
     class Idle:          # a conversation with nothing loaded
-        promptReady = token = busyChanged = panel.checkRequested
+        promptReady = token = busyChanged = panel.reference.checkRequested
         model = session = None
         busy = False
 

@@ -11,7 +11,7 @@ import pytest
 from app.conversations.transfer import export, import_json
 from app.inspector.inside_page import PICK_A_POSITION
 from app.inspector.opinion_page import IDLE
-from app.inspector.panel import PROMPT_EMPTY
+from app.inspector.prompt_page import EMPTY as PROMPT_EMPTY
 from app.settings.store import Settings
 from engine.catalog.importer import import_gguf
 from engine.store import Store
@@ -49,10 +49,12 @@ def assert_panel_empty(window) -> None:
 
 def assert_tabs_empty(window) -> None:
     panel = window.panel
-    assert panel.prompt_model.rowCount() == 0 and panel.prompt_label.text() == PROMPT_EMPTY
-    assert panel.stats_model.rowCount() == 0
-    assert panel.verdict.text() == "" and panel.check_model.rowCount() == 0
-    assert panel.pair_model.rowCount() == 0
+    prompt = panel.prompt
+    assert prompt.prompt_model.rowCount() == 0 and prompt.prompt_label.text() == PROMPT_EMPTY
+    assert panel.layers.stats_model.rowCount() == 0
+    reference = panel.reference
+    assert reference.verdict.text() == "" and reference.check_model.rowCount() == 0
+    assert panel.reference.pair_model.rowCount() == 0
     assert panel.inside.title.text() == PICK_A_POSITION and panel.inside.inspection is None
     assert panel.opinion.pairs.rowCount() == 0
     assert panel.opinion.status.text() in (IDLE, "") or not panel.opinion.button.isEnabled()
@@ -60,8 +62,9 @@ def assert_tabs_empty(window) -> None:
 
 def check(qtbot, window) -> None:
     with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS):
-        window.panel.check_button.click()
-    assert window.panel.verdict.text() and window.panel.check_model.rowCount() > 0
+        window.panel.reference.check_button.click()
+    reference = window.panel.reference
+    assert reference.verdict.text() and reference.check_model.rowCount() > 0
 
 
 def test_tabs_follow_switches_new_chats_and_imports(qtbot, tmp_path, tiny_store):
@@ -70,7 +73,7 @@ def test_tabs_follow_switches_new_chats_and_imports(qtbot, tmp_path, tiny_store)
                            tmp_path)
     send(qtbot, window, "Hello")
     first = window.controller.conversation_id
-    assert window.panel.prompt_model.rowCount() > 0 and window.panel.top_model.rowCount() > 0
+    assert window.panel.prompt.prompt_model.rowCount() > 0 and window.panel.top_model.rowCount() > 0
     check(qtbot, window)
     window.panel.inside.title.setText("Position 7 (clicked)")
 
@@ -86,12 +89,12 @@ def test_tabs_follow_switches_new_chats_and_imports(qtbot, tmp_path, tiny_store)
     assert window.status_speed.text() == ""
     # the reopened conversation can be checked at once (no "send a message first")
     check(qtbot, window)
-    assert "could not run" not in window.panel.verdict.text()
+    assert "could not run" not in window.panel.reference.verdict.text()
 
     # a verdict (or its red error) is about the last answer: the next one clears it
-    window.panel.show_check_failed("the check went wrong")
+    window.panel.reference.show_check_failed("the check went wrong")
     send(qtbot, window, "More")
-    assert window.panel.verdict.text() == ""
+    assert window.panel.reference.verdict.text() == ""
 
     window.open_conversation(second)
     assert_saved_answer_shown(window)

@@ -4,18 +4,19 @@ not blamed on a server."""
 
 import math
 
-from app.inspector.panel import STATS_NEXT, STATS_OFF, DebugPanel
+from app.inspector.layers_page import STATS_NEXT, STATS_OFF
+from app.inspector.panel import DebugPanel
 from engine.chat.events import TokenEvent
 
 
 def test_the_layers_chart_says_how_to_fill_it(qtbot):
     panel = DebugPanel()
     qtbot.addWidget(panel)
-    assert panel.stats_chart.empty == STATS_OFF and "Record per-layer" in STATS_OFF
-    panel.stats_toggle.setChecked(True)
-    assert panel.stats_chart.empty == STATS_NEXT and "regenerate" in STATS_NEXT
-    panel.stats_toggle.setChecked(False)
-    assert panel.stats_chart.empty == STATS_OFF
+    assert panel.layers.stats_chart.empty == STATS_OFF and "Record per-layer" in STATS_OFF
+    panel.layers.stats_toggle.setChecked(True)
+    assert panel.layers.stats_chart.empty == STATS_NEXT and "regenerate" in STATS_NEXT
+    panel.layers.stats_toggle.setChecked(False)
+    assert panel.layers.stats_chart.empty == STATS_OFF
 
 
 def test_a_token_from_the_history_is_not_called_a_servers(qtbot):
@@ -62,9 +63,9 @@ def test_llama_cpps_opinion_and_the_reference_check_have_progress_and_cancel(qtb
         page.strip.cancel_button.click()
     page.show_failed("Cancelled.")
     assert not page.strip.busy and page.button.isEnabled()
-    panel.show_check_running()
-    assert panel.check_strip.busy and not panel.check_button.isEnabled()
-    with qtbot.waitSignal(panel.checkCancelRequested):
-        panel.check_strip.cancel_button.click()
-    panel.show_check_cancelled()
-    assert not panel.check_strip.busy and panel.check_button.isEnabled()
+    panel.reference.show_check_running()
+    assert panel.reference.check_strip.busy and not panel.reference.check_button.isEnabled()
+    with qtbot.waitSignal(panel.reference.cancelRequested):
+        panel.reference.check_strip.cancel_button.click()
+    panel.reference.show_check_cancelled()
+    assert not panel.reference.check_strip.busy and panel.reference.check_button.isEnabled()

@@ -80,7 +80,7 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     assert not window.panel.unavailable.isHidden()
     assert f"It runs on the server {host}" in window.panel.unavailable.text()
     window._check()
-    assert "Not available for tiny:latest" in window.panel.verdict.text()
+    assert "Not available for tiny:latest" in window.panel.reference.verdict.text()
     # history and regenerate
     [conversation] = window.history.conversations()
     assert [(m.role, m.content, m.complete) for m in window.history.messages(
