@@ -16,8 +16,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = Path("engine/native")
-# what ONNX Runtime (RegisterCustomOps) and engine.native (the rest) call
-EXPORTS = ["RegisterCustomOps", "lq_isa", "lq_row_bytes", "lq_act_bytes"]
+# what ONNX Runtime (RegisterCustomOps), engine.native and the kernels' tests call
+EXPORTS = ["RegisterCustomOps", "lq_isa", "lq_row_bytes", "lq_act_bytes", "lq_quantize_act",
+           "lq_dequantize_row", "lq_matmul_exact", "lq_matmul_fast"]
 
 
 class BuildCustomOps(build_ext):

@@ -102,11 +102,7 @@ class DecoderSession:
                                   "re-quantizes them; choose one of exact and requantize")
         self.requantization = requantize
         self.weights = "exact GGUF weights" if requantize is None else requantize.label
-        ops = custom_ops()
-        native = ops.available and self.provider == "cpu" and requantize is None
-        self.matmul = (ops.describe() if native or (ops.why and self.provider == "cpu")
-                       else f"ONNX Runtime's MatMulNBits ({requantize.spec} weights)" if requantize
-                       else "ONNX Runtime's MatMulNBits (Lantern's GGUF matmul runs on the CPU)")
+        native, self.matmul = matmul_path(self.provider, requantize)
         # fast CPU mode's kernel choices (None where they do not apply; other providers
         # keep explicit zero points, unmeasured there)
         self.kernels = ((kernels or kernels_for()) if self.provider == "cpu" and not exact
@@ -136,12 +132,11 @@ class DecoderSession:
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session_options.add_session_config_entry("session.dynamic_block_base", "4")
         if native:
-            session_options.register_custom_ops_library(str(ops.path))
+            session_options.register_custom_ops_library(str(custom_ops().path))
         providers = [PROVIDERS[self.provider]] + (["CPUExecutionProvider"]
                                                   if self.provider != "cpu" else [])
         # without GgufMatMul exact mode's fp32 weights are 4x the GGUF: never cached
         store = GraphCache() if cache and (native or not exact) else None
-        self._in_place: list[ort.OrtValue] = []  # the GGUF's bytes GgufMatMul reads
         self._session = self._open(model, options, store, session_options, providers, started)
         self.load_seconds = time.perf_counter() - started
 
@@ -209,7 +204,9 @@ class DecoderSession:
               session_options: ort.SessionOptions, providers: list[str],
               started: float) -> ort.InferenceSession:
         """The session, from the graph cache when it holds this build; sets build_seconds and
-        cache_state ("hit", "stored", "off" or "off (why)")."""
+        cache_state ("hit", "stored", "off" or "off (why)"), and _in_place: the GGUF's bytes
+        that GgufMatMul reads, kept as long as the session."""
+        self._in_place: list[ort.OrtValue] = []
         key = None if store is None or not store.enabled else entry_key(
             model.path, options, self._deepstack)
         path = store.lookup(key) if key else None
@@ -430,6 +427,17 @@ class _RotaryRows:
 
 class _Unmatched:
     """The key of a slot fed as an embedding without keys: equal to nothing but itself."""
+
+
+def matmul_path(provider: str, requantize: Requantization | None) -> tuple[bool, str]:
+    """Whether Lantern's GGUF matmul multiplies by the weights (the CPU, the library loaded,
+    the GGUF's own weights), and what does, in words."""
+    if provider != "cpu":
+        return False, "ONNX Runtime's MatMulNBits (Lantern's GGUF matmul runs on the CPU only)"
+    if requantize is not None:
+        return False, f"ONNX Runtime's MatMulNBits ({requantize.spec} weights)"
+    ops = custom_ops()
+    return ops.available, ops.describe()
 
 
 def two_way_images(model: GGUFModel) -> bool:
