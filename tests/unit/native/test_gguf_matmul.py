@@ -20,6 +20,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize
 
 from engine.graph.builder import GraphBuilder, feed_in_place, in_place_views, save_model
+from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.linear import GgufWeight, gguf_matmul
 from engine.native import custom_ops
 
@@ -167,3 +168,18 @@ def test_wrong_sizes_say_what_is_wrong(tmp_path):
 def test_describes_itself():
     assert OPS.isa in {"avx512-vnni", "avx512", "avx2", "neon", "portable"}
     assert OPS.isa in OPS.describe()
+
+
+def test_a_fused_tensor_splits_into_views_of_its_rows(tmp_path):
+    """Phi-3 stores q|k|v as one tensor: each part is a view of its rows, never a copy, and
+    multiplies to the whole's columns."""
+    n, k = 96, 256
+    raw = mapped(random_raw(T.Q4_K, n, k), tmp_path)
+    whole = GgufWeight(T.Q4_K, n, k, raw)
+    parts = split_rows(whole, [64, 16, 16])
+    assert [p.n for p in parts] == [64, 16, 16] and stack_rows(parts) is None
+    assert all(np.shares_memory(p.raw, raw) for p in parts)
+    x = activations(3, k)
+    sessions = [session(w, fast=True) for w in (whole, *parts)]  # each with its values
+    y, *got = (sess.run(None, {"x": x})[0] for sess, *_ in sessions)
+    assert np.concatenate(got, axis=-1).tobytes() == y.tobytes()
