@@ -61,12 +61,12 @@ def custom_ops() -> CustomOps:
     """The library's state for this process (``LANTERN_NATIVE=off`` turns it off)."""
     if os.environ.get(ENV, "").strip().lower() in {"off", "0", "no", "false"}:
         return CustomOps(None, why=f"turned off by {ENV}")
-    return _load()
+    return load(library_path())
 
 
 @cache
-def _load() -> CustomOps:
-    path = library_path()
+def load(path: Path) -> CustomOps:
+    """The library at ``path``, or why it cannot be used."""
     if not path.is_file():
         return CustomOps(None, why=f"{path.name} was not built; install a C compiler and "
                                    f"run `pip install -e .` again")
