@@ -54,7 +54,11 @@ def act_block(qtype: T) -> int:
 
 
 def ks_for(qtype: T) -> list[int]:
-    """256, 512 and a large k that is not a whole number of the kernels' 512-wide chunks."""
+    """256, 512 and a large k that is not a whole number of the kernels' 512-wide chunks;
+    for the dense types, whose blocks are single values, ks that are not whole numbers of
+    any vector either."""
+    if block_of(qtype) == 1:
+        return [37, 256, 2605]
     return [256, 512, 2816 if block_of(qtype) == 256 else 2592]
 
 
@@ -335,7 +339,7 @@ def test_activations_are_quantized_to_nearest_with_float32_scales(kernels, qtype
 @pytest.mark.parametrize("qtype", DENSE, ids=lambda t: t.name)
 def test_dense_fast_mode_is_exact_mode(kernels, qtype):
     """No integer path: the activations stay float32 and the results are exact mode's."""
-    k = 512
+    k = ks_for(qtype)[-1]
     w = make_weights(qtype, ROWS, k, seed=1)
     x = activations(3, k, seed=2)
     xq = kernels.quantize_act(qtype, x)
@@ -399,3 +403,20 @@ def test_portable_kernels_on_request(kernels):
     out = subprocess.run([sys.executable, "-c", code, str(kernels.path)], env=env,
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "portable"
+
+
+@pytest.mark.parametrize("mode", ["exact", "fast"])
+@pytest.mark.parametrize("qtype", [T.F16, T.Q4_1, T.Q4_K], ids=lambda t: t.name)
+def test_a_long_prefill_equals_its_rows_one_by_one(kernels, qtype, mode):
+    """More rows of x than the portable kernels serve from one decoded chunk (128)."""
+    k = 512
+    w = make_weights(qtype, 5, k, seed=8)
+    x = activations(300, k, seed=9)
+    xin = x if mode == "exact" else kernels.quantize_act(qtype, x)
+    whole = kernels.matmul(mode, qtype, xin, w.raw)
+    for i in (0, 127, 128, 299):
+        assert_bit_identical(kernels.matmul(mode, qtype, xin[i:i + 1], w.raw), whole[i:i + 1])
+    if mode == "exact":
+        expected = x.astype(np.float64) @ w.values.T.astype(np.float64)
+        tol = 1e-5 * (np.abs(x).astype(np.float64) @ np.abs(w.values).T)
+        assert_within(whole, expected, tol, f"{qtype.name} m=300")
