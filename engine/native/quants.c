@@ -1,24 +1,28 @@
 /* Portable C11 kernels for Lantern's quantized matmul (quants.h): the fallback on CPUs
- * without SIMD kernels and the reference the SIMD kernels are checked against.
+ * without SIMD kernels and the reference the SIMD kernels are checked against. No
+ * intrinsics: loops the compiler vectorizes at -O2. Little-endian hosts, as GGUF files are.
  *
  * Exact mode de-quantizes each weight block to the float32 values gguf.quants.dequantize
- * gives (same formula, same float32 rounding of every product and sum, hence no
- * contraction into fused multiply-adds: see the pragma below) and multiplies them with
- * float32 x in a fixed order: 8 lanes, element e of the row into lane e % 8, the lanes
- * summed pairwise at the end.
+ * gives (the same products and sums in the same order, each rounded to float32, hence no
+ * fused multiply-adds: see the pragma below) and multiplies them with float32 x in a fixed
+ * order: 8 lanes, element e of the row into lane e % 8 in increasing e, then
+ * y = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
  *
- * Fast mode: integer dot products per block against activations quantized once per row
- * of x (lq_quantize_act: round to nearest, ties away from zero, d = max|x| / 127 in
- * float32), the block's scales applied in float32. Activation blocks per weight format:
- *   F32, F16, BF16        float32 activations (lq_act_bytes = 4 k, a copy): no integer path,
- *                         fast mode computes what exact mode computes.
- *   Q4_0, Q5_0, Q8_0      lq_act32:  d_w d_x sum(q_w q_x)
- *   MXFP4                 lq_act32:  d_w d_x sum(q_w q_x), q_w the doubled E2M1 values and
- *                         d_w half the E8M0 scale, as gguf-py's table
- *   Q4_1, Q5_1            lq_act32:  d_w d_x sum(q_w q_x) + m_w s_x
- *   Q3_K, Q6_K            lq_act256: d_x d_w sum_g(sc_g sum_16(q_w q_x))
- *   Q2_K, Q4_K, Q5_K      lq_act256: d_x (d_w sum_g(sc_g sum_16(q_w q_x))
- *                                          - dmin_w sum_g(m_g bsums_g))
+ * Fast mode: integer dot products per block against activations quantized once per row of
+ * x (lq_quantize_act: d = max|x| / 127 in float32, codes x * (1 / d) rounded to nearest,
+ * ties away from zero), scales applied in float32, blocks summed in order into one float
+ * per (i, j). Activation blocks and each block's term, per weight format:
+ *   F32, F16, BF16     float32 activations (lq_act_bytes = 4 k, a copy): no integer path,
+ *                      fast mode computes what exact mode computes.
+ *   Q4_0, Q5_0, Q8_0   lq_act32:  (d_w * d_x) * sum(q_w q_x)
+ *   MXFP4              lq_act32:  (d_w * d_x) * sum(q_w q_x), q_w the doubled E2M1 values
+ *                      and d_w half the E8M0 scale (gguf-py's kvalues, llama.cpp's too)
+ *   Q4_1, Q5_1         lq_act32:  (d_w * d_x) * sum(q_w q_x) + m_w * s_x
+ *   Q3_K, Q6_K         lq_act256: d_x * (d_w * sumi),  sumi = sum_g(sc_g * sum_16(q_w q_x))
+ *   Q2_K, Q4_K, Q5_K   lq_act256: d_x * (d_w * sumi - dmin_w * summ),
+ *                                 summ = sum_g(m_g * bsums_g)
+ * (sums of integers are exact; g runs over the 16 groups of 16, a Q4_K/Q5_K sub-block's
+ * scale and minimum counting for both of its groups.)
  *
  * Both modes walk W in panels of PANEL rows and CHUNK elements: each weight block is
  * decoded once per ITILE rows of x (once per call up to ITILE rows) and then used for all
@@ -67,26 +71,26 @@ enum {
 typedef struct {
     int block;     /* elements per block */
     int bytes;     /* bytes per block */
-} lq_format;
+} block_format;
 
-static lq_format format_of(int type)
+static block_format format_of(int type)
 {
     switch (type) {
-    case LQ_F32: return (lq_format){1, 4};
-    case LQ_F16: return (lq_format){1, 2};
-    case LQ_BF16: return (lq_format){1, 2};
-    case LQ_Q4_0: return (lq_format){32, 18};
-    case LQ_Q4_1: return (lq_format){32, 20};
-    case LQ_Q5_0: return (lq_format){32, 22};
-    case LQ_Q5_1: return (lq_format){32, 24};
-    case LQ_Q8_0: return (lq_format){32, 34};
-    case LQ_MXFP4: return (lq_format){32, 17};
-    case LQ_Q2_K: return (lq_format){256, 84};
-    case LQ_Q3_K: return (lq_format){256, 110};
-    case LQ_Q4_K: return (lq_format){256, 144};
-    case LQ_Q5_K: return (lq_format){256, 176};
-    case LQ_Q6_K: return (lq_format){256, 210};
-    default: return (lq_format){0, 0};
+    case LQ_F32: return (block_format){1, 4};
+    case LQ_F16: return (block_format){1, 2};
+    case LQ_BF16: return (block_format){1, 2};
+    case LQ_Q4_0: return (block_format){32, 18};
+    case LQ_Q4_1: return (block_format){32, 20};
+    case LQ_Q5_0: return (block_format){32, 22};
+    case LQ_Q5_1: return (block_format){32, 24};
+    case LQ_Q8_0: return (block_format){32, 34};
+    case LQ_MXFP4: return (block_format){32, 17};
+    case LQ_Q2_K: return (block_format){256, 84};
+    case LQ_Q3_K: return (block_format){256, 110};
+    case LQ_Q4_K: return (block_format){256, 144};
+    case LQ_Q5_K: return (block_format){256, 176};
+    case LQ_Q6_K: return (block_format){256, 210};
+    default: return (block_format){0, 0};
     }
 }
 
@@ -94,7 +98,7 @@ static int is_dense(int type) { return type == LQ_F32 || type == LQ_F16 || type 
 
 size_t lq_row_bytes(int type, int64_t k)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (f.block == 0 || k <= 0 || k % f.block != 0)
         return 0;
     return (size_t)(k / f.block) * (size_t)f.bytes;
@@ -102,7 +106,7 @@ size_t lq_row_bytes(int type, int64_t k)
 
 size_t lq_act_bytes(int type, int64_t k)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (f.block == 0 || k <= 0 || k % f.block != 0)
         return 0;
     if (is_dense(type))
@@ -497,7 +501,7 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
                            int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
     const size_t rb = lq_row_bytes(type, k);
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     float wbuf[PANEL][CHUNK];
     float acc[ITILE][PANEL][LANES];
     if (rb == 0)
@@ -586,7 +590,7 @@ static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
 
 void lq_quantize_act(int type, int64_t k, const float *x, void *xq)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (lq_act_bytes(type, k) == 0)
         return;
     if (is_dense(type))
@@ -937,7 +941,7 @@ static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, con
 static void fast_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                           int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (lq_row_bytes(type, k) == 0)
         return;
     if (is_dense(type))
