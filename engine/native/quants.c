@@ -24,7 +24,7 @@
  * (sums of integers are exact; g runs over the 16 groups of 16, a Q4_K/Q5_K sub-block's
  * scale and minimum counting for both of its groups.)
  *
- * Both modes walk W in panels of PANEL rows and CHUNK elements: each weight block is
+ * Both modes walk W in groups of rows and chunks of elements: each weight block is
  * decoded once per ITILE rows of x (once per call up to ITILE rows) and then used for all
  * of them. Every y[i][j] is accumulated by the same code in the same order whatever m, j0
  * and j1 are, so it does not depend on them to the bit.
@@ -59,11 +59,18 @@
 #define LQ_UNROLL_LANES
 #endif
 
+/* How W is walked. Grouping changes which blocks are decoded together, never the
+ * arithmetic of an output, so it may depend on m. */
 enum {
-    LANES = 8,    /* exact mode's partial sums per (i, j) */
-    PANEL = 4,    /* weight rows decoded together */
-    CHUNK = 512,  /* elements of a weight row decoded at a time (whole 32 and 256 blocks) */
-    ITILE = 128,  /* rows of x served by one decoded chunk */
+    LANES = 8,         /* exact mode's partial sums per (i, j) */
+    PANEL = 4,         /* weight rows decoded together (few streams of weights for one row
+                        * of x); exact mode multiplies this many with a row of x at a time */
+    GROUP = 16,        /* weight rows exact mode decodes together for MANY_ROWS or more rows
+                        * of x, each row of x then read once per GROUP rows of W */
+    MANY_ROWS = 8,
+    CHUNK_EXACT = 256, /* elements of a weight row decoded at a time, whole 32 and 256 */
+    CHUNK_FAST = 512,  /* blocks */
+    ITILE = 64,        /* rows of x served by one decoded chunk */
 };
 
 /* ---- format table ---------------------------------------------------------------- */
@@ -447,7 +454,7 @@ void lq_dequantize_row(int type, int64_t k, const void *w, float *out)
 
 /* acc[r][l] += sum over e = l mod LANES of w[r][e] * x[e], for PANEL rows at once, e in
  * increasing order. n is a multiple of LANES except in a dense row's last chunk. */
-static void lanes_panel(const float *x, const float (*w)[CHUNK], int n, float (*acc)[LANES])
+static void lanes_panel(const float *x, const float (*w)[CHUNK_EXACT], int n, float (*acc)[LANES])
 {
     const int n8 = n - n % LANES;
     float a0[LANES], a1[LANES], a2[LANES], a3[LANES];
@@ -502,27 +509,28 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
 {
     const size_t rb = lq_row_bytes(type, k);
     const block_format f = format_of(type);
-    float wbuf[PANEL][CHUNK];
-    float acc[ITILE][PANEL][LANES];
+    const int group = m >= MANY_ROWS ? GROUP : PANEL;
+    float wbuf[GROUP][CHUNK_EXACT];
+    float acc[ITILE][GROUP][LANES];
     if (rb == 0)
         return;
-    for (int64_t j = j0; j < j1; j += PANEL) {
-        const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
+    for (int64_t j = j0; j < j1; j += group) {
+        const int np = j1 - j < group ? (int)(j1 - j) : group;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nc = k - c < CHUNK ? (int)(k - c) : CHUNK;
+            for (int64_t c = 0; c < k; c += CHUNK_EXACT) {
+                const int nc = k - c < CHUNK_EXACT ? (int)(k - c) : CHUNK_EXACT;
                 const size_t off = (size_t)(c / f.block) * (size_t)f.bytes;
                 for (int r = 0; r < np; r++)
                     decode_exact(type, w + (size_t)(j + r) * rb + off, nc, wbuf[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const float *xi = x + (i0 + ii) * k + c;
-                    if (np == PANEL)
-                        lanes_panel(xi, (const float (*)[CHUNK])wbuf, nc, acc[ii]);
-                    else
-                        for (int r = 0; r < np; r++)
-                            lanes_row(xi, wbuf[r], nc, acc[ii][r]);
+                    int r = 0;
+                    for (; r + PANEL <= np; r += PANEL)
+                        lanes_panel(xi, (const float (*)[CHUNK_EXACT])(wbuf + r), nc, acc[ii] + r);
+                    for (; r < np; r++)
+                        lanes_row(xi, wbuf[r], nc, acc[ii][r]);
                 }
             }
             for (int ii = 0; ii < ni; ii++)
@@ -869,19 +877,19 @@ static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x
 static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                             int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    enum { NB = CHUNK / 32 };
+    enum { NB = CHUNK_FAST / 32 };
     const size_t rb = lq_row_bytes(type, k), ab = lq_act_bytes(type, k);
     const size_t bb = (size_t)format_of(type).bytes;
     blk32 wb[PANEL][NB];
-    int16_t x16[CHUNK];
+    int16_t x16[CHUNK_FAST];
     float acc[ITILE][PANEL];
     for (int64_t j = j0; j < j1; j += PANEL) {
         const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nb = (k - c < CHUNK ? (int)(k - c) : CHUNK) / 32;
+            for (int64_t c = 0; c < k; c += CHUNK_FAST) {
+                const int nb = (k - c < CHUNK_FAST ? (int)(k - c) : CHUNK_FAST) / 32;
                 for (int r = 0; r < np; r++)
                     decode_fast32(type, w + (size_t)(j + r) * rb + (size_t)(c / 32) * bb, nb, wb[r]);
                 for (int ii = 0; ii < ni; ii++) {
@@ -905,19 +913,19 @@ static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, cons
 static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                              int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    enum { NB = CHUNK / 256 };
+    enum { NB = CHUNK_FAST / 256 };
     const size_t rb = lq_row_bytes(type, k), ab = lq_act_bytes(type, k);
     const size_t bb = (size_t)format_of(type).bytes;
     blk256 wb[PANEL][NB];
-    int16_t x16[CHUNK];
+    int16_t x16[CHUNK_FAST];
     float acc[ITILE][PANEL];
     for (int64_t j = j0; j < j1; j += PANEL) {
         const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nb = (k - c < CHUNK ? (int)(k - c) : CHUNK) / 256;
+            for (int64_t c = 0; c < k; c += CHUNK_FAST) {
+                const int nb = (k - c < CHUNK_FAST ? (int)(k - c) : CHUNK_FAST) / 256;
                 for (int r = 0; r < np; r++)
                     decode_fast256(type, w + (size_t)(j + r) * rb + (size_t)(c / 256) * bb, nb, wb[r]);
                 for (int ii = 0; ii < ni; ii++) {

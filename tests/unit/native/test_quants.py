@@ -41,7 +41,7 @@ GGUF_QUANTIZES = (T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4)
 SCALES = {T.Q4_0: (0,), T.Q4_1: (0, 2), T.Q5_0: (0,), T.Q5_1: (0, 2), T.Q8_0: (0,),
           T.Q2_K: (80, 82), T.Q3_K: (108,), T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}
 MINIMUM = {T.Q4_1: (2, 1), T.Q5_1: (2, 1), T.Q2_K: (82, 15), T.Q4_K: (2, 63), T.Q5_K: (2, 63)}
-ROWS = 11  # rows of W: two whole panels of four and a partial one
+ROWS = 37  # rows of W: the portable kernels' groups of 16 twice, then 4 + 1 rows
 
 
 def block_of(qtype: T) -> int:
@@ -385,7 +385,7 @@ def test_each_output_is_independent_of_m_and_the_columns_computed(kernels, qtype
     for i in (0, 5, 16):
         assert_bit_identical(kernels.matmul(mode, qtype, xin[i:i + 1], w.raw), whole[i:i + 1])
     assert_bit_identical(kernels.matmul(mode, qtype, xin[3:6], w.raw), whole[3:6])
-    for splits in ([0, 3, 4, 11], [0, 1, 2, 9, 11], [0, 5, 11]):
+    for splits in ([0, 3, 4, ROWS], [0, 1, 2, 9, 30, ROWS], [0, 17, ROWS]):
         y = np.full((17, ROWS + 3), np.nan, np.float32)  # ldy wider than the columns
         for j0, j1 in pairwise(splits):
             kernels.matmul(mode, qtype, xin, w.raw, j0, j1, y)
