@@ -31,6 +31,7 @@
  */
 #include "quants.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -542,12 +543,12 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
 
 /* ---- fast mode: activations -------------------------------------------------------- */
 
-/* Round to nearest, ties away from zero, into [-127, 127]; NaN maps to -127 (its block's
+/* Round to nearest, ties away from zero, into [-127, 127]; NaN maps to 0 (its block's
  * scale is NaN then, see act_scale). */
 static inline int8_t act_round(float v)
 {
     const float r = roundf(v);
-    return (int8_t)(r >= -127.0f ? (r <= 127.0f ? r : 127.0f) : -127.0f);
+    return (int8_t)(r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : (r == r ? r : 0.0f)));
 }
 
 /* d = max|x| / 127 over n values; NaN if one of them is NaN, so the outputs that use the
@@ -564,16 +565,27 @@ static inline float act_scale(const float *x, int n)
     return nan ? NAN : amax / 127.0f;
 }
 
+/* Codes x * (1 / d), as llama.cpp computes them; x / d where 1 / d overflows (d subnormal:
+ * a block of values below 2^-119), whose codes would otherwise all be 0 or +-127. */
+static void act_codes(const float *restrict x, int n, float d, int8_t *restrict qs)
+{
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (id <= FLT_MAX)
+        for (int l = 0; l < n; l++)
+            qs[l] = act_round(x[l] * id);
+    else
+        for (int l = 0; l < n; l++)
+            qs[l] = act_round(x[l] / d);
+}
+
 static void quantize_act32(const float *x, int64_t nb, lq_act32 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 32, y++) {
         const float d = act_scale(x, 32);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
-        for (int l = 0; l < 32; l++) {
-            y->qs[l] = act_round(x[l] * id);
+        act_codes(x, 32, d, y->qs);
+        for (int l = 0; l < 32; l++)
             sum += y->qs[l];
-        }
         y->d = d;
         y->s = d * (float)sum;
     }
@@ -583,9 +595,7 @@ static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 256, y++) {
         const float d = act_scale(x, 256);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int l = 0; l < 256; l++)
-            y->qs[l] = act_round(x[l] * id);
+        act_codes(x, 256, d, y->qs);
         for (int g = 0; g < 16; g++) {
             int sum = 0;
             for (int l = 0; l < 16; l++)

@@ -211,13 +211,15 @@ class QuantizedActs:
 
 def quantize_acts(x: np.ndarray, block: int) -> QuantizedActs:
     """quants.h's fast-mode activations: d = max|x| / 127 per block in float32, codes
-    round(x / d) as x * (1 / d) rounded to nearest, ties away from zero."""
+    x * (1 / d) (x / d where 1 / d overflows) rounded to nearest, ties away from zero."""
     m, k = x.shape
     blocks = x.reshape(m, k // block, block)
-    d = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
-    with np.errstate(divide="ignore"):
+    d = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)[..., None]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-    qs = np.clip(round_away(blocks * inv[..., None]), -127, 127).astype(np.int8)
+        scaled = np.where(np.isinf(inv), blocks / d, blocks * inv)
+    qs = np.clip(round_away(scaled), -127, 127).astype(np.int8)
+    d = d[..., 0]
     sums = qs.reshape(m, k // block, -1, 16).astype(np.int64).sum(axis=-1)
     return QuantizedActs(d, qs.reshape(m, k), sums)
 
@@ -325,8 +327,12 @@ def test_activations_are_quantized_to_nearest_with_float32_scales(kernels, qtype
     k = ks_for(qtype)[-1]
     x = activations(5, k, seed=3)
     x[1, :4] = [127.0, 2.5, -2.5, 0.5]  # d = 1 exactly: ties, rounded away from zero
+    x[2, :256] *= np.float32(1e-40)  # subnormal: 1 / d overflows
+    x[2, :16] = 0.0
     d, qs, s, bsums = parse_acts(qtype, kernels.quantize_act(qtype, x), k)
     assert qs[1, :4].tolist() == [127, 3, -3, 1]
+    assert not qs[2, :16].any() and np.abs(qs[2, 16:256]).max() == 127
+    assert (np.abs(qs[2, 16:256]) < 127).sum() > 100
     ref = quantize_acts(x, act_block(qtype))
     assert_bit_identical(d, ref.d)
     assert np.array_equal(qs, ref.qs)
