@@ -53,6 +53,13 @@
 #pragma fp_contract(off)
 #endif
 
+/* MSVC's C mode knows restrict only under /std:c11. */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define LQ_RESTRICT __restrict
+#else
+#define LQ_RESTRICT restrict
+#endif
+
 /* Unrolling the lanes loop lets the compiler keep the lanes in vector registers. */
 #if defined(__GNUC__)
 #define LQ_UNROLL_LANES _Pragma("GCC unroll 8")
@@ -157,7 +164,7 @@ static inline float f16_to_f32(uint16_t h)
     const uint32_t man = h & 0x3ffu;
     const uint32_t normal = ((exp + 112u) << 23) | (man << 13);
     const uint32_t special = 0x7f800000u | (man << 13);
-    const uint32_t sub = f32_to_bits((float)(int32_t)man * 0x1p-24f);
+    const uint32_t sub = f32_to_bits((float)(int32_t)man * 5.9604644775390625e-8f /* 2^-24 */);
     const uint32_t is_special = 0u - (uint32_t)(exp == 0x1fu), is_sub = 0u - (uint32_t)(exp == 0);
     const uint32_t mag = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
     return bits_to_f32(sign | mag);
@@ -181,7 +188,7 @@ static const uint32_t bit_of[32] = {
 
 /* Q5_0's and Q5_1's 32 five-bit codes: low nibbles in qs (element l and l + 16 share byte
  * l), bit 4 of element l in bit l of qh. */
-static inline void q5_codes(const uint8_t *restrict qs, uint32_t qh, int q[32])
+static inline void q5_codes(const uint8_t *LQ_RESTRICT qs, uint32_t qh, int q[32])
 {
     for (int l = 0; l < 16; l++) {
         q[l] = (qs[l] & 0x0f) | ((qh & bit_of[l]) != 0 ? 16 : 0);
@@ -217,10 +224,10 @@ static inline void k4_scale_min(const uint8_t *s, int sc[8], int mn[8])
 /* Each decoder turns nb blocks at b into nb * block floats at y, with gguf.quants'
  * formulas: the same products and sums in the same order, each rounded to float32. */
 
-static void dq_f32(const uint8_t *restrict b, int64_t n, float *restrict y) { memcpy(y, b, (size_t)n * sizeof(float)); }
+static void dq_f32(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y) { memcpy(y, b, (size_t)n * sizeof(float)); }
 
 /* Dense rows go 32 values at a time (a loop the compiler vectorizes), then the rest. */
-static void dq_f16(const uint8_t *restrict b, int64_t n, float *restrict y)
+static void dq_f16(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y)
 {
     uint16_t h[32];
     int64_t e = 0;
@@ -233,7 +240,7 @@ static void dq_f16(const uint8_t *restrict b, int64_t n, float *restrict y)
         y[e] = f16_to_f32(rd16(b + 2 * e));
 }
 
-static void dq_bf16(const uint8_t *restrict b, int64_t n, float *restrict y)
+static void dq_bf16(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y)
 {
     uint16_t h[32];
     int64_t e = 0;
@@ -246,7 +253,7 @@ static void dq_bf16(const uint8_t *restrict b, int64_t n, float *restrict y)
         y[e] = bits_to_f32((uint32_t)rd16(b + 2 * e) << 16);
 }
 
-static void dq_q4_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q4_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 18, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -258,7 +265,7 @@ static void dq_q4_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q4_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q4_1(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 20, y += 32) {
         const float d = f16_to_f32(rd16(b)), m = f16_to_f32(rd16(b + 2));
@@ -270,7 +277,7 @@ static void dq_q4_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q5_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q5_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 22, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -281,7 +288,7 @@ static void dq_q5_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q5_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q5_1(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 24, y += 32) {
         const float d = f16_to_f32(rd16(b)), m = f16_to_f32(rd16(b + 2));
@@ -292,7 +299,7 @@ static void dq_q5_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q8_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q8_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 34, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -302,7 +309,7 @@ static void dq_q8_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_mxfp4(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_mxfp4(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 17, y += 32) {
         const float d = e8m0_half(b[0]);
@@ -316,7 +323,7 @@ static void dq_mxfp4(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin. Element
  * h*128 + s*32 + l is bits 2s..2s+1 of qs[h*32 + l]; group of 16 g = element / 16. */
-static void dq_q2_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q2_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 84, y += 256) {
         const uint8_t *sc = b, *qs = b + 16;
@@ -336,7 +343,7 @@ static void dq_q2_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q3_K: hmask[32], qs[64], scales[12], d. Element e = h*128 + s*32 + l: low bits as Q2_K,
  * minus 4 where bit e/32 of hmask[l] is clear. */
-static void dq_q3_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q3_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 110, y += 256) {
         const uint8_t *hm = b, *qs = b + 32;
@@ -360,7 +367,7 @@ static void dq_q3_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q4_K: d, dmin, scales[12], qs[128]. Element c*64 + s*32 + l is nibble s of
  * qs[c*32 + l], in sub-block 2c + s of 32. */
-static void dq_q4_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q4_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 144, y += 256) {
         const float d = f16_to_f32(rd16(b)), dmin = f16_to_f32(rd16(b + 2));
@@ -379,7 +386,7 @@ static void dq_q4_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 }
 
 /* Q5_K: Q4_K plus qh[32] before qs: bit j of qh[l] is bit 4 of sub-block j's element l. */
-static void dq_q5_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q5_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 176, y += 256) {
         const float d = f16_to_f32(rd16(b)), dmin = f16_to_f32(rd16(b + 2));
@@ -401,7 +408,7 @@ static void dq_q5_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q6_K: ql[128], qh[64], scales[16] (int8), d. Element h*128 + t*32 + l: nibble t/2 of
  * ql[h*64 + (t%2)*32 + l], high bits 2t..2t+1 of qh[h*32 + l], minus 32. */
-static void dq_q6_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q6_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 210, y += 256) {
         const uint8_t *ql = b, *qh = b + 128;
@@ -567,7 +574,7 @@ static inline float act_scale(const float *x, int n)
 
 /* Codes x * (1 / d), as llama.cpp computes them; x / d where 1 / d overflows (d subnormal:
  * a block of values below 2^-119), whose codes would otherwise all be 0 or +-127. */
-static void act_codes(const float *restrict x, int n, float d, int8_t *restrict qs)
+static void act_codes(const float *LQ_RESTRICT x, int n, float d, int8_t *LQ_RESTRICT qs)
 {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     if (id <= FLT_MAX)
@@ -639,7 +646,7 @@ typedef struct {
     int16_t q[256];
 } blk256;
 
-static void fq_q4_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q4_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 18, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -651,7 +658,7 @@ static void fq_q4_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q4_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q4_1(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 20, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -663,7 +670,7 @@ static void fq_q4_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q5(const uint8_t *restrict qs, uint32_t qh, int offset, blk32 *restrict o)
+static void fq_q5(const uint8_t *LQ_RESTRICT qs, uint32_t qh, int offset, blk32 *LQ_RESTRICT o)
 {
     int q[32];
     q5_codes(qs, qh, q);
@@ -671,7 +678,7 @@ static void fq_q5(const uint8_t *restrict qs, uint32_t qh, int offset, blk32 *re
         o->q[l] = (int16_t)(q[l] - offset);
 }
 
-static void fq_q5_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q5_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 22, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -680,7 +687,7 @@ static void fq_q5_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q5_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q5_1(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 24, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -689,7 +696,7 @@ static void fq_q5_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q8_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q8_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 34, o++) {
         const int8_t *qs = (const int8_t *)(b + 2);
@@ -700,7 +707,7 @@ static void fq_q8_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_mxfp4(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_mxfp4(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 17, o++) {
         o->d = e8m0_half(b[0]);
@@ -712,7 +719,7 @@ static void fq_mxfp4(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q2_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q2_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 84, o++) {
         const uint8_t *qs = b + 16;
@@ -731,7 +738,7 @@ static void fq_q2_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
     }
 }
 
-static void fq_q3_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q3_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 110, o++) {
         const uint8_t *hm = b, *qs = b + 32;
@@ -755,7 +762,7 @@ static void fq_q3_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
 
 /* Q4_K and Q5_K: codes of sub-block j of 32 (groups 2j, 2j + 1) at o->q + 32 j, times
  * their scale; the minimums per group. */
-static void fq_k4_scales(const uint8_t *restrict b, blk256 *restrict o, int sc[8])
+static void fq_k4_scales(const uint8_t *LQ_RESTRICT b, blk256 *LQ_RESTRICT o, int sc[8])
 {
     int mn[8];
     k4_scale_min(b + 4, sc, mn);
@@ -765,7 +772,7 @@ static void fq_k4_scales(const uint8_t *restrict b, blk256 *restrict o, int sc[8
         o->mn[g] = (int16_t)mn[g / 2];
 }
 
-static void fq_q4_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q4_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 144, o++) {
         const uint8_t *qs = b + 16;
@@ -780,7 +787,7 @@ static void fq_q4_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
     }
 }
 
-static void fq_q5_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q5_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 176, o++) {
         const uint8_t *qh = b + 16, *qs = b + 48;
@@ -797,7 +804,7 @@ static void fq_q5_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
     }
 }
 
-static void fq_q6_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q6_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 210, o++) {
         const uint8_t *ql = b, *qh = b + 128;
@@ -847,21 +854,21 @@ static void decode_fast256(int type, const uint8_t *w, int nb, blk256 *o)
 /* ---- fast mode: block dot products and the matmul ---------------------------------- */
 
 /* One row of x's activation codes for a chunk, widened to int16 once for all weight rows. */
-static void widen32(const lq_act32 *restrict a, int nb, int16_t *restrict out)
+static void widen32(const lq_act32 *LQ_RESTRICT a, int nb, int16_t *LQ_RESTRICT out)
 {
     for (int bi = 0; bi < nb; bi++)
         for (int l = 0; l < 32; l++)
             out[bi * 32 + l] = a[bi].qs[l];
 }
 
-static void widen256(const lq_act256 *restrict a, int nb, int16_t *restrict out)
+static void widen256(const lq_act256 *LQ_RESTRICT a, int nb, int16_t *LQ_RESTRICT out)
 {
     for (int bi = 0; bi < nb; bi++)
         for (int l = 0; l < 256; l++)
             out[bi * 256 + l] = a[bi].qs[l];
 }
 
-static inline int32_t dot_i16(const int16_t *restrict w, const int16_t *restrict x, int n)
+static inline int32_t dot_i16(const int16_t *LQ_RESTRICT w, const int16_t *LQ_RESTRICT x, int n)
 {
     int32_t s = 0;
     for (int l = 0; l < n; l++)
