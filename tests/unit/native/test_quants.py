@@ -426,3 +426,28 @@ def test_a_long_prefill_equals_its_rows_one_by_one(kernels, qtype, mode):
         expected = x.astype(np.float64) @ w.values.T.astype(np.float64)
         tol = 1e-5 * (np.abs(x).astype(np.float64) @ np.abs(w.values).T)
         assert_within(whole, expected, tol, f"{qtype.name} m=300")
+
+
+def test_demo_model_rows_are_gguf_bit_for_bit(kernels, demo_05b):
+    """A sample of rows of every matrix of the real 0.5B model: de-quantized to gguf's
+    values, and exact mode within float32 error of x times them."""
+    from engine.gguf import open_model
+
+    model = open_model(demo_05b)
+    rng = np.random.default_rng(0)
+    seen = set()
+    x = activations(3, 8960, seed=1)
+    for name, t in model.tensors.items():
+        if len(t.shape) != 2:
+            continue
+        k = t.shape[1]
+        rows = np.sort(rng.choice(t.shape[0], size=min(t.shape[0], 8), replace=False))
+        raw = np.ascontiguousarray(t.raw[rows])
+        expected = np.asarray(dequantize(raw, t.ggml_type), np.float32).reshape(len(rows), k)
+        assert_bit_identical(kernels.dequantize(t.ggml_type, k, raw), expected)
+        y = kernels.matmul("exact", t.ggml_type, x[:, :k], raw)
+        xk = x[:, :k].astype(np.float64)
+        assert_within(y, xk @ expected.T.astype(np.float64),
+                      1e-5 * (np.abs(xk) @ np.abs(expected).T), name)
+        seen.add(t.ggml_type)
+    assert {T.Q4_K, T.Q5_0, T.Q6_K, T.Q8_0} <= seen
