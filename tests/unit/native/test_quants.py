@@ -135,9 +135,14 @@ def built_library() -> Path | None:
     return None
 
 
+def compile_cc() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") \
+        or shutil.which("clang")
+
+
 def compile_portable(out_dir: Path) -> Path:
     """quants.c alone, as the portable fallback builds (no x86 kernels)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    cc = compile_cc()
     if cc is None:
         pytest.fail("no library in engine/native and no C compiler to build quants.c: "
                     "run `pip install -e .` or install a C compiler")
@@ -451,3 +456,24 @@ def test_demo_model_rows_are_gguf_bit_for_bit(kernels, demo_05b):
                       1e-5 * (np.abs(xk) @ np.abs(expected).T), name)
         seen.add(t.ggml_type)
     assert {T.Q4_K, T.Q5_0, T.Q6_K, T.Q8_0} <= seen
+
+
+ARM64_CC, QEMU = shutil.which("aarch64-linux-gnu-gcc"), shutil.which("qemu-aarch64")
+
+
+@pytest.mark.skipif(ARM64_CC is None or QEMU is None or compile_cc() is None,
+                    reason="needs a C compiler, aarch64-linux-gnu-gcc and qemu-aarch64")
+def test_arm64_builds_give_this_machines_bits(tmp_path):
+    """The portable kernels are the ones ARM machines run: built for ARM64 (where the
+    compiler would fuse a * b + c into one instruction if quants.c let it) they give
+    every output to the bit as here, de-quantized rows, activations and both modes."""
+    sources = [str(NATIVE / "quants.c"), str(Path(__file__).with_name("dump_quants.c"))]
+    outputs = []
+    for cc, runner in ((compile_cc(), []), (ARM64_CC, [QEMU, "-L", "/usr/aarch64-linux-gnu"])):
+        exe = tmp_path / f"dump-{len(outputs)}"
+        subprocess.run([cc, "-O2", "-std=gnu11", "-DLQ_NO_X86", f"-I{NATIVE}", *sources,
+                        "-o", str(exe), "-lm"], check=True)
+        outputs.append(subprocess.run([*runner, str(exe)], capture_output=True,
+                                      check=True).stdout)
+    assert len(outputs[0]) > 6_000_000
+    assert outputs[0] == outputs[1]
