@@ -54,7 +54,7 @@ def act_block(qtype: T) -> int:
 
 
 def ks_for(qtype: T) -> list[int]:
-    """256, 512 and a large k that is not a whole number of the kernels' 512-wide chunks;
+    """256, 512 and a large k that is not a whole number of 512-value chunks;
     for the dense types, whose blocks are single values, ks that are not whole numbers of
     any vector either."""
     if block_of(qtype) == 1:
@@ -136,6 +136,7 @@ def built_library() -> Path | None:
 
 
 def compile_cc() -> str | None:
+    """The C compiler: $CC, else cc, gcc or clang on the PATH."""
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") \
         or shutil.which("clang")
 
