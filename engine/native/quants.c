@@ -876,6 +876,26 @@ static inline int32_t dot_i16(const int16_t *LQ_RESTRICT w, const int16_t *LQ_RE
     return s;
 }
 
+/* dot32 for a panel's rows at once: the activations loaded once for all of them. Each
+ * row's integer sum and float term are dot32's. */
+static inline void dot32_panel(const blk32 *w0, const blk32 *w1, const blk32 *w2,
+                               const blk32 *w3, const lq_act32 *a, const int16_t *LQ_RESTRICT x,
+                               float out[PANEL])
+{
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int l = 0; l < 32; l++) {
+        const int32_t xv = x[l];
+        s0 += w0->q[l] * xv;
+        s1 += w1->q[l] * xv;
+        s2 += w2->q[l] * xv;
+        s3 += w3->q[l] * xv;
+    }
+    out[0] = (w0->d * a->d) * (float)s0 + w0->m * a->s;
+    out[1] = (w1->d * a->d) * (float)s1 + w1->m * a->s;
+    out[2] = (w2->d * a->d) * (float)s2 + w2->m * a->s;
+    out[3] = (w3->d * a->d) * (float)s3 + w3->m * a->s;
+}
+
 static inline float dot32(const blk32 *w, const lq_act32 *a, const int16_t *x)
 {
     const int32_t s = dot_i16(w->q, x, 32);
@@ -912,11 +932,21 @@ static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, cons
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act32 *a = (const lq_act32 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 32;
                     widen32(a, nb, x16);
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot32(&wb[r][bi], &a[bi], x16 + bi * 32);
-                        acc[ii][r] = s;
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            float t[PANEL];
+                            dot32_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
+                                        x16 + bi * 32, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot32(&wb[r][bi], &a[bi], x16 + bi * 32);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }
