@@ -902,6 +902,32 @@ static inline float dot32(const blk32 *w, const lq_act32 *a, const int16_t *x)
     return (w->d * a->d) * (float)s + w->m * a->s;
 }
 
+/* dot256 for a panel's rows at once, as dot32_panel. */
+static inline void dot256_panel(const blk256 *w0, const blk256 *w1, const blk256 *w2,
+                                const blk256 *w3, const lq_act256 *a,
+                                const int16_t *LQ_RESTRICT x, float out[PANEL])
+{
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    for (int l = 0; l < 256; l++) {
+        const int32_t xv = x[l];
+        s0 += w0->q[l] * xv;
+        s1 += w1->q[l] * xv;
+        s2 += w2->q[l] * xv;
+        s3 += w3->q[l] * xv;
+    }
+    for (int g = 0; g < 16; g++) {
+        const int32_t b = a->bsums[g];
+        m0 += w0->mn[g] * b;
+        m1 += w1->mn[g] * b;
+        m2 += w2->mn[g] * b;
+        m3 += w3->mn[g] * b;
+    }
+    out[0] = a->d * (w0->d * (float)s0 - w0->dmin * (float)m0);
+    out[1] = a->d * (w1->d * (float)s1 - w1->dmin * (float)m1);
+    out[2] = a->d * (w2->d * (float)s2 - w2->dmin * (float)m2);
+    out[3] = a->d * (w3->d * (float)s3 - w3->dmin * (float)m3);
+}
+
 static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x)
 {
     const int32_t sumi = dot_i16(w->q, x, 256);
@@ -978,11 +1004,21 @@ static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, con
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act256 *a = (const lq_act256 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 256;
                     widen256(a, nb, x16);
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
-                        acc[ii][r] = s;
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            float t[PANEL];
+                            dot256_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
+                                         x16 + bi * 256, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }
