@@ -1,32 +1,37 @@
 /* Portable C11 kernels for Lantern's quantized matmul (quants.h): the fallback on CPUs
- * without SIMD kernels and the reference the SIMD kernels are checked against.
+ * without SIMD kernels and the reference the SIMD kernels are checked against. No
+ * intrinsics: loops the compiler vectorizes at -O2. Little-endian hosts, as GGUF files are.
  *
  * Exact mode de-quantizes each weight block to the float32 values gguf.quants.dequantize
- * gives (same formula, same float32 rounding of every product and sum, hence no
- * contraction into fused multiply-adds: see the pragma below) and multiplies them with
- * float32 x in a fixed order: 8 lanes, element e of the row into lane e % 8, the lanes
- * summed pairwise at the end.
+ * gives (the same products and sums in the same order, each rounded to float32, hence no
+ * fused multiply-adds: see the pragma below) and multiplies them with float32 x in a fixed
+ * order: 8 lanes, element e of the row into lane e % 8 in increasing e, then
+ * y = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
  *
- * Fast mode: integer dot products per block against activations quantized once per row
- * of x (lq_quantize_act: round to nearest, ties away from zero, d = max|x| / 127 in
- * float32), the block's scales applied in float32. Activation blocks per weight format:
- *   F32, F16, BF16        float32 activations (lq_act_bytes = 4 k, a copy): no integer path,
- *                         fast mode computes what exact mode computes.
- *   Q4_0, Q5_0, Q8_0      lq_act32:  d_w d_x sum(q_w q_x)
- *   MXFP4                 lq_act32:  d_w d_x sum(q_w q_x), q_w the doubled E2M1 values and
- *                         d_w half the E8M0 scale, as gguf-py's table
- *   Q4_1, Q5_1            lq_act32:  d_w d_x sum(q_w q_x) + m_w s_x
- *   Q3_K, Q6_K            lq_act256: d_x d_w sum_g(sc_g sum_16(q_w q_x))
- *   Q2_K, Q4_K, Q5_K      lq_act256: d_x (d_w sum_g(sc_g sum_16(q_w q_x))
- *                                          - dmin_w sum_g(m_g bsums_g))
+ * Fast mode: integer dot products per block against activations quantized once per row of
+ * x (lq_quantize_act: d = max|x| / 127 in float32, codes x * (1 / d) rounded to nearest,
+ * ties away from zero), scales applied in float32, blocks summed in order into one float
+ * per (i, j). Activation blocks and each block's term, per weight format:
+ *   F32, F16, BF16     float32 activations (lq_act_bytes = 4 k, a copy): no integer path,
+ *                      fast mode computes what exact mode computes.
+ *   Q4_0, Q5_0, Q8_0   lq_act32:  (d_w * d_x) * sum(q_w q_x)
+ *   MXFP4              lq_act32:  (d_w * d_x) * sum(q_w q_x), q_w the doubled E2M1 values
+ *                      and d_w half the E8M0 scale (gguf-py's kvalues, llama.cpp's too)
+ *   Q4_1, Q5_1         lq_act32:  (d_w * d_x) * sum(q_w q_x) + m_w * s_x
+ *   Q3_K, Q6_K         lq_act256: d_x * (d_w * sumi),  sumi = sum_g(sc_g * sum_16(q_w q_x))
+ *   Q2_K, Q4_K, Q5_K   lq_act256: d_x * (d_w * sumi - dmin_w * summ),
+ *                                 summ = sum_g(m_g * bsums_g)
+ * (sums of integers are exact; g runs over the 16 groups of 16, a Q4_K/Q5_K sub-block's
+ * scale and minimum counting for both of its groups.)
  *
- * Both modes walk W in panels of PANEL rows and CHUNK elements: each weight block is
+ * Both modes walk W in groups of rows and chunks of elements: each weight block is
  * decoded once per ITILE rows of x (once per call up to ITILE rows) and then used for all
  * of them. Every y[i][j] is accumulated by the same code in the same order whatever m, j0
  * and j1 are, so it does not depend on them to the bit.
  */
 #include "quants.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,13 +49,36 @@
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
 #pragma GCC optimize("fp-contract=off")
+#elif defined(_MSC_VER)
+#pragma fp_contract(off)
 #endif
 
+/* MSVC's C mode knows restrict only under /std:c11. */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define LQ_RESTRICT __restrict
+#else
+#define LQ_RESTRICT restrict
+#endif
+
+/* Unrolling the lanes loop lets the compiler keep the lanes in vector registers. */
+#if defined(__GNUC__)
+#define LQ_UNROLL_LANES _Pragma("GCC unroll 8")
+#else
+#define LQ_UNROLL_LANES
+#endif
+
+/* How W is walked. Grouping changes which blocks are decoded together, never the
+ * arithmetic of an output, so it may depend on m. */
 enum {
-    LANES = 8,    /* exact mode's partial sums per (i, j) */
-    PANEL = 4,    /* weight rows decoded together */
-    CHUNK = 512,  /* elements of a weight row decoded at a time (whole 32 and 256 blocks) */
-    ITILE = 128,  /* rows of x served by one decoded chunk */
+    LANES = 8,         /* exact mode's partial sums per (i, j) */
+    PANEL = 4,         /* weight rows decoded together (few streams of weights for one row
+                        * of x); exact mode multiplies this many with a row of x at a time */
+    GROUP = 16,        /* weight rows exact mode decodes together for MANY_ROWS or more rows
+                        * of x, each row of x then read once per GROUP rows of W */
+    MANY_ROWS = 8,
+    CHUNK_EXACT = 256, /* elements of a weight row decoded at a time, whole 32 and 256 */
+    CHUNK_FAST = 512,  /* blocks */
+    ITILE = 64,        /* rows of x served by one decoded chunk */
 };
 
 /* ---- format table ---------------------------------------------------------------- */
@@ -58,26 +86,26 @@ enum {
 typedef struct {
     int block;     /* elements per block */
     int bytes;     /* bytes per block */
-} lq_format;
+} block_format;
 
-static lq_format format_of(int type)
+static block_format format_of(int type)
 {
     switch (type) {
-    case LQ_F32: return (lq_format){1, 4};
-    case LQ_F16: return (lq_format){1, 2};
-    case LQ_BF16: return (lq_format){1, 2};
-    case LQ_Q4_0: return (lq_format){32, 18};
-    case LQ_Q4_1: return (lq_format){32, 20};
-    case LQ_Q5_0: return (lq_format){32, 22};
-    case LQ_Q5_1: return (lq_format){32, 24};
-    case LQ_Q8_0: return (lq_format){32, 34};
-    case LQ_MXFP4: return (lq_format){32, 17};
-    case LQ_Q2_K: return (lq_format){256, 84};
-    case LQ_Q3_K: return (lq_format){256, 110};
-    case LQ_Q4_K: return (lq_format){256, 144};
-    case LQ_Q5_K: return (lq_format){256, 176};
-    case LQ_Q6_K: return (lq_format){256, 210};
-    default: return (lq_format){0, 0};
+    case LQ_F32: return (block_format){1, 4};
+    case LQ_F16: return (block_format){1, 2};
+    case LQ_BF16: return (block_format){1, 2};
+    case LQ_Q4_0: return (block_format){32, 18};
+    case LQ_Q4_1: return (block_format){32, 20};
+    case LQ_Q5_0: return (block_format){32, 22};
+    case LQ_Q5_1: return (block_format){32, 24};
+    case LQ_Q8_0: return (block_format){32, 34};
+    case LQ_MXFP4: return (block_format){32, 17};
+    case LQ_Q2_K: return (block_format){256, 84};
+    case LQ_Q3_K: return (block_format){256, 110};
+    case LQ_Q4_K: return (block_format){256, 144};
+    case LQ_Q5_K: return (block_format){256, 176};
+    case LQ_Q6_K: return (block_format){256, 210};
+    default: return (block_format){0, 0};
     }
 }
 
@@ -85,7 +113,7 @@ static int is_dense(int type) { return type == LQ_F32 || type == LQ_F16 || type 
 
 size_t lq_row_bytes(int type, int64_t k)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (f.block == 0 || k <= 0 || k % f.block != 0)
         return 0;
     return (size_t)(k / f.block) * (size_t)f.bytes;
@@ -93,7 +121,7 @@ size_t lq_row_bytes(int type, int64_t k)
 
 size_t lq_act_bytes(int type, int64_t k)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (f.block == 0 || k <= 0 || k % f.block != 0)
         return 0;
     if (is_dense(type))
@@ -136,8 +164,9 @@ static inline float f16_to_f32(uint16_t h)
     const uint32_t man = h & 0x3ffu;
     const uint32_t normal = ((exp + 112u) << 23) | (man << 13);
     const uint32_t special = 0x7f800000u | (man << 13);
-    const uint32_t sub = f32_to_bits((float)man * 0x1p-24f);
-    const uint32_t mag = exp == 0x1fu ? special : (exp != 0 ? normal : sub);
+    const uint32_t sub = f32_to_bits((float)(int32_t)man * 5.9604644775390625e-8f /* 2^-24 */);
+    const uint32_t is_special = 0u - (uint32_t)(exp == 0x1fu), is_sub = 0u - (uint32_t)(exp == 0);
+    const uint32_t mag = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
     return bits_to_f32(sign | mag);
 }
 
@@ -146,6 +175,25 @@ static inline float f16_to_f32(uint16_t h)
 static inline float e8m0_half(uint8_t e)
 {
     return bits_to_f32(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+
+/* Bit l of Q5_0's and Q5_1's qh word (a table rather than a variable shift, which SSE2
+ * cannot vectorize). */
+static const uint32_t bit_of[32] = {
+    1u << 0, 1u << 1, 1u << 2, 1u << 3, 1u << 4, 1u << 5, 1u << 6, 1u << 7,
+    1u << 8, 1u << 9, 1u << 10, 1u << 11, 1u << 12, 1u << 13, 1u << 14, 1u << 15,
+    1u << 16, 1u << 17, 1u << 18, 1u << 19, 1u << 20, 1u << 21, 1u << 22, 1u << 23,
+    1u << 24, 1u << 25, 1u << 26, 1u << 27, 1u << 28, 1u << 29, 1u << 30, 1u << 31,
+};
+
+/* Q5_0's and Q5_1's 32 five-bit codes: low nibbles in qs (element l and l + 16 share byte
+ * l), bit 4 of element l in bit l of qh. */
+static inline void q5_codes(const uint8_t *LQ_RESTRICT qs, uint32_t qh, int q[32])
+{
+    for (int l = 0; l < 16; l++) {
+        q[l] = (qs[l] & 0x0f) | ((qh & bit_of[l]) != 0 ? 16 : 0);
+        q[l + 16] = (qs[l] >> 4) | ((qh & bit_of[l + 16]) != 0 ? 16 : 0);
+    }
 }
 
 /* E2M1 values, doubled (gguf-py's MXFP4.kvalues). */
@@ -176,21 +224,36 @@ static inline void k4_scale_min(const uint8_t *s, int sc[8], int mn[8])
 /* Each decoder turns nb blocks at b into nb * block floats at y, with gguf.quants'
  * formulas: the same products and sums in the same order, each rounded to float32. */
 
-static void dq_f32(const uint8_t *b, int64_t n, float *y) { memcpy(y, b, (size_t)n * sizeof(float)); }
+static void dq_f32(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y) { memcpy(y, b, (size_t)n * sizeof(float)); }
 
-static void dq_f16(const uint8_t *b, int64_t n, float *y)
+/* Dense rows go 32 values at a time (a loop the compiler vectorizes), then the rest. */
+static void dq_f16(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y)
 {
-    for (int64_t e = 0; e < n; e++)
+    uint16_t h[32];
+    int64_t e = 0;
+    for (; e + 32 <= n; e += 32) {
+        memcpy(h, b + 2 * e, sizeof h);
+        for (int l = 0; l < 32; l++)
+            y[e + l] = f16_to_f32(h[l]);
+    }
+    for (; e < n; e++)
         y[e] = f16_to_f32(rd16(b + 2 * e));
 }
 
-static void dq_bf16(const uint8_t *b, int64_t n, float *y)
+static void dq_bf16(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y)
 {
-    for (int64_t e = 0; e < n; e++)
+    uint16_t h[32];
+    int64_t e = 0;
+    for (; e + 32 <= n; e += 32) {
+        memcpy(h, b + 2 * e, sizeof h);
+        for (int l = 0; l < 32; l++)
+            y[e + l] = bits_to_f32((uint32_t)h[l] << 16);
+    }
+    for (; e < n; e++)
         y[e] = bits_to_f32((uint32_t)rd16(b + 2 * e) << 16);
 }
 
-static void dq_q4_0(const uint8_t *b, int64_t nb, float *y)
+static void dq_q4_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 18, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -202,7 +265,7 @@ static void dq_q4_0(const uint8_t *b, int64_t nb, float *y)
     }
 }
 
-static void dq_q4_1(const uint8_t *b, int64_t nb, float *y)
+static void dq_q4_1(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 20, y += 32) {
         const float d = f16_to_f32(rd16(b)), m = f16_to_f32(rd16(b + 2));
@@ -214,37 +277,29 @@ static void dq_q4_1(const uint8_t *b, int64_t nb, float *y)
     }
 }
 
-static void dq_q5_0(const uint8_t *b, int64_t nb, float *y)
+static void dq_q5_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 22, y += 32) {
         const float d = f16_to_f32(rd16(b));
-        const uint32_t qh = rd32(b + 2);
-        const uint8_t *qs = b + 6;
-        for (int l = 0; l < 16; l++) {
-            const int q0 = (qs[l] & 0x0f) | (int)(((qh >> l) & 1u) << 4);
-            const int q1 = (qs[l] >> 4) | (int)(((qh >> (l + 16)) & 1u) << 4);
-            y[l] = d * (float)(q0 - 16);
-            y[l + 16] = d * (float)(q1 - 16);
-        }
+        int q[32];
+        q5_codes(b + 6, rd32(b + 2), q);
+        for (int l = 0; l < 32; l++)
+            y[l] = d * (float)(q[l] - 16);
     }
 }
 
-static void dq_q5_1(const uint8_t *b, int64_t nb, float *y)
+static void dq_q5_1(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 24, y += 32) {
         const float d = f16_to_f32(rd16(b)), m = f16_to_f32(rd16(b + 2));
-        const uint32_t qh = rd32(b + 4);
-        const uint8_t *qs = b + 8;
-        for (int l = 0; l < 16; l++) {
-            const int q0 = (qs[l] & 0x0f) | (int)(((qh >> l) & 1u) << 4);
-            const int q1 = (qs[l] >> 4) | (int)(((qh >> (l + 16)) & 1u) << 4);
-            y[l] = d * (float)q0 + m;
-            y[l + 16] = d * (float)q1 + m;
-        }
+        int q[32];
+        q5_codes(b + 8, rd32(b + 4), q);
+        for (int l = 0; l < 32; l++)
+            y[l] = d * (float)q[l] + m;
     }
 }
 
-static void dq_q8_0(const uint8_t *b, int64_t nb, float *y)
+static void dq_q8_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 34, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -254,7 +309,7 @@ static void dq_q8_0(const uint8_t *b, int64_t nb, float *y)
     }
 }
 
-static void dq_mxfp4(const uint8_t *b, int64_t nb, float *y)
+static void dq_mxfp4(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 17, y += 32) {
         const float d = e8m0_half(b[0]);
@@ -268,7 +323,7 @@ static void dq_mxfp4(const uint8_t *b, int64_t nb, float *y)
 
 /* Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin. Element
  * h*128 + s*32 + l is bits 2s..2s+1 of qs[h*32 + l]; group of 16 g = element / 16. */
-static void dq_q2_k(const uint8_t *b, int64_t nb, float *y)
+static void dq_q2_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 84, y += 256) {
         const uint8_t *sc = b, *qs = b + 16;
@@ -288,7 +343,7 @@ static void dq_q2_k(const uint8_t *b, int64_t nb, float *y)
 
 /* Q3_K: hmask[32], qs[64], scales[12], d. Element e = h*128 + s*32 + l: low bits as Q2_K,
  * minus 4 where bit e/32 of hmask[l] is clear. */
-static void dq_q3_k(const uint8_t *b, int64_t nb, float *y)
+static void dq_q3_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 110, y += 256) {
         const uint8_t *hm = b, *qs = b + 32;
@@ -312,7 +367,7 @@ static void dq_q3_k(const uint8_t *b, int64_t nb, float *y)
 
 /* Q4_K: d, dmin, scales[12], qs[128]. Element c*64 + s*32 + l is nibble s of
  * qs[c*32 + l], in sub-block 2c + s of 32. */
-static void dq_q4_k(const uint8_t *b, int64_t nb, float *y)
+static void dq_q4_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 144, y += 256) {
         const float d = f16_to_f32(rd16(b)), dmin = f16_to_f32(rd16(b + 2));
@@ -331,7 +386,7 @@ static void dq_q4_k(const uint8_t *b, int64_t nb, float *y)
 }
 
 /* Q5_K: Q4_K plus qh[32] before qs: bit j of qh[l] is bit 4 of sub-block j's element l. */
-static void dq_q5_k(const uint8_t *b, int64_t nb, float *y)
+static void dq_q5_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 176, y += 256) {
         const float d = f16_to_f32(rd16(b)), dmin = f16_to_f32(rd16(b + 2));
@@ -353,7 +408,7 @@ static void dq_q5_k(const uint8_t *b, int64_t nb, float *y)
 
 /* Q6_K: ql[128], qh[64], scales[16] (int8), d. Element h*128 + t*32 + l: nibble t/2 of
  * ql[h*64 + (t%2)*32 + l], high bits 2t..2t+1 of qh[h*32 + l], minus 32. */
-static void dq_q6_k(const uint8_t *b, int64_t nb, float *y)
+static void dq_q6_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 210, y += 256) {
         const uint8_t *ql = b, *qh = b + 128;
@@ -405,15 +460,18 @@ void lq_dequantize_row(int type, int64_t k, const void *w, float *out)
 
 /* ---- exact mode: the matmul ------------------------------------------------------- */
 
-/* acc[r][l] += sum over e = l mod LANES of w[r][e] * x[e], for PANEL rows at once. */
-static void lanes_panel(const float *x, const float (*w)[CHUNK], int n, float (*acc)[LANES])
+/* acc[r][l] += sum over e = l mod LANES of w[r][e] * x[e], for PANEL rows at once, e in
+ * increasing order. n is a multiple of LANES except in a dense row's last chunk. */
+static void lanes_panel(const float *x, const float (*w)[CHUNK_EXACT], int n, float (*acc)[LANES])
 {
+    const int n8 = n - n % LANES;
     float a0[LANES], a1[LANES], a2[LANES], a3[LANES];
     memcpy(a0, acc[0], sizeof a0);
     memcpy(a1, acc[1], sizeof a1);
     memcpy(a2, acc[2], sizeof a2);
     memcpy(a3, acc[3], sizeof a3);
-    for (int e = 0; e < n; e += LANES)
+    for (int e = 0; e < n8; e += LANES)
+LQ_UNROLL_LANES
         for (int l = 0; l < LANES; l++) {
             const float xv = x[e + l];
             a0[l] += w[0][e + l] * xv;
@@ -421,6 +479,13 @@ static void lanes_panel(const float *x, const float (*w)[CHUNK], int n, float (*
             a2[l] += w[2][e + l] * xv;
             a3[l] += w[3][e + l] * xv;
         }
+    for (int l = 0; l < n - n8; l++) {
+        const float xv = x[n8 + l];
+        a0[l] += w[0][n8 + l] * xv;
+        a1[l] += w[1][n8 + l] * xv;
+        a2[l] += w[2][n8 + l] * xv;
+        a3[l] += w[3][n8 + l] * xv;
+    }
     memcpy(acc[0], a0, sizeof a0);
     memcpy(acc[1], a1, sizeof a1);
     memcpy(acc[2], a2, sizeof a2);
@@ -430,11 +495,15 @@ static void lanes_panel(const float *x, const float (*w)[CHUNK], int n, float (*
 /* The same sums for one row (a panel's last rows): the same operations per lane. */
 static void lanes_row(const float *x, const float *w, int n, float acc[LANES])
 {
+    const int n8 = n - n % LANES;
     float a[LANES];
     memcpy(a, acc, sizeof a);
-    for (int e = 0; e < n; e += LANES)
+    for (int e = 0; e < n8; e += LANES)
+LQ_UNROLL_LANES
         for (int l = 0; l < LANES; l++)
             a[l] += w[e + l] * x[e + l];
+    for (int l = 0; l < n - n8; l++)
+        a[l] += w[n8 + l] * x[n8 + l];
     memcpy(acc, a, sizeof a);
 }
 
@@ -447,28 +516,29 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
                            int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
     const size_t rb = lq_row_bytes(type, k);
-    const lq_format f = format_of(type);
-    float wbuf[PANEL][CHUNK];
-    float acc[ITILE][PANEL][LANES];
+    const block_format f = format_of(type);
+    const int group = m >= MANY_ROWS ? GROUP : PANEL;
+    float wbuf[GROUP][CHUNK_EXACT];
+    float acc[ITILE][GROUP][LANES];
     if (rb == 0)
         return;
-    for (int64_t j = j0; j < j1; j += PANEL) {
-        const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
+    for (int64_t j = j0; j < j1; j += group) {
+        const int np = j1 - j < group ? (int)(j1 - j) : group;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nc = k - c < CHUNK ? (int)(k - c) : CHUNK;
+            for (int64_t c = 0; c < k; c += CHUNK_EXACT) {
+                const int nc = k - c < CHUNK_EXACT ? (int)(k - c) : CHUNK_EXACT;
                 const size_t off = (size_t)(c / f.block) * (size_t)f.bytes;
                 for (int r = 0; r < np; r++)
                     decode_exact(type, w + (size_t)(j + r) * rb + off, nc, wbuf[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const float *xi = x + (i0 + ii) * k + c;
-                    if (np == PANEL)
-                        lanes_panel(xi, (const float (*)[CHUNK])wbuf, nc, acc[ii]);
-                    else
-                        for (int r = 0; r < np; r++)
-                            lanes_row(xi, wbuf[r], nc, acc[ii][r]);
+                    int r = 0;
+                    for (; r + PANEL <= np; r += PANEL)
+                        lanes_panel(xi, (const float (*)[CHUNK_EXACT])(wbuf + r), nc, acc[ii] + r);
+                    for (; r < np; r++)
+                        lanes_row(xi, wbuf[r], nc, acc[ii][r]);
                 }
             }
             for (int ii = 0; ii < ni; ii++)
@@ -480,12 +550,12 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
 
 /* ---- fast mode: activations -------------------------------------------------------- */
 
-/* Round to nearest, ties away from zero, into [-127, 127]; NaN maps to -127 (its block's
+/* Round to nearest, ties away from zero, into [-127, 127]; NaN maps to 0 (its block's
  * scale is NaN then, see act_scale). */
 static inline int8_t act_round(float v)
 {
     const float r = roundf(v);
-    return (int8_t)(r >= -127.0f ? (r <= 127.0f ? r : 127.0f) : -127.0f);
+    return (int8_t)(r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : (r == r ? r : 0.0f)));
 }
 
 /* d = max|x| / 127 over n values; NaN if one of them is NaN, so the outputs that use the
@@ -502,16 +572,27 @@ static inline float act_scale(const float *x, int n)
     return nan ? NAN : amax / 127.0f;
 }
 
+/* Codes x * (1 / d), as llama.cpp computes them; x / d where 1 / d overflows (d subnormal:
+ * a block of values below 2^-119), whose codes would otherwise all be 0 or +-127. */
+static void act_codes(const float *LQ_RESTRICT x, int n, float d, int8_t *LQ_RESTRICT qs)
+{
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (id <= FLT_MAX)
+        for (int l = 0; l < n; l++)
+            qs[l] = act_round(x[l] * id);
+    else
+        for (int l = 0; l < n; l++)
+            qs[l] = act_round(x[l] / d);
+}
+
 static void quantize_act32(const float *x, int64_t nb, lq_act32 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 32, y++) {
         const float d = act_scale(x, 32);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
-        for (int l = 0; l < 32; l++) {
-            y->qs[l] = act_round(x[l] * id);
+        act_codes(x, 32, d, y->qs);
+        for (int l = 0; l < 32; l++)
             sum += y->qs[l];
-        }
         y->d = d;
         y->s = d * (float)sum;
     }
@@ -521,9 +602,7 @@ static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 256, y++) {
         const float d = act_scale(x, 256);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int l = 0; l < 256; l++)
-            y->qs[l] = act_round(x[l] * id);
+        act_codes(x, 256, d, y->qs);
         for (int g = 0; g < 16; g++) {
             int sum = 0;
             for (int l = 0; l < 16; l++)
@@ -536,7 +615,7 @@ static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
 
 void lq_quantize_act(int type, int64_t k, const float *x, void *xq)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (lq_act_bytes(type, k) == 0)
         return;
     if (is_dense(type))
@@ -548,55 +627,58 @@ void lq_quantize_act(int type, int64_t k, const float *x, void *xq)
 }
 
 /* ---- fast mode: weight blocks as small integers ------------------------------------ */
+/* Decoded once per block for all rows of x, as int16 so that the per-row dot products are
+ * int16 x int16 sums (one pmaddwd per 8 values on SSE2, smlal on NEON). */
 
 /* A 32-element block: w = d * q + m (m = 0 for formats without a minimum). */
 typedef struct {
     float d, m;
-    int8_t q[32];
+    int16_t q[32];
 } blk32;
 
-/* A 256-element block: w = d * sc[g] * q - dmin * mn[g] in group g of 16 (sub-blocks of 32
- * repeat their scale in both halves; dmin = 0 and mn = 0 for Q3_K and Q6_K). */
+/* A 256-element block: w = d * q - dmin * mn[g] for element e of group g = e / 16, with q
+ * the code times its group's integer scale (at most 128 * 32 = 4096 in magnitude, Q6_K),
+ * so that sum(q * x) over the block is llama.cpp's sum over groups of sc * sum(code * x),
+ * the same integer. dmin = 0 and mn = 0 for Q3_K and Q6_K. */
 typedef struct {
     float d, dmin;
-    int8_t sc[16];
-    int8_t mn[16];
-    int8_t q[256];
+    int16_t mn[16];
+    int16_t q[256];
 } blk256;
 
-static void fq_q4_0(const uint8_t *b, int nb, blk32 *o)
+static void fq_q4_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 18, o++) {
         o->d = f16_to_f32(rd16(b));
         o->m = 0.0f;
         for (int l = 0; l < 16; l++) {
-            o->q[l] = (int8_t)((b[2 + l] & 0x0f) - 8);
-            o->q[l + 16] = (int8_t)((b[2 + l] >> 4) - 8);
+            o->q[l] = (int16_t)((b[2 + l] & 0x0f) - 8);
+            o->q[l + 16] = (int16_t)((b[2 + l] >> 4) - 8);
         }
     }
 }
 
-static void fq_q4_1(const uint8_t *b, int nb, blk32 *o)
+static void fq_q4_1(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 20, o++) {
         o->d = f16_to_f32(rd16(b));
         o->m = f16_to_f32(rd16(b + 2));
         for (int l = 0; l < 16; l++) {
-            o->q[l] = (int8_t)(b[4 + l] & 0x0f);
-            o->q[l + 16] = (int8_t)(b[4 + l] >> 4);
+            o->q[l] = (int16_t)(b[4 + l] & 0x0f);
+            o->q[l + 16] = (int16_t)(b[4 + l] >> 4);
         }
     }
 }
 
-static void fq_q5(const uint8_t *qs, uint32_t qh, int offset, blk32 *o)
+static void fq_q5(const uint8_t *LQ_RESTRICT qs, uint32_t qh, int offset, blk32 *LQ_RESTRICT o)
 {
-    for (int l = 0; l < 16; l++) {
-        o->q[l] = (int8_t)(((qs[l] & 0x0f) | (int)(((qh >> l) & 1u) << 4)) - offset);
-        o->q[l + 16] = (int8_t)(((qs[l] >> 4) | (int)(((qh >> (l + 16)) & 1u) << 4)) - offset);
-    }
+    int q[32];
+    q5_codes(qs, qh, q);
+    for (int l = 0; l < 32; l++)
+        o->q[l] = (int16_t)(q[l] - offset);
 }
 
-static void fq_q5_0(const uint8_t *b, int nb, blk32 *o)
+static void fq_q5_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 22, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -605,7 +687,7 @@ static void fq_q5_0(const uint8_t *b, int nb, blk32 *o)
     }
 }
 
-static void fq_q5_1(const uint8_t *b, int nb, blk32 *o)
+static void fq_q5_1(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 24, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -614,16 +696,18 @@ static void fq_q5_1(const uint8_t *b, int nb, blk32 *o)
     }
 }
 
-static void fq_q8_0(const uint8_t *b, int nb, blk32 *o)
+static void fq_q8_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 34, o++) {
+        const int8_t *qs = (const int8_t *)(b + 2);
         o->d = f16_to_f32(rd16(b));
         o->m = 0.0f;
-        memcpy(o->q, b + 2, 32);
+        for (int l = 0; l < 32; l++)
+            o->q[l] = qs[l];
     }
 }
 
-static void fq_mxfp4(const uint8_t *b, int nb, blk32 *o)
+static void fq_mxfp4(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 17, o++) {
         o->d = e8m0_half(b[0]);
@@ -635,24 +719,26 @@ static void fq_mxfp4(const uint8_t *b, int nb, blk32 *o)
     }
 }
 
-static void fq_q2_k(const uint8_t *b, int nb, blk256 *o)
+static void fq_q2_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 84, o++) {
         const uint8_t *qs = b + 16;
         o->d = f16_to_f32(rd16(b + 80));
         o->dmin = f16_to_f32(rd16(b + 82));
-        for (int g = 0; g < 16; g++) {
-            o->sc[g] = (int8_t)(b[g] & 0x0f);
-            o->mn[g] = (int8_t)(b[g] >> 4);
-        }
+        for (int g = 0; g < 16; g++)
+            o->mn[g] = (int16_t)(b[g] >> 4);
         for (int h = 0; h < 2; h++)
             for (int s = 0; s < 4; s++)
-                for (int l = 0; l < 32; l++)
-                    o->q[h * 128 + s * 32 + l] = (int8_t)((qs[h * 32 + l] >> (2 * s)) & 3);
+                for (int half = 0; half < 2; half++) {
+                    const int g = h * 8 + s * 2 + half, sc = b[g] & 0x0f;
+                    const uint8_t *q = qs + h * 32 + half * 16;
+                    for (int l = 0; l < 16; l++)
+                        o->q[g * 16 + l] = (int16_t)(sc * ((q[l] >> (2 * s)) & 3));
+                }
     }
 }
 
-static void fq_q3_k(const uint8_t *b, int nb, blk256 *o)
+static void fq_q3_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 110, o++) {
         const uint8_t *hm = b, *qs = b + 32;
@@ -660,72 +746,83 @@ static void fq_q3_k(const uint8_t *b, int nb, blk256 *o)
         q3_k_scales(b + 96, sc);
         o->d = f16_to_f32(rd16(b + 108));
         o->dmin = 0.0f;
-        for (int g = 0; g < 16; g++) {
-            o->sc[g] = (int8_t)sc[g];
-            o->mn[g] = 0;
-        }
+        memset(o->mn, 0, sizeof o->mn);
         for (int h = 0; h < 2; h++)
             for (int s = 0; s < 4; s++)
-                for (int l = 0; l < 32; l++)
-                    o->q[h * 128 + s * 32 + l] = (int8_t)(((qs[h * 32 + l] >> (2 * s)) & 3)
-                                                          - (((hm[l] >> (h * 4 + s)) & 1) ? 0 : 4));
+                for (int half = 0; half < 2; half++) {
+                    const int g = h * 8 + s * 2 + half, hbit = h * 4 + s;
+                    const uint8_t *q = qs + h * 32 + half * 16, *hq = hm + half * 16;
+                    for (int l = 0; l < 16; l++) {
+                        const int v = ((q[l] >> (2 * s)) & 3) - (((hq[l] >> hbit) & 1) ? 0 : 4);
+                        o->q[g * 16 + l] = (int16_t)(sc[g] * v);
+                    }
+                }
     }
 }
 
-static void fq_k4(const uint8_t *b, blk256 *o)
+/* Q4_K and Q5_K: codes of sub-block j of 32 (groups 2j, 2j + 1) at o->q + 32 j, times
+ * their scale; the minimums per group. */
+static void fq_k4_scales(const uint8_t *LQ_RESTRICT b, blk256 *LQ_RESTRICT o, int sc[8])
 {
-    int sc[8], mn[8];
+    int mn[8];
     k4_scale_min(b + 4, sc, mn);
     o->d = f16_to_f32(rd16(b));
     o->dmin = f16_to_f32(rd16(b + 2));
-    for (int g = 0; g < 16; g++) {
-        o->sc[g] = (int8_t)sc[g / 2];
-        o->mn[g] = (int8_t)mn[g / 2];
-    }
+    for (int g = 0; g < 16; g++)
+        o->mn[g] = (int16_t)mn[g / 2];
 }
 
-static void fq_q4_k(const uint8_t *b, int nb, blk256 *o)
+static void fq_q4_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 144, o++) {
         const uint8_t *qs = b + 16;
-        fq_k4(b, o);
-        for (int c = 0; c < 4; c++)
-            for (int l = 0; l < 32; l++) {
-                o->q[c * 64 + l] = (int8_t)(qs[c * 32 + l] & 0x0f);
-                o->q[c * 64 + 32 + l] = (int8_t)(qs[c * 32 + l] >> 4);
-            }
-    }
-}
-
-static void fq_q5_k(const uint8_t *b, int nb, blk256 *o)
-{
-    for (int i = 0; i < nb; i++, b += 176, o++) {
-        const uint8_t *qh = b + 16, *qs = b + 48;
-        fq_k4(b, o);
+        int sc[8];
+        fq_k4_scales(b, o, sc);
         for (int j = 0; j < 8; j++) {
             const uint8_t *q = qs + (j / 2) * 32;
             const int shift = 4 * (j % 2);
             for (int l = 0; l < 32; l++)
-                o->q[j * 32 + l] = (int8_t)(((q[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4));
+                o->q[j * 32 + l] = (int16_t)(sc[j] * ((q[l] >> shift) & 0x0f));
         }
     }
 }
 
-static void fq_q6_k(const uint8_t *b, int nb, blk256 *o)
+static void fq_q5_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
+{
+    for (int i = 0; i < nb; i++, b += 176, o++) {
+        const uint8_t *qh = b + 16, *qs = b + 48;
+        int sc[8];
+        fq_k4_scales(b, o, sc);
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = qs + (j / 2) * 32;
+            const int shift = 4 * (j % 2);
+            for (int l = 0; l < 32; l++) {
+                const int v = ((q[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4);
+                o->q[j * 32 + l] = (int16_t)(sc[j] * v);
+            }
+        }
+    }
+}
+
+static void fq_q6_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 210, o++) {
         const uint8_t *ql = b, *qh = b + 128;
+        const int8_t *sc = (const int8_t *)(b + 192);
         o->d = f16_to_f32(rd16(b + 208));
         o->dmin = 0.0f;
-        memcpy(o->sc, b + 192, 16);
-        memset(o->mn, 0, 16);
+        memset(o->mn, 0, sizeof o->mn);
         for (int h = 0; h < 2; h++)
-            for (int t = 0; t < 4; t++) {
-                const uint8_t *lo = ql + h * 64 + (t % 2) * 32, *hi = qh + h * 32;
-                for (int l = 0; l < 32; l++)
-                    o->q[h * 128 + t * 32 + l] = (int8_t)(((((lo[l] >> (4 * (t / 2))) & 0x0f)
-                                                            | (((hi[l] >> (2 * t)) & 3) << 4))) - 32);
-            }
+            for (int t = 0; t < 4; t++)
+                for (int half = 0; half < 2; half++) {
+                    const int g = h * 8 + t * 2 + half;
+                    const uint8_t *lo = ql + h * 64 + (t % 2) * 32 + half * 16;
+                    const uint8_t *hi = qh + h * 32 + half * 16;
+                    for (int l = 0; l < 16; l++) {
+                        const int v = (((lo[l] >> (4 * (t / 2))) & 0x0f) | (((hi[l] >> (2 * t)) & 3) << 4)) - 32;
+                        o->q[g * 16 + l] = (int16_t)(sc[g] * v);
+                    }
+                }
     }
 }
 
@@ -756,51 +853,126 @@ static void decode_fast256(int type, const uint8_t *w, int nb, blk256 *o)
 
 /* ---- fast mode: block dot products and the matmul ---------------------------------- */
 
-static inline float dot32(const blk32 *w, const lq_act32 *a)
+/* One row of x's activation codes for a chunk, widened to int16 once for all weight rows. */
+static void widen32(const lq_act32 *LQ_RESTRICT a, int nb, int16_t *LQ_RESTRICT out)
+{
+    for (int bi = 0; bi < nb; bi++)
+        for (int l = 0; l < 32; l++)
+            out[bi * 32 + l] = a[bi].qs[l];
+}
+
+static void widen256(const lq_act256 *LQ_RESTRICT a, int nb, int16_t *LQ_RESTRICT out)
+{
+    for (int bi = 0; bi < nb; bi++)
+        for (int l = 0; l < 256; l++)
+            out[bi * 256 + l] = a[bi].qs[l];
+}
+
+static inline int32_t dot_i16(const int16_t *LQ_RESTRICT w, const int16_t *LQ_RESTRICT x, int n)
 {
     int32_t s = 0;
-    for (int l = 0; l < 32; l++)
-        s += w->q[l] * a->qs[l];
+    for (int l = 0; l < n; l++)
+        s += w[l] * x[l];
+    return s;
+}
+
+/* dot32 for a panel's rows at once: the activations loaded once for all of them. Each
+ * row's integer sum and float term are dot32's. */
+static inline void dot32_panel(const blk32 *w0, const blk32 *w1, const blk32 *w2,
+                               const blk32 *w3, const lq_act32 *a, const int16_t *LQ_RESTRICT x,
+                               float out[PANEL])
+{
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int l = 0; l < 32; l++) {
+        const int32_t xv = x[l];
+        s0 += w0->q[l] * xv;
+        s1 += w1->q[l] * xv;
+        s2 += w2->q[l] * xv;
+        s3 += w3->q[l] * xv;
+    }
+    out[0] = (w0->d * a->d) * (float)s0 + w0->m * a->s;
+    out[1] = (w1->d * a->d) * (float)s1 + w1->m * a->s;
+    out[2] = (w2->d * a->d) * (float)s2 + w2->m * a->s;
+    out[3] = (w3->d * a->d) * (float)s3 + w3->m * a->s;
+}
+
+static inline float dot32(const blk32 *w, const lq_act32 *a, const int16_t *x)
+{
+    const int32_t s = dot_i16(w->q, x, 32);
     return (w->d * a->d) * (float)s + w->m * a->s;
 }
 
-static inline float dot256(const blk256 *w, const lq_act256 *a)
+/* dot256 for a panel's rows at once, as dot32_panel. */
+static inline void dot256_panel(const blk256 *w0, const blk256 *w1, const blk256 *w2,
+                                const blk256 *w3, const lq_act256 *a,
+                                const int16_t *LQ_RESTRICT x, float out[PANEL])
 {
-    int32_t sumi = 0, summ = 0;
-    for (int g = 0; g < 16; g++) {
-        int32_t s = 0;
-        for (int l = 0; l < 16; l++)
-            s += w->q[g * 16 + l] * a->qs[g * 16 + l];
-        sumi += w->sc[g] * s;
-        summ += w->mn[g] * a->bsums[g];
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    for (int l = 0; l < 256; l++) {
+        const int32_t xv = x[l];
+        s0 += w0->q[l] * xv;
+        s1 += w1->q[l] * xv;
+        s2 += w2->q[l] * xv;
+        s3 += w3->q[l] * xv;
     }
+    for (int g = 0; g < 16; g++) {
+        const int32_t b = a->bsums[g];
+        m0 += w0->mn[g] * b;
+        m1 += w1->mn[g] * b;
+        m2 += w2->mn[g] * b;
+        m3 += w3->mn[g] * b;
+    }
+    out[0] = a->d * (w0->d * (float)s0 - w0->dmin * (float)m0);
+    out[1] = a->d * (w1->d * (float)s1 - w1->dmin * (float)m1);
+    out[2] = a->d * (w2->d * (float)s2 - w2->dmin * (float)m2);
+    out[3] = a->d * (w3->d * (float)s3 - w3->dmin * (float)m3);
+}
+
+static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x)
+{
+    const int32_t sumi = dot_i16(w->q, x, 256);
+    int32_t summ = 0;
+    for (int g = 0; g < 16; g++)
+        summ += w->mn[g] * a->bsums[g];
     return a->d * (w->d * (float)sumi - w->dmin * (float)summ);
 }
 
 static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                             int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    enum { NB = CHUNK / 32 };
+    enum { NB = CHUNK_FAST / 32 };
     const size_t rb = lq_row_bytes(type, k), ab = lq_act_bytes(type, k);
     const size_t bb = (size_t)format_of(type).bytes;
     blk32 wb[PANEL][NB];
+    int16_t x16[CHUNK_FAST];
     float acc[ITILE][PANEL];
     for (int64_t j = j0; j < j1; j += PANEL) {
         const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nb = (k - c < CHUNK ? (int)(k - c) : CHUNK) / 32;
+            for (int64_t c = 0; c < k; c += CHUNK_FAST) {
+                const int nb = (k - c < CHUNK_FAST ? (int)(k - c) : CHUNK_FAST) / 32;
                 for (int r = 0; r < np; r++)
                     decode_fast32(type, w + (size_t)(j + r) * rb + (size_t)(c / 32) * bb, nb, wb[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act32 *a = (const lq_act32 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 32;
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot32(&wb[r][bi], &a[bi]);
-                        acc[ii][r] = s;
+                    widen32(a, nb, x16);
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            float t[PANEL];
+                            dot32_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
+                                        x16 + bi * 32, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot32(&wb[r][bi], &a[bi], x16 + bi * 32);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }
@@ -814,27 +986,39 @@ static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, cons
 static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                              int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    enum { NB = CHUNK / 256 };
+    enum { NB = CHUNK_FAST / 256 };
     const size_t rb = lq_row_bytes(type, k), ab = lq_act_bytes(type, k);
     const size_t bb = (size_t)format_of(type).bytes;
     blk256 wb[PANEL][NB];
+    int16_t x16[CHUNK_FAST];
     float acc[ITILE][PANEL];
     for (int64_t j = j0; j < j1; j += PANEL) {
         const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nb = (k - c < CHUNK ? (int)(k - c) : CHUNK) / 256;
+            for (int64_t c = 0; c < k; c += CHUNK_FAST) {
+                const int nb = (k - c < CHUNK_FAST ? (int)(k - c) : CHUNK_FAST) / 256;
                 for (int r = 0; r < np; r++)
                     decode_fast256(type, w + (size_t)(j + r) * rb + (size_t)(c / 256) * bb, nb, wb[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act256 *a = (const lq_act256 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 256;
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot256(&wb[r][bi], &a[bi]);
-                        acc[ii][r] = s;
+                    widen256(a, nb, x16);
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            float t[PANEL];
+                            dot256_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
+                                         x16 + bi * 256, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }
@@ -848,7 +1032,7 @@ static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, con
 static void fast_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                           int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    const lq_format f = format_of(type);
+    const block_format f = format_of(type);
     if (lq_row_bytes(type, k) == 0)
         return;
     if (is_dense(type))
