@@ -42,7 +42,9 @@ enum { LQ_Q4_0_BYTES = 18, LQ_Q5_0_BYTES = 22, LQ_Q8_0_BYTES = 34, LQ_Q4_K_BYTES
        LQ_Q6_K_BYTES = 210 };
 
 /* Rows of activations one pass over W serves: they stay in L2 while W's rows stream. */
-enum { LQ_CHUNK_BYTES = 192 * 1024 };
+#ifndef LQ_CHUNK_BYTES
+#define LQ_CHUNK_BYTES (192 * 1024)
+#endif
 
 static int64_t lq_chunk_rows(size_t row_bytes, int tile) {
     int64_t rows = (int64_t)(LQ_CHUNK_BYTES / row_bytes);
@@ -85,6 +87,9 @@ static int lq_level(void) {
     }
     return seen;
 }
+
+/* LANTERN_KERNELS is read when the library loads, as quants.c reads it. */
+__attribute__((constructor)) static void lq_choose_at_load(void) { (void)lq_level(); }
 
 const char *lq_x86_isa(void) {
     switch (lq_level()) {
@@ -134,12 +139,14 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 
 #if LQ_X86_PASS == 1
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c")))
-#define LQ_TILE 4
+#define LQ_IT 4 /* rows of x per tile */
+#define LQ_JT 2 /* rows of W per tile (32-element formats) */
 #define LQ_VNNI 0
 #define F(name) name##_1
 #else
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#define LQ_TILE 4
+#define LQ_IT 8
+#define LQ_JT 2
 #define LQ_VNNI 1
 #define F(name) name##_2
 #endif
@@ -207,46 +214,72 @@ LQ_FN __m256i F(codes_q5_0)(const uint8_t *b) {
 
 typedef __m256i (*F(codes32_fn))(const uint8_t *);
 
-/* Rows x[0..nt) against one weight row; x rows are xstride blocks apart. */
-LQ_FN void F(fast32_tile)(const int nt, F(codes32_fn) codes, const size_t bbytes,
-                          const int64_t nb, const uint8_t *wrow, const lq_act32 *x,
-                          const int64_t xstride, float *y, const int64_t ldy) {
-    __m256 acc[LQ_TILE];
+/* Weight rows w[0..nj) (row_bytes apart) against rows x[0..ni) (xstride blocks apart):
+ * each decoded weight block and each activation block loaded once per tile. */
+LQ_FN void F(fast32_tile)(const int nj, const int ni, F(codes32_fn) codes,
+                          const size_t bbytes, const int64_t nb, const uint8_t *w,
+                          const size_t row_bytes, const lq_act32 *x, const int64_t xstride,
+                          float *y, const int64_t ldy) {
+    __m256 acc[LQ_JT][LQ_IT];
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = wrow + b * bbytes;
-        const __m256i q = codes(blk);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const __m256 dw = _mm256_set1_ps(F(half)(blk));
+        __m256i q[LQ_JT], aq[LQ_JT];
+        __m256 dw[LQ_JT];
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
+        for (int r = 0; r < nj; r++) {
+            const uint8_t *blk = w + r * row_bytes + b * bbytes;
+            q[r] = codes(blk);
+            aq[r] = _mm256_sign_epi8(q[r], q[r]);
+            dw[r] = _mm256_set1_ps(F(half)(blk));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) {
             const lq_act32 *xb = x + t * xstride + b;
-            const __m256i p = F(dot_u8s8)(aq, _mm256_sign_epi8(F(load)(xb->qs), q));
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
-                                     _mm256_cvtepi32_ps(p), acc[t]);
+            const __m256i xv = F(load)(xb->qs);
+            const __m256 dx = _mm256_set1_ps(xb->d);
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                const __m256i p = F(dot_u8s8)(aq[r], _mm256_sign_epi8(xv, q[r]));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dx), _mm256_cvtepi32_ps(p),
+                                            acc[r][t]);
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
 }
 
 LQ_FN void F(fast32)(F(codes32_fn) codes, const size_t bbytes, int64_t k, int64_t m,
                      const lq_act32 *xq, const uint8_t *w, int64_t j0, int64_t j1, float *y,
                      int64_t ldy) {
     const int64_t nb = k / 32;
-    const int64_t chunk = lq_chunk_rows((size_t)nb * sizeof(lq_act32), LQ_TILE);
+    const size_t rb = (size_t)nb * bbytes;
+    const int64_t chunk = lq_chunk_rows((size_t)nb * sizeof(lq_act32), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
-        for (int64_t j = j0; j < j1; j++) {
-            const uint8_t *wrow = w + j * nb * bbytes;
+        int64_t j = j0;
+        for (; j + LQ_JT <= j1; j += LQ_JT) {
             int64_t i = i0;
-            for (; i + LQ_TILE <= i1; i += LQ_TILE)
-                F(fast32_tile)(LQ_TILE, codes, bbytes, nb, wrow, xq + i * nb, nb,
+            for (; i + LQ_IT <= i1; i += LQ_IT)
+                F(fast32_tile)(LQ_JT, LQ_IT, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
                                y + i * ldy + j, ldy);
             for (; i < i1; i++)
-                F(fast32_tile)(1, codes, bbytes, nb, wrow, xq + i * nb, nb, y + i * ldy + j,
-                               ldy);
+                F(fast32_tile)(LQ_JT, 1, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
+                               y + i * ldy + j, ldy);
+        }
+        for (; j < j1; j++) {
+            int64_t i = i0;
+            for (; i + LQ_IT <= i1; i += LQ_IT)
+                F(fast32_tile)(1, LQ_IT, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
+                               y + i * ldy + j, ldy);
+            for (; i < i1; i++)
+                F(fast32_tile)(1, 1, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
+                               y + i * ldy + j, ldy);
         }
     }
 }
@@ -254,19 +287,23 @@ LQ_FN void F(fast32)(F(codes32_fn) codes, const size_t bbytes, int64_t k, int64_
 /* ---- Q4_K: 256 elements, 8 sub-blocks of 32 with 6-bit scales and minimums ---- */
 
 LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    for (int i = 0; i < 4; i++) {
-        sc[i] = s[i] & 0x3F;
-        mn[i] = s[i + 4] & 0x3F;
-        sc[i + 4] = (s[i + 8] & 0x0F) | ((s[i] >> 2) & 0x30);
-        mn[i + 4] = (s[i + 8] >> 4) | ((s[i + 4] >> 2) & 0x30);
-    }
+    /* ggml's unpacking: 12 bytes of 6-bit values into sc[0..7] then mn[0..7] */
+    uint32_t u[4];
+    memcpy(u, s, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    const uint32_t m03 = u[1] & 0x3f3f3f3f;
+    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    u[2] = m03;
+    u[0] &= 0x3f3f3f3f;
+    memcpy(sc, u, 8);
+    memcpy(mn, u + 2, 8);
 }
 
 LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
                         const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_TILE];
-    __m256i sumi[LQ_TILE];
+    __m256 acc[LQ_IT];
+    __m256i sumi[LQ_IT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -326,8 +363,8 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
 LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
                         const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_TILE];
-    __m256i sumi[LQ_TILE];
+    __m256 acc[LQ_IT];
+    __m256i sumi[LQ_IT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -371,14 +408,14 @@ LQ_FN void F(fast256)(F(tile256_fn) tile, const size_t bbytes, int64_t k, int64_
                       const lq_act256 *xq, const uint8_t *w, int64_t j0, int64_t j1,
                       float *y, int64_t ldy) {
     const int64_t nsb = k / 256;
-    const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_TILE);
+    const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
         for (int64_t j = j0; j < j1; j++) {
             const uint8_t *wrow = w + j * nsb * bbytes;
             int64_t i = i0;
-            for (; i + LQ_TILE <= i1; i += LQ_TILE)
-                tile(LQ_TILE, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+            for (; i + LQ_IT <= i1; i += LQ_IT)
+                tile(LQ_IT, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
             for (; i < i1; i++) tile(1, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
         }
     }
@@ -478,7 +515,7 @@ typedef void (*F(exact_fn))(const uint8_t *, int64_t, __m256 *);
 
 LQ_FN void F(exact_tile)(const int nt, F(exact_fn) weights, const int64_t k,
                          const uint8_t *wrow, const float *x, float *y, const int64_t ldy) {
-    __m256 a0[LQ_TILE], a1[LQ_TILE];
+    __m256 a0[LQ_IT], a1[LQ_IT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < k / 32; g++) {
@@ -500,14 +537,14 @@ LQ_FN void F(exact_tile)(const int nt, F(exact_fn) weights, const int64_t k,
 LQ_FN void F(exact)(F(exact_fn) weights, const size_t row_bytes, int64_t k, int64_t m,
                     const float *x, const uint8_t *w, int64_t j0, int64_t j1, float *y,
                     int64_t ldy) {
-    const int64_t chunk = lq_chunk_rows((size_t)k * sizeof(float), LQ_TILE);
+    const int64_t chunk = lq_chunk_rows((size_t)k * sizeof(float), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
         for (int64_t j = j0; j < j1; j++) {
             const uint8_t *wrow = w + j * row_bytes;
             int64_t i = i0;
-            for (; i + LQ_TILE <= i1; i += LQ_TILE)
-                F(exact_tile)(LQ_TILE, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
+            for (; i + LQ_IT <= i1; i += LQ_IT)
+                F(exact_tile)(LQ_IT, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
             for (; i < i1; i++)
                 F(exact_tile)(1, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
         }
@@ -544,7 +581,8 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
 }
 
 #undef LQ_TARGET
-#undef LQ_TILE
+#undef LQ_IT
+#undef LQ_JT
 #undef LQ_VNNI
 #undef F
 #undef LQ_FN
