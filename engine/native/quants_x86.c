@@ -3,8 +3,9 @@
  * Compiled without -mavx2 or -march flags: every function that uses wide instructions
  * carries a target attribute, and lq_x86_isa picks the widest set this CPU runs, once.
  * The kernel bodies (the second half of this file) are compiled twice, by including this
- * file into itself: once for AVX2+FMA, once for AVX-512 VL+BW+VNNI (the same 256-bit
- * kernels, with VPDPBUSD for the int8 dot products and wider row tiles).
+ * file into itself: once for AVX2+FMA, once for AVX-512 F+BW+VL+VNNI. The AVX-512 set
+ * runs the K-quants 512 bits wide (VPDPWSSD applies the sub-block scales), the 32-element
+ * formats with VPDPBUSD, and tiles more rows.
  *
  * Row independence (quants.h): every y[i][j] is computed by the same sequence of
  * operations whatever m, j0 and j1 are. Rows of x are processed in tiles that share each
@@ -141,12 +142,14 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c")))
 #define LQ_IT 4 /* rows of x per tile */
 #define LQ_JT 2 /* rows of W per tile (32-element formats) */
+#define LQ_KJT 1 /* rows of W per tile (K-quants) */
 #define LQ_VNNI 0
 #define F(name) name##_1
 #else
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define LQ_IT 8
 #define LQ_JT 2
+#define LQ_KJT 2
 #define LQ_VNNI 1
 #define F(name) name##_2
 #endif
@@ -164,6 +167,12 @@ LQ_FN float F(hsum)(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+
+#if LQ_VNNI
+LQ_FN float F(hsum512)(__m512 v) {
+    return F(hsum)(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+#endif
 
 LQ_FN __m256i F(load)(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
@@ -299,9 +308,79 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
     memcpy(mn, u + 2, 8);
 }
 
-LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
-                        const lq_act256 *x, const int64_t xstride, float *y,
+#if LQ_VNNI
+/* 512 bits: one pair of sub-blocks (64 weights) per instruction, VPDPWSSD applying the
+ * scales, 16 float lanes per (row of x, row of W); nj rows of W share each activation
+ * load, ni rows of x each decoded weight. */
+LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
+    __m512 acc[LQ_KJT][LQ_IT];
+    __m512i sumi[LQ_KJT][LQ_IT];
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        uint8_t sc[LQ_KJT][8], mn[LQ_KJT][8];
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            F(q4_k_scales)(w + r * rb + sb * LQ_Q4_K_BYTES + 4, sc[r], mn[r]);
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
+        }
+        for (int p = 0; p < 4; p++) {
+            __m512i q[LQ_KJT], s[LQ_KJT];
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                const __m256i q4 = F(load)(w + r * rb + sb * LQ_Q4_K_BYTES + 16 + 32 * p);
+                const __m256i nib = _mm256_set1_epi8(0x0F);
+                q[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q4, nib)),
+                                          _mm256_and_si256(_mm256_srli_epi16(q4, 4), nib), 1);
+                s[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[r][2 * p])),
+                                          _mm256_set1_epi16(sc[r][2 * p + 1]), 1);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const __m512i xs = _mm512_loadu_si512(x[t * xstride + sb].qs + 64 * p);
+#pragma GCC unroll 8
+                for (int r = 0; r < nj; r++)
+                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(q[r], xs), s[r]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            const uint8_t *blk = w + r * rb + sb * LQ_Q4_K_BYTES;
+            const float d = F(half)(blk), dmin = F(half)(blk + 2);
+            /* [m0, m0, m1, m1, ...]: against the 16 bsums, m_s times its sub-block's sum */
+            const __m128i m8 = _mm_loadl_epi64((const __m128i *)mn[r]);
+            const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const lq_act256 *xb = x + t * xstride + sb;
+                const __m256i msum = _mm256_madd_epi16(mins, F(load)(xb->bsums));
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * xb->d),
+                                            _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
+                acc[r][t] = _mm512_fnmadd_ps(
+                    _mm512_set1_ps(dmin * xb->d),
+                    _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_setzero_si512(), msum, 0)),
+                    acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum512)(acc[r][t]);
+}
+
+#else
+/* 256 bits, one row of W (nj is 1). */
+LQ_FN void F(q4_k_tile)(const int nj, const int nt, const int64_t nsb, const uint8_t *wrow,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
+                        const int64_t ldy) {
+    (void)nj;
+    (void)rb;
     __m256 acc[LQ_IT];
     __m256i sumi[LQ_IT];
 #pragma GCC unroll 8
@@ -348,6 +427,8 @@ LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
     for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
 }
 
+#endif
+
 /* ---- Q6_K: 256 elements, 16 sub-blocks of 16 with int8 scales, codes q - 32 ---- */
 
 /* Elements 128h + 32n .. + 31 as unsigned codes 0..63. */
@@ -360,9 +441,93 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
     return _mm256_or_si256(lo, hi);
 }
 
-LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
-                        const lq_act256 *x, const int64_t xstride, float *y,
+#if LQ_VNNI
+/* Scales of sub-blocks g .. g + 3 for the 32 int16 lanes of a 64-weight product. */
+LQ_FN __m512i F(q6_k_scales4)(__m128i sc, int g) {
+    const __m256i idx = _mm256_setr_epi8(
+        g, g, g, g, g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
+        g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3,
+        g + 3, g + 3, g + 3, g + 3);
+    return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(sc), idx));
+}
+
+LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
+    __m512 acc[LQ_KJT][LQ_IT];
+    __m512i sumi[LQ_KJT][LQ_IT];
+    const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
+    const __m512i shift_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i shift_b = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            /* a: elements 128h .. + 63, b: 128h + 64 .. + 127, as unsigned codes 0..63 */
+            __m512i a[LQ_KJT], b[LQ_KJT], sa[LQ_KJT], sb4[LQ_KJT];
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
+                const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+                const __m512i qh = _mm512_broadcast_i64x4(F(load)(blk + 128 + 32 * h));
+                const __m128i sc = _mm_loadu_si128((const __m128i *)(blk + 192));
+                a[r] = _mm512_or_si512(
+                    _mm512_and_si512(ql, nib),
+                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), two), 4));
+                b[r] = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib),
+                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), two), 4));
+                sa[r] = F(q6_k_scales4)(sc, 8 * h);
+                sb4[r] = F(q6_k_scales4)(sc, 8 * h + 4);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const int8_t *xs = x[t * xstride + sb].qs + 128 * h;
+                const __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 64);
+#pragma GCC unroll 8
+                for (int r = 0; r < nj; r++) {
+                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(a[r], x0), sa[r]);
+                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(b[r], x1), sb4[r]);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
+            const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+            const float d = F(half)(blk + 208);
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const lq_act256 *xb = x + t * xstride + sb;
+                /* the codes' offset: 32 * sum over sub-blocks of scale * activation sum */
+                const __m256i off =
+                    _mm256_slli_epi32(_mm256_madd_epi16(scales, F(load)(xb->bsums)), 5);
+                const __m512i total = _mm512_sub_epi32(
+                    sumi[r][t], _mm512_inserti64x4(_mm512_setzero_si512(), off, 0));
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * xb->d), _mm512_cvtepi32_ps(total),
+                                            acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum512)(acc[r][t]);
+}
+
+#else
+/* 256 bits, one row of W (nj is 1). */
+LQ_FN void F(q6_k_tile)(const int nj, const int nt, const int64_t nsb, const uint8_t *wrow,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
+                        const int64_t ldy) {
+    (void)nj;
+    (void)rb;
     __m256 acc[LQ_IT];
     __m256i sumi[LQ_IT];
 #pragma GCC unroll 8
@@ -401,22 +566,33 @@ LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
     for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
 }
 
-typedef void (*F(tile256_fn))(int, int64_t, const uint8_t *, const lq_act256 *, int64_t,
-                              float *, int64_t);
+#endif
+
+typedef void (*F(tile256_fn))(int, int, int64_t, const uint8_t *, size_t, const lq_act256 *,
+                              int64_t, float *, int64_t);
 
 LQ_FN void F(fast256)(F(tile256_fn) tile, const size_t bbytes, int64_t k, int64_t m,
                       const lq_act256 *xq, const uint8_t *w, int64_t j0, int64_t j1,
                       float *y, int64_t ldy) {
     const int64_t nsb = k / 256;
+    const size_t rb = (size_t)nsb * bbytes;
     const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
-        for (int64_t j = j0; j < j1; j++) {
-            const uint8_t *wrow = w + j * nsb * bbytes;
+        int64_t j = j0;
+        for (; j + LQ_KJT <= j1; j += LQ_KJT) {
             int64_t i = i0;
             for (; i + LQ_IT <= i1; i += LQ_IT)
-                tile(LQ_IT, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-            for (; i < i1; i++) tile(1, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+                tile(LQ_KJT, LQ_IT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+            for (; i < i1; i++)
+                tile(LQ_KJT, 1, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+        }
+        for (; j < j1; j++) {
+            int64_t i = i0;
+            for (; i + LQ_IT <= i1; i += LQ_IT)
+                tile(1, LQ_IT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+            for (; i < i1; i++)
+                tile(1, 1, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
         }
     }
 }
@@ -583,6 +759,7 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
 #undef LQ_TARGET
 #undef LQ_IT
 #undef LQ_JT
+#undef LQ_KJT
 #undef LQ_VNNI
 #undef F
 #undef LQ_FN
