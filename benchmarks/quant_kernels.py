@@ -1,15 +1,17 @@
-"""Per-op speed of Lantern's x86 quantized matmul kernels (engine/native/quants_x86.c), with
+"""Per-op speed of Lantern's quantized matmul kernels (engine/native/quants.c with the x86
+kernels of quants_x86.c), with
 llama.cpp's own matmul (ggml's mul_mat, from llama-cpp-python's libraries) on the same
 GGUF blocks as the yardstick; one thread each.
 
 For each format at the demo models' shapes (out x in; a K-quant only where `in` is a whole
 number of 256-blocks): the one-row product (decode) in GB/s of weight bytes — copies of the
 matrix, about 128 MiB in all, are cycled so that no call finds its weights in cache, as in
-a real decode step — and the 512-row product (prefill) in GFLOP/s (2*m*n*k). Lantern's
-figure times its kernel alone (activations quantized beforehand, as the op does once per
-matmul); ggml's includes its own quantization of the float activations (O(m*k), small
-beside O(m*n*k)). Times are the calling thread's CPU time (the machine is shared: time
-spent descheduled is not the kernel's), best round of each, Lantern and ggml alternating.
+a real decode step — and the 512-row product (prefill) in GFLOP/s (2*m*n*k). Both get the
+same float activations; Lantern's figure times lq_matmul_fast alone (the op quantizes the
+activations once per matmul with lq_quantize_act, beforehand here), ggml's includes its own
+quantization of them (O(m*k), small beside O(m*n*k)). Times are the calling thread's CPU
+time (the machine is shared: time spent descheduled is not the kernel's), best round of
+each, Lantern and ggml alternating.
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.quant_kernels [--isa avx2] [--rounds 5]
 """
@@ -36,8 +38,6 @@ SHAPES = [(896, 4864), (4864, 896), (1536, 8960), (8960, 1536)]
 FORMATS = [T.Q4_K, T.Q6_K, T.Q5_0, T.Q8_0, T.Q4_0]
 PREFILL_ROWS = 512
 STREAM_BYTES = 128 << 20
-ACT32 = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
-ACT256 = np.dtype([("d", "<f4"), ("bsums", "<i2", 16), ("qs", "i1", 256)])
 
 
 def random_weights(qtype: T, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -50,42 +50,37 @@ def random_weights(qtype: T, n: int, k: int, rng: np.random.Generator) -> np.nda
     return raw.reshape(n, -1)
 
 
-def random_activations(qtype: T, m: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """m rows of fast-mode activation blocks (quants.h's lq_act32 / lq_act256)."""
-    big = GGML_QUANT_SIZES[qtype][0] == 256
-    a = np.zeros((m, k // (256 if big else 32)), ACT256 if big else ACT32)
-    a["qs"] = rng.integers(-127, 128, a["qs"].shape)
-    a["d"] = 0.01
-    if big:
-        a["bsums"] = a["qs"].reshape(m, a.shape[1], 16, 16).sum(-1)
-    return a
-
-
 class Lantern:
-    """quants_x86.c built with `cc -O2` (no -m flags), its kernel set chosen by isa."""
+    """quants.c and quants_x86.c built with `cc -O2` (no -m flags), the kernel set chosen by
+    isa (LANTERN_KERNELS)."""
 
     def __init__(self, workdir: Path, isa: str | None):
-        lib = workdir / "lantern_quants.so"
+        lib = workdir / "liblantern_quants.so"
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib),
-                        str(NATIVE / "quants_x86.c")], check=True)
+                        str(NATIVE / "quants.c"), str(NATIVE / "quants_x86.c")], check=True)
         if isa:
             os.environ["LANTERN_KERNELS"] = isa
         self.lib = ctypes.CDLL(str(lib))
-        self.lib.lq_x86_isa.restype = ctypes.c_char_p
-        self.isa = (self.lib.lq_x86_isa() or b"none").decode()
+        self.lib.lq_isa.restype = ctypes.c_char_p
+        self.isa = self.lib.lq_isa().decode()
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        self.lib.lq_x86_matmul_fast.argtypes = [ctypes.c_int, i64, i64, ptr, ptr, i64, i64,
-                                                ptr, i64]
+        self.lib.lq_act_bytes.argtypes = [ctypes.c_int, i64]
+        self.lib.lq_act_bytes.restype = ctypes.c_size_t
+        self.lib.lq_quantize_act.argtypes = [ctypes.c_int, i64, ptr, ptr]
+        self.lib.lq_matmul_fast.argtypes = [ctypes.c_int, i64, i64, ptr, ptr, i64, i64, ptr,
+                                            i64]
 
     def timer(self, qtype: T, k: int, copies: list[np.ndarray], x: np.ndarray):
         n, m = copies[0].shape[0], x.shape[0]
+        xq = np.zeros((m, self.lib.lq_act_bytes(int(qtype), k)), np.uint8)
+        for i in range(m):
+            self.lib.lq_quantize_act(int(qtype), k, x[i].ctypes.data, xq[i].ctypes.data)
         y = np.zeros((m, n), np.float32)
 
         def run() -> None:
             for w in copies:
-                if not self.lib.lq_x86_matmul_fast(int(qtype), k, m, x.ctypes.data,
-                                                   w.ctypes.data, 0, n, y.ctypes.data, n):
-                    raise RuntimeError(f"no x86 kernel for {qtype.name}")
+                self.lib.lq_matmul_fast(int(qtype), k, m, xq.ctypes.data, w.ctypes.data, 0, n,
+                                        y.ctypes.data, n)
 
         return run
 
@@ -167,7 +162,7 @@ def best_seconds(runs: list, rounds: int) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--isa", help="LANTERN_KERNELS for Lantern's library (e.g. avx2)")
+    parser.add_argument("--isa", help="LANTERN_KERNELS for Lantern's library (avx2, portable)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--formats", nargs="+", default=[f.name for f in FORMATS])
     args = parser.parse_args()
@@ -189,10 +184,9 @@ def main() -> None:
                 copies = [w] + [w.copy() for _ in range(max(0, STREAM_BYTES // w.nbytes - 1))]
                 cells = []
                 for m, mats in ((1, copies), (PREFILL_ROWS, [w])):
-                    xq = random_activations(qtype, m, k, rng)
-                    xf = rng.standard_normal((m, k)).astype(np.float32)
+                    x = rng.standard_normal((m, k)).astype(np.float32)
                     ours, theirs = best_seconds(
-                        [lantern.timer(qtype, k, mats, xq), ggml.timer(qtype, k, mats, xf)],
+                        [lantern.timer(qtype, k, mats, x), ggml.timer(qtype, k, mats, x)],
                         args.rounds)
                     if m == 1:
                         scale = w.nbytes * len(mats) / 1e9

@@ -149,7 +149,7 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define LQ_IT 8
 #define LQ_JT 2
-#define LQ_KJT 2
+#define LQ_KJT 1
 #define LQ_VNNI 1
 #define F(name) name##_2
 #endif
@@ -322,14 +322,21 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
 #pragma GCC unroll 8
         for (int t = 0; t < ni; t++) acc[r][t] = _mm512_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
-        uint8_t sc[LQ_KJT][8], mn[LQ_KJT][8];
+        __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
 #pragma GCC unroll 8
         for (int r = 0; r < nj; r++) {
-            F(q4_k_scales)(w + r * rb + sb * LQ_Q4_K_BYTES + 4, sc[r], mn[r]);
+            uint8_t u[16];
+            F(q4_k_scales)(w + r * rb + sb * LQ_Q4_K_BYTES + 4, u, u + 8);
+            scm[r] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+                _mm256_setzero_si256(), _mm_loadu_si128((const __m128i *)u), 0));
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
         }
+#pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
+            /* scale of sub-block 2p for the low 32 products, 2p + 1 for the high ones */
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * p)),
+                                                    _mm256_set1_epi16((short)(2 * p + 1)), 1);
             __m512i q[LQ_KJT], s[LQ_KJT];
 #pragma GCC unroll 8
             for (int r = 0; r < nj; r++) {
@@ -337,8 +344,7 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
                 const __m256i nib = _mm256_set1_epi8(0x0F);
                 q[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q4, nib)),
                                           _mm256_and_si256(_mm256_srli_epi16(q4, 4), nib), 1);
-                s[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[r][2 * p])),
-                                          _mm256_set1_epi16(sc[r][2 * p + 1]), 1);
+                s[r] = _mm512_permutexvar_epi16(pick, scm[r]);
             }
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) {
@@ -353,8 +359,10 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
             const uint8_t *blk = w + r * rb + sb * LQ_Q4_K_BYTES;
             const float d = F(half)(blk), dmin = F(half)(blk + 2);
             /* [m0, m0, m1, m1, ...]: against the 16 bsums, m_s times its sub-block's sum */
-            const __m128i m8 = _mm_loadl_epi64((const __m128i *)mn[r]);
-            const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+            const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(
+                _mm512_castsi256_si512(_mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+                                                         13, 14, 14, 15, 15)),
+                scm[r]));
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) {
                 const lq_act256 *xb = x + t * xstride + sb;
