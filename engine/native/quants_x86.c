@@ -271,25 +271,22 @@ LQ_FN void F(fast32)(F(codes32_fn) codes, const size_t bbytes, int64_t k, int64_
     const int64_t chunk = lq_chunk_rows((size_t)nb * sizeof(lq_act32), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
+        const int64_t tiled = i0 + (i1 - i0) / LQ_IT * LQ_IT;
         int64_t j = j0;
-        for (; j + LQ_JT <= j1; j += LQ_JT) {
-            int64_t i = i0;
-            for (; i + LQ_IT <= i1; i += LQ_IT)
+        for (; j + LQ_JT <= j1; j += LQ_JT)
+            for (int64_t i = i0; i < tiled; i += LQ_IT)
                 F(fast32_tile)(LQ_JT, LQ_IT, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
                                y + i * ldy + j, ldy);
-            for (; i < i1; i++)
-                F(fast32_tile)(LQ_JT, 1, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
-                               y + i * ldy + j, ldy);
-        }
-        for (; j < j1; j++) {
-            int64_t i = i0;
-            for (; i + LQ_IT <= i1; i += LQ_IT)
+        for (; j < j1; j++)
+            for (int64_t i = i0; i < tiled; i += LQ_IT)
                 F(fast32_tile)(1, LQ_IT, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
                                y + i * ldy + j, ldy);
-            for (; i < i1; i++)
+        /* rows left over (all of them in a one-row decode step): one weight row at a time,
+         * which streams W faster than two interleaved rows */
+        for (int64_t i = tiled; i < i1; i++)
+            for (j = j0; j < j1; j++)
                 F(fast32_tile)(1, 1, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
                                y + i * ldy + j, ldy);
-        }
     }
 }
 
