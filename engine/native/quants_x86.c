@@ -169,8 +169,9 @@ LQ_FN float F(hsum)(__m256 v) {
 }
 
 #if LQ_VNNI
-LQ_FN float F(hsum512)(__m512 v) {
-    return F(hsum)(_mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+/* The two 256-bit halves of 16 int32 lanes added: 8 lanes. */
+LQ_FN __m256i F(halves)(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
 #endif
 
@@ -307,17 +308,17 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
 
 #if LQ_VNNI
 /* 512 bits: one pair of sub-blocks (64 weights) per instruction, VPDPWSSD applying the
- * scales, 16 float lanes per (row of x, row of W); nj rows of W share each activation
+ * scales; each superblock's 16 int32 lanes folded to 8 before the float work; nj rows of W share each activation
  * load, ni rows of x each decoded weight. */
 LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m512 acc[LQ_KJT][LQ_IT];
+    __m256 acc[LQ_KJT][LQ_IT];
     __m512i sumi[LQ_KJT][LQ_IT];
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
 #pragma GCC unroll 8
@@ -364,19 +365,17 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
             for (int t = 0; t < ni; t++) {
                 const lq_act256 *xb = x + t * xstride + sb;
                 const __m256i msum = _mm256_madd_epi16(mins, F(load)(xb->bsums));
-                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * xb->d),
-                                            _mm512_cvtepi32_ps(sumi[r][t]), acc[r][t]);
-                acc[r][t] = _mm512_fnmadd_ps(
-                    _mm512_set1_ps(dmin * xb->d),
-                    _mm512_cvtepi32_ps(_mm512_inserti64x4(_mm512_setzero_si512(), msum, 0)),
-                    acc[r][t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d),
+                                            _mm256_cvtepi32_ps(F(halves)(sumi[r][t])), acc[r][t]);
+                acc[r][t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d),
+                                             _mm256_cvtepi32_ps(msum), acc[r][t]);
             }
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum512)(acc[r][t]);
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
 }
 
 #else
@@ -459,7 +458,7 @@ LQ_FN __m512i F(q6_k_scales4)(__m128i sc, int g) {
 LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m512 acc[LQ_KJT][LQ_IT];
+    __m256 acc[LQ_KJT][LQ_IT];
     __m512i sumi[LQ_KJT][LQ_IT];
     const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
     const __m512i shift_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
@@ -467,7 +466,7 @@ LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
 #pragma GCC unroll 8
         for (int r = 0; r < nj; r++)
@@ -513,9 +512,8 @@ LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
                 /* the codes' offset: 32 * sum over sub-blocks of scale * activation sum */
                 const __m256i off =
                     _mm256_slli_epi32(_mm256_madd_epi16(scales, F(load)(xb->bsums)), 5);
-                const __m512i total = _mm512_sub_epi32(
-                    sumi[r][t], _mm512_inserti64x4(_mm512_setzero_si512(), off, 0));
-                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d * xb->d), _mm512_cvtepi32_ps(total),
+                const __m256i total = _mm256_sub_epi32(F(halves)(sumi[r][t]), off);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(total),
                                             acc[r][t]);
             }
         }
@@ -523,7 +521,7 @@ LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum512)(acc[r][t]);
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
 }
 
 #else
