@@ -142,6 +142,7 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c")))
 #define LQ_IT 4 /* rows of x per tile */
 #define LQ_JT 2 /* rows of W per tile (32-element formats) */
+#define LQ_KIT 4 /* rows of x per tile (K-quants) */
 #define LQ_KJT 1 /* rows of W per tile (K-quants) */
 #define LQ_VNNI 0
 #define F(name) name##_1
@@ -149,7 +150,8 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define LQ_IT 8
 #define LQ_JT 2
-#define LQ_KJT 1
+#define LQ_KIT 8
+#define LQ_KJT 2
 #define LQ_VNNI 1
 #define F(name) name##_2
 #endif
@@ -313,8 +315,8 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
 LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_KJT][LQ_IT];
-    __m512i sumi[LQ_KJT][LQ_IT];
+    __m256 acc[LQ_KJT][LQ_KIT];
+    __m512i sumi[LQ_KJT][LQ_KIT];
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
@@ -385,8 +387,8 @@ LQ_FN void F(q4_k_tile)(const int nj, const int nt, const int64_t nsb, const uin
                         const int64_t ldy) {
     (void)nj;
     (void)rb;
-    __m256 acc[LQ_IT];
-    __m256i sumi[LQ_IT];
+    __m256 acc[LQ_KIT];
+    __m256i sumi[LQ_KIT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -458,8 +460,8 @@ LQ_FN __m512i F(q6_k_scales4)(__m128i sc, int g) {
 LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_KJT][LQ_IT];
-    __m512i sumi[LQ_KJT][LQ_IT];
+    __m256 acc[LQ_KJT][LQ_KIT];
+    __m512i sumi[LQ_KJT][LQ_KIT];
     const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
     const __m512i shift_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m512i shift_b = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
@@ -531,8 +533,8 @@ LQ_FN void F(q6_k_tile)(const int nj, const int nt, const int64_t nsb, const uin
                         const int64_t ldy) {
     (void)nj;
     (void)rb;
-    __m256 acc[LQ_IT];
-    __m256i sumi[LQ_IT];
+    __m256 acc[LQ_KIT];
+    __m256i sumi[LQ_KIT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -579,24 +581,21 @@ LQ_FN void F(fast256)(F(tile256_fn) tile, const size_t bbytes, int64_t k, int64_
                       float *y, int64_t ldy) {
     const int64_t nsb = k / 256;
     const size_t rb = (size_t)nsb * bbytes;
-    const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_IT);
+    const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_KIT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
+        const int64_t tiled = i0 + (i1 - i0) / LQ_KIT * LQ_KIT;
         int64_t j = j0;
-        for (; j + LQ_KJT <= j1; j += LQ_KJT) {
-            int64_t i = i0;
-            for (; i + LQ_IT <= i1; i += LQ_IT)
-                tile(LQ_KJT, LQ_IT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-            for (; i < i1; i++)
-                tile(LQ_KJT, 1, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-        }
-        for (; j < j1; j++) {
-            int64_t i = i0;
-            for (; i + LQ_IT <= i1; i += LQ_IT)
-                tile(1, LQ_IT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-            for (; i < i1; i++)
+        for (; j + LQ_KJT <= j1; j += LQ_KJT)
+            for (int64_t i = i0; i < tiled; i += LQ_KIT)
+                tile(LQ_KJT, LQ_KIT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+        for (; j < j1; j++)
+            for (int64_t i = i0; i < tiled; i += LQ_KIT)
+                tile(1, LQ_KIT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+        /* rows left over (all of them in a one-row decode step): one weight row at a time */
+        for (int64_t i = tiled; i < i1; i++)
+            for (j = j0; j < j1; j++)
                 tile(1, 1, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-        }
     }
 }
 
@@ -763,6 +762,7 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
 #undef LQ_IT
 #undef LQ_JT
 #undef LQ_KJT
+#undef LQ_KIT
 #undef LQ_VNNI
 #undef F
 #undef LQ_FN
