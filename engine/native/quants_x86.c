@@ -5,13 +5,15 @@
  * The kernel bodies (the second half of this file) are compiled twice, by including this
  * file into itself: once for AVX2+FMA, once for AVX-512 F+BW+VL+VNNI. The AVX-512 set
  * runs the K-quants 512 bits wide (VPDPWSSD applies the sub-block scales), the 32-element
- * formats with VPDPBUSD, and tiles more rows.
+ * formats with VPDPBUSD, and tiles more rows. Formats: Q4_K, Q6_K, Q5_0, Q8_0, Q4_0, fast
+ * and exact mode; any other type returns 0 and the portable kernel runs. Built by another
+ * compiler than GCC or Clang (MSVC), or for another CPU, the file holds only that answer.
  *
  * Row independence (quants.h): every y[i][j] is computed by the same sequence of
  * operations whatever m, j0 and j1 are. Rows of x are processed in tiles that share each
- * de-quantized weight block (that is what makes prefill fast), but each row keeps its own
- * accumulators and the tile of one row and the tile of several rows run the same
- * per-row code.
+ * de-quantized weight block (that is what makes prefill fast) and a few rows of W that
+ * share each activation load, but each (row of x, row of W) keeps its own accumulators,
+ * and a tile of any size runs the same per-pair code.
  *
  * Fast mode: the integer sums of a block are exact (as the portable kernels'); the float
  * order differs: each block's scaled sum is added lane-wise into 8 float lanes (fused
@@ -20,7 +22,7 @@
  * Exact mode: weights are de-quantized with gguf.quants.dequantize's float32 operations in
  * its order (no fused multiply-add there), then multiplied into float32 accumulators.
  *
- * LANTERN_KERNELS (read once): "portable" turns these kernels off, "avx2" caps them at
+ * LANTERN_KERNELS (read once, when the library loads): "portable" turns these kernels off, "avx2" caps them at
  * AVX2 (to test that path on an AVX-512 CPU); otherwise the widest supported set runs.
  */
 #ifndef LQ_X86_PASS
@@ -43,9 +45,7 @@ enum { LQ_Q4_0_BYTES = 18, LQ_Q5_0_BYTES = 22, LQ_Q8_0_BYTES = 34, LQ_Q4_K_BYTES
        LQ_Q6_K_BYTES = 210 };
 
 /* Rows of activations one pass over W serves: they stay in L2 while W's rows stream. */
-#ifndef LQ_CHUNK_BYTES
-#define LQ_CHUNK_BYTES (192 * 1024)
-#endif
+enum { LQ_CHUNK_BYTES = 192 * 1024 };
 
 static int64_t lq_chunk_rows(size_t row_bytes, int tile) {
     int64_t rows = (int64_t)(LQ_CHUNK_BYTES / row_bytes);
