@@ -295,17 +295,21 @@ LQ_FN void F(fast32)(F(codes32_fn) codes, const size_t bbytes, int64_t k, int64_
 
 /* ---- Q4_K: 256 elements, 8 sub-blocks of 32 with 6-bit scales and minimums ---- */
 
-LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    /* ggml's unpacking: 12 bytes of 6-bit values into sc[0..7] then mn[0..7] */
-    uint32_t u[4];
+/* ggml's unpacking: 12 bytes of 6-bit values into bytes sc[0..7] then mn[0..7], built in
+ * registers (bytes stored as words and read back as one vector would stall the load). */
+LQ_FN __m128i F(q4_k_scales_vec)(const uint8_t *s) {
+    uint32_t u[3];
     memcpy(u, s, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    const uint32_t m03 = u[1] & 0x3f3f3f3f;
-    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    u[2] = m03;
-    u[0] &= 0x3f3f3f3f;
-    memcpy(sc, u, 8);
-    memcpy(mn, u + 2, 8);
+    const uint32_t sc03 = u[0] & 0x3f3f3f3f, mn03 = u[1] & 0x3f3f3f3f;
+    const uint32_t sc47 = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    const uint32_t mn47 = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    return _mm_set_epi32((int)mn47, (int)mn03, (int)sc47, (int)sc03);
+}
+
+LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    const __m128i v = F(q4_k_scales_vec)(s);
+    _mm_storel_epi64((__m128i *)sc, v);
+    _mm_storel_epi64((__m128i *)mn, _mm_unpackhi_epi64(v, v));
 }
 
 #if LQ_VNNI
@@ -325,10 +329,9 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
         __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
 #pragma GCC unroll 8
         for (int r = 0; r < nj; r++) {
-            uint8_t u[16];
-            F(q4_k_scales)(w + r * rb + sb * LQ_Q4_K_BYTES + 4, u, u + 8);
             scm[r] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
-                _mm256_setzero_si256(), _mm_loadu_si128((const __m128i *)u), 0));
+                _mm256_setzero_si256(), F(q4_k_scales_vec)(w + r * rb + sb * LQ_Q4_K_BYTES + 4),
+                0));
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
         }
