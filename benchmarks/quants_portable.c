@@ -1,7 +1,8 @@
 /* Times the portable kernels of engine/native/quants.c, one thread, per GGUF type: one
  * matmul of the 1.5B demo model's ffn_down shape (n = 1536 rows of W, k = 8960) for a
  * one-row call (decode) and a 32-row call (prefill), exact and fast mode, best of 10
- * after one warm-up. Weights are random code bytes under small fp16 scales.
+ * after one warm-up, in the thread's CPU time (a busy machine takes the core away, not
+ * the time). Weights are random code bytes under small fp16 scales.
  *
  *     cc -O2 -std=c11 -DLQ_NO_X86 -Iengine/native engine/native/quants.c \
  *         benchmarks/quants_portable.c -o /tmp/quants_portable -lm && /tmp/quants_portable
@@ -31,7 +32,7 @@ static const struct {
 static double now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 

@@ -24,13 +24,14 @@
  * (sums of integers are exact; g runs over the 16 groups of 16, a Q4_K/Q5_K sub-block's
  * scale and minimum counting for both of its groups.)
  *
- * Both modes walk W in panels of PANEL rows and CHUNK elements: each weight block is
+ * Both modes walk W in groups of rows and chunks of elements: each weight block is
  * decoded once per ITILE rows of x (once per call up to ITILE rows) and then used for all
  * of them. Every y[i][j] is accumulated by the same code in the same order whatever m, j0
  * and j1 are, so it does not depend on them to the bit.
  */
 #include "quants.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,13 @@
 #pragma fp_contract(off)
 #endif
 
+/* MSVC's C mode knows restrict only under /std:c11. */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define LQ_RESTRICT __restrict
+#else
+#define LQ_RESTRICT restrict
+#endif
+
 /* Unrolling the lanes loop lets the compiler keep the lanes in vector registers. */
 #if defined(__GNUC__)
 #define LQ_UNROLL_LANES _Pragma("GCC unroll 8")
@@ -59,11 +67,18 @@
 #define LQ_UNROLL_LANES
 #endif
 
+/* How W is walked. Grouping changes which blocks are decoded together, never the
+ * arithmetic of an output, so it may depend on m. */
 enum {
-    LANES = 8,    /* exact mode's partial sums per (i, j) */
-    PANEL = 4,    /* weight rows decoded together */
-    CHUNK = 512,  /* elements of a weight row decoded at a time (whole 32 and 256 blocks) */
-    ITILE = 128,  /* rows of x served by one decoded chunk */
+    LANES = 8,         /* exact mode's partial sums per (i, j) */
+    PANEL = 4,         /* weight rows decoded together (few streams of weights for one row
+                        * of x); exact mode multiplies this many with a row of x at a time */
+    GROUP = 16,        /* weight rows exact mode decodes together for MANY_ROWS or more rows
+                        * of x, each row of x then read once per GROUP rows of W */
+    MANY_ROWS = 8,
+    CHUNK_EXACT = 256, /* elements of a weight row decoded at a time, whole 32 and 256 */
+    CHUNK_FAST = 512,  /* blocks */
+    ITILE = 64,        /* rows of x served by one decoded chunk */
 };
 
 /* ---- format table ---------------------------------------------------------------- */
@@ -149,7 +164,7 @@ static inline float f16_to_f32(uint16_t h)
     const uint32_t man = h & 0x3ffu;
     const uint32_t normal = ((exp + 112u) << 23) | (man << 13);
     const uint32_t special = 0x7f800000u | (man << 13);
-    const uint32_t sub = f32_to_bits((float)(int32_t)man * 0x1p-24f);
+    const uint32_t sub = f32_to_bits((float)(int32_t)man * 5.9604644775390625e-8f /* 2^-24 */);
     const uint32_t is_special = 0u - (uint32_t)(exp == 0x1fu), is_sub = 0u - (uint32_t)(exp == 0);
     const uint32_t mag = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
     return bits_to_f32(sign | mag);
@@ -173,7 +188,7 @@ static const uint32_t bit_of[32] = {
 
 /* Q5_0's and Q5_1's 32 five-bit codes: low nibbles in qs (element l and l + 16 share byte
  * l), bit 4 of element l in bit l of qh. */
-static inline void q5_codes(const uint8_t *restrict qs, uint32_t qh, int q[32])
+static inline void q5_codes(const uint8_t *LQ_RESTRICT qs, uint32_t qh, int q[32])
 {
     for (int l = 0; l < 16; l++) {
         q[l] = (qs[l] & 0x0f) | ((qh & bit_of[l]) != 0 ? 16 : 0);
@@ -209,10 +224,10 @@ static inline void k4_scale_min(const uint8_t *s, int sc[8], int mn[8])
 /* Each decoder turns nb blocks at b into nb * block floats at y, with gguf.quants'
  * formulas: the same products and sums in the same order, each rounded to float32. */
 
-static void dq_f32(const uint8_t *restrict b, int64_t n, float *restrict y) { memcpy(y, b, (size_t)n * sizeof(float)); }
+static void dq_f32(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y) { memcpy(y, b, (size_t)n * sizeof(float)); }
 
 /* Dense rows go 32 values at a time (a loop the compiler vectorizes), then the rest. */
-static void dq_f16(const uint8_t *restrict b, int64_t n, float *restrict y)
+static void dq_f16(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y)
 {
     uint16_t h[32];
     int64_t e = 0;
@@ -225,7 +240,7 @@ static void dq_f16(const uint8_t *restrict b, int64_t n, float *restrict y)
         y[e] = f16_to_f32(rd16(b + 2 * e));
 }
 
-static void dq_bf16(const uint8_t *restrict b, int64_t n, float *restrict y)
+static void dq_bf16(const uint8_t *LQ_RESTRICT b, int64_t n, float *LQ_RESTRICT y)
 {
     uint16_t h[32];
     int64_t e = 0;
@@ -238,7 +253,7 @@ static void dq_bf16(const uint8_t *restrict b, int64_t n, float *restrict y)
         y[e] = bits_to_f32((uint32_t)rd16(b + 2 * e) << 16);
 }
 
-static void dq_q4_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q4_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 18, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -250,7 +265,7 @@ static void dq_q4_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q4_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q4_1(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 20, y += 32) {
         const float d = f16_to_f32(rd16(b)), m = f16_to_f32(rd16(b + 2));
@@ -262,7 +277,7 @@ static void dq_q4_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q5_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q5_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 22, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -273,7 +288,7 @@ static void dq_q5_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q5_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q5_1(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 24, y += 32) {
         const float d = f16_to_f32(rd16(b)), m = f16_to_f32(rd16(b + 2));
@@ -284,7 +299,7 @@ static void dq_q5_1(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_q8_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q8_0(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 34, y += 32) {
         const float d = f16_to_f32(rd16(b));
@@ -294,7 +309,7 @@ static void dq_q8_0(const uint8_t *restrict b, int64_t nb, float *restrict y)
     }
 }
 
-static void dq_mxfp4(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_mxfp4(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 17, y += 32) {
         const float d = e8m0_half(b[0]);
@@ -308,7 +323,7 @@ static void dq_mxfp4(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q2_K: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin. Element
  * h*128 + s*32 + l is bits 2s..2s+1 of qs[h*32 + l]; group of 16 g = element / 16. */
-static void dq_q2_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q2_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 84, y += 256) {
         const uint8_t *sc = b, *qs = b + 16;
@@ -328,7 +343,7 @@ static void dq_q2_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q3_K: hmask[32], qs[64], scales[12], d. Element e = h*128 + s*32 + l: low bits as Q2_K,
  * minus 4 where bit e/32 of hmask[l] is clear. */
-static void dq_q3_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q3_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 110, y += 256) {
         const uint8_t *hm = b, *qs = b + 32;
@@ -352,7 +367,7 @@ static void dq_q3_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q4_K: d, dmin, scales[12], qs[128]. Element c*64 + s*32 + l is nibble s of
  * qs[c*32 + l], in sub-block 2c + s of 32. */
-static void dq_q4_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q4_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 144, y += 256) {
         const float d = f16_to_f32(rd16(b)), dmin = f16_to_f32(rd16(b + 2));
@@ -371,7 +386,7 @@ static void dq_q4_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 }
 
 /* Q5_K: Q4_K plus qh[32] before qs: bit j of qh[l] is bit 4 of sub-block j's element l. */
-static void dq_q5_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q5_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 176, y += 256) {
         const float d = f16_to_f32(rd16(b)), dmin = f16_to_f32(rd16(b + 2));
@@ -393,7 +408,7 @@ static void dq_q5_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
 
 /* Q6_K: ql[128], qh[64], scales[16] (int8), d. Element h*128 + t*32 + l: nibble t/2 of
  * ql[h*64 + (t%2)*32 + l], high bits 2t..2t+1 of qh[h*32 + l], minus 32. */
-static void dq_q6_k(const uint8_t *restrict b, int64_t nb, float *restrict y)
+static void dq_q6_k(const uint8_t *LQ_RESTRICT b, int64_t nb, float *LQ_RESTRICT y)
 {
     for (int64_t i = 0; i < nb; i++, b += 210, y += 256) {
         const uint8_t *ql = b, *qh = b + 128;
@@ -447,7 +462,7 @@ void lq_dequantize_row(int type, int64_t k, const void *w, float *out)
 
 /* acc[r][l] += sum over e = l mod LANES of w[r][e] * x[e], for PANEL rows at once, e in
  * increasing order. n is a multiple of LANES except in a dense row's last chunk. */
-static void lanes_panel(const float *x, const float (*w)[CHUNK], int n, float (*acc)[LANES])
+static void lanes_panel(const float *x, const float (*w)[CHUNK_EXACT], int n, float (*acc)[LANES])
 {
     const int n8 = n - n % LANES;
     float a0[LANES], a1[LANES], a2[LANES], a3[LANES];
@@ -502,27 +517,28 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
 {
     const size_t rb = lq_row_bytes(type, k);
     const block_format f = format_of(type);
-    float wbuf[PANEL][CHUNK];
-    float acc[ITILE][PANEL][LANES];
+    const int group = m >= MANY_ROWS ? GROUP : PANEL;
+    float wbuf[GROUP][CHUNK_EXACT];
+    float acc[ITILE][GROUP][LANES];
     if (rb == 0)
         return;
-    for (int64_t j = j0; j < j1; j += PANEL) {
-        const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
+    for (int64_t j = j0; j < j1; j += group) {
+        const int np = j1 - j < group ? (int)(j1 - j) : group;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nc = k - c < CHUNK ? (int)(k - c) : CHUNK;
+            for (int64_t c = 0; c < k; c += CHUNK_EXACT) {
+                const int nc = k - c < CHUNK_EXACT ? (int)(k - c) : CHUNK_EXACT;
                 const size_t off = (size_t)(c / f.block) * (size_t)f.bytes;
                 for (int r = 0; r < np; r++)
                     decode_exact(type, w + (size_t)(j + r) * rb + off, nc, wbuf[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const float *xi = x + (i0 + ii) * k + c;
-                    if (np == PANEL)
-                        lanes_panel(xi, (const float (*)[CHUNK])wbuf, nc, acc[ii]);
-                    else
-                        for (int r = 0; r < np; r++)
-                            lanes_row(xi, wbuf[r], nc, acc[ii][r]);
+                    int r = 0;
+                    for (; r + PANEL <= np; r += PANEL)
+                        lanes_panel(xi, (const float (*)[CHUNK_EXACT])(wbuf + r), nc, acc[ii] + r);
+                    for (; r < np; r++)
+                        lanes_row(xi, wbuf[r], nc, acc[ii][r]);
                 }
             }
             for (int ii = 0; ii < ni; ii++)
@@ -534,12 +550,12 @@ static void exact_portable(int type, int64_t k, int64_t m, const float *x, const
 
 /* ---- fast mode: activations -------------------------------------------------------- */
 
-/* Round to nearest, ties away from zero, into [-127, 127]; NaN maps to -127 (its block's
+/* Round to nearest, ties away from zero, into [-127, 127]; NaN maps to 0 (its block's
  * scale is NaN then, see act_scale). */
 static inline int8_t act_round(float v)
 {
     const float r = roundf(v);
-    return (int8_t)(r >= -127.0f ? (r <= 127.0f ? r : 127.0f) : -127.0f);
+    return (int8_t)(r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : (r == r ? r : 0.0f)));
 }
 
 /* d = max|x| / 127 over n values; NaN if one of them is NaN, so the outputs that use the
@@ -556,16 +572,27 @@ static inline float act_scale(const float *x, int n)
     return nan ? NAN : amax / 127.0f;
 }
 
+/* Codes x * (1 / d), as llama.cpp computes them; x / d where 1 / d overflows (d subnormal:
+ * a block of values below 2^-119), whose codes would otherwise all be 0 or +-127. */
+static void act_codes(const float *LQ_RESTRICT x, int n, float d, int8_t *LQ_RESTRICT qs)
+{
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (id <= FLT_MAX)
+        for (int l = 0; l < n; l++)
+            qs[l] = act_round(x[l] * id);
+    else
+        for (int l = 0; l < n; l++)
+            qs[l] = act_round(x[l] / d);
+}
+
 static void quantize_act32(const float *x, int64_t nb, lq_act32 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 32, y++) {
         const float d = act_scale(x, 32);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
         int sum = 0;
-        for (int l = 0; l < 32; l++) {
-            y->qs[l] = act_round(x[l] * id);
+        act_codes(x, 32, d, y->qs);
+        for (int l = 0; l < 32; l++)
             sum += y->qs[l];
-        }
         y->d = d;
         y->s = d * (float)sum;
     }
@@ -575,9 +602,7 @@ static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 256, y++) {
         const float d = act_scale(x, 256);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        for (int l = 0; l < 256; l++)
-            y->qs[l] = act_round(x[l] * id);
+        act_codes(x, 256, d, y->qs);
         for (int g = 0; g < 16; g++) {
             int sum = 0;
             for (int l = 0; l < 16; l++)
@@ -621,7 +646,7 @@ typedef struct {
     int16_t q[256];
 } blk256;
 
-static void fq_q4_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q4_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 18, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -633,7 +658,7 @@ static void fq_q4_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q4_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q4_1(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 20, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -645,7 +670,7 @@ static void fq_q4_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q5(const uint8_t *restrict qs, uint32_t qh, int offset, blk32 *restrict o)
+static void fq_q5(const uint8_t *LQ_RESTRICT qs, uint32_t qh, int offset, blk32 *LQ_RESTRICT o)
 {
     int q[32];
     q5_codes(qs, qh, q);
@@ -653,7 +678,7 @@ static void fq_q5(const uint8_t *restrict qs, uint32_t qh, int offset, blk32 *re
         o->q[l] = (int16_t)(q[l] - offset);
 }
 
-static void fq_q5_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q5_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 22, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -662,7 +687,7 @@ static void fq_q5_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q5_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q5_1(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 24, o++) {
         o->d = f16_to_f32(rd16(b));
@@ -671,7 +696,7 @@ static void fq_q5_1(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q8_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_q8_0(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 34, o++) {
         const int8_t *qs = (const int8_t *)(b + 2);
@@ -682,7 +707,7 @@ static void fq_q8_0(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_mxfp4(const uint8_t *restrict b, int nb, blk32 *restrict o)
+static void fq_mxfp4(const uint8_t *LQ_RESTRICT b, int nb, blk32 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 17, o++) {
         o->d = e8m0_half(b[0]);
@@ -694,7 +719,7 @@ static void fq_mxfp4(const uint8_t *restrict b, int nb, blk32 *restrict o)
     }
 }
 
-static void fq_q2_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q2_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 84, o++) {
         const uint8_t *qs = b + 16;
@@ -713,7 +738,7 @@ static void fq_q2_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
     }
 }
 
-static void fq_q3_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q3_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 110, o++) {
         const uint8_t *hm = b, *qs = b + 32;
@@ -737,7 +762,7 @@ static void fq_q3_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
 
 /* Q4_K and Q5_K: codes of sub-block j of 32 (groups 2j, 2j + 1) at o->q + 32 j, times
  * their scale; the minimums per group. */
-static void fq_k4_scales(const uint8_t *restrict b, blk256 *restrict o, int sc[8])
+static void fq_k4_scales(const uint8_t *LQ_RESTRICT b, blk256 *LQ_RESTRICT o, int sc[8])
 {
     int mn[8];
     k4_scale_min(b + 4, sc, mn);
@@ -747,7 +772,7 @@ static void fq_k4_scales(const uint8_t *restrict b, blk256 *restrict o, int sc[8
         o->mn[g] = (int16_t)mn[g / 2];
 }
 
-static void fq_q4_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q4_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 144, o++) {
         const uint8_t *qs = b + 16;
@@ -762,7 +787,7 @@ static void fq_q4_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
     }
 }
 
-static void fq_q5_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q5_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 176, o++) {
         const uint8_t *qh = b + 16, *qs = b + 48;
@@ -779,7 +804,7 @@ static void fq_q5_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
     }
 }
 
-static void fq_q6_k(const uint8_t *restrict b, int nb, blk256 *restrict o)
+static void fq_q6_k(const uint8_t *LQ_RESTRICT b, int nb, blk256 *LQ_RESTRICT o)
 {
     for (int i = 0; i < nb; i++, b += 210, o++) {
         const uint8_t *ql = b, *qh = b + 128;
@@ -829,21 +854,21 @@ static void decode_fast256(int type, const uint8_t *w, int nb, blk256 *o)
 /* ---- fast mode: block dot products and the matmul ---------------------------------- */
 
 /* One row of x's activation codes for a chunk, widened to int16 once for all weight rows. */
-static void widen32(const lq_act32 *restrict a, int nb, int16_t *restrict out)
+static void widen32(const lq_act32 *LQ_RESTRICT a, int nb, int16_t *LQ_RESTRICT out)
 {
     for (int bi = 0; bi < nb; bi++)
         for (int l = 0; l < 32; l++)
             out[bi * 32 + l] = a[bi].qs[l];
 }
 
-static void widen256(const lq_act256 *restrict a, int nb, int16_t *restrict out)
+static void widen256(const lq_act256 *LQ_RESTRICT a, int nb, int16_t *LQ_RESTRICT out)
 {
     for (int bi = 0; bi < nb; bi++)
         for (int l = 0; l < 256; l++)
             out[bi * 256 + l] = a[bi].qs[l];
 }
 
-static inline int32_t dot_i16(const int16_t *restrict w, const int16_t *restrict x, int n)
+static inline int32_t dot_i16(const int16_t *LQ_RESTRICT w, const int16_t *LQ_RESTRICT x, int n)
 {
     int32_t s = 0;
     for (int l = 0; l < n; l++)
@@ -851,10 +876,56 @@ static inline int32_t dot_i16(const int16_t *restrict w, const int16_t *restrict
     return s;
 }
 
+/* dot32 for a panel's rows at once: the activations loaded once for all of them. Each
+ * row's integer sum and float term are dot32's. */
+static inline void dot32_panel(const blk32 *w0, const blk32 *w1, const blk32 *w2,
+                               const blk32 *w3, const lq_act32 *a, const int16_t *LQ_RESTRICT x,
+                               float out[PANEL])
+{
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int l = 0; l < 32; l++) {
+        const int32_t xv = x[l];
+        s0 += w0->q[l] * xv;
+        s1 += w1->q[l] * xv;
+        s2 += w2->q[l] * xv;
+        s3 += w3->q[l] * xv;
+    }
+    out[0] = (w0->d * a->d) * (float)s0 + w0->m * a->s;
+    out[1] = (w1->d * a->d) * (float)s1 + w1->m * a->s;
+    out[2] = (w2->d * a->d) * (float)s2 + w2->m * a->s;
+    out[3] = (w3->d * a->d) * (float)s3 + w3->m * a->s;
+}
+
 static inline float dot32(const blk32 *w, const lq_act32 *a, const int16_t *x)
 {
     const int32_t s = dot_i16(w->q, x, 32);
     return (w->d * a->d) * (float)s + w->m * a->s;
+}
+
+/* dot256 for a panel's rows at once, as dot32_panel. */
+static inline void dot256_panel(const blk256 *w0, const blk256 *w1, const blk256 *w2,
+                                const blk256 *w3, const lq_act256 *a,
+                                const int16_t *LQ_RESTRICT x, float out[PANEL])
+{
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    for (int l = 0; l < 256; l++) {
+        const int32_t xv = x[l];
+        s0 += w0->q[l] * xv;
+        s1 += w1->q[l] * xv;
+        s2 += w2->q[l] * xv;
+        s3 += w3->q[l] * xv;
+    }
+    for (int g = 0; g < 16; g++) {
+        const int32_t b = a->bsums[g];
+        m0 += w0->mn[g] * b;
+        m1 += w1->mn[g] * b;
+        m2 += w2->mn[g] * b;
+        m3 += w3->mn[g] * b;
+    }
+    out[0] = a->d * (w0->d * (float)s0 - w0->dmin * (float)m0);
+    out[1] = a->d * (w1->d * (float)s1 - w1->dmin * (float)m1);
+    out[2] = a->d * (w2->d * (float)s2 - w2->dmin * (float)m2);
+    out[3] = a->d * (w3->d * (float)s3 - w3->dmin * (float)m3);
 }
 
 static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x)
@@ -869,29 +940,39 @@ static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x
 static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                             int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    enum { NB = CHUNK / 32 };
+    enum { NB = CHUNK_FAST / 32 };
     const size_t rb = lq_row_bytes(type, k), ab = lq_act_bytes(type, k);
     const size_t bb = (size_t)format_of(type).bytes;
     blk32 wb[PANEL][NB];
-    int16_t x16[CHUNK];
+    int16_t x16[CHUNK_FAST];
     float acc[ITILE][PANEL];
     for (int64_t j = j0; j < j1; j += PANEL) {
         const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nb = (k - c < CHUNK ? (int)(k - c) : CHUNK) / 32;
+            for (int64_t c = 0; c < k; c += CHUNK_FAST) {
+                const int nb = (k - c < CHUNK_FAST ? (int)(k - c) : CHUNK_FAST) / 32;
                 for (int r = 0; r < np; r++)
                     decode_fast32(type, w + (size_t)(j + r) * rb + (size_t)(c / 32) * bb, nb, wb[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act32 *a = (const lq_act32 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 32;
                     widen32(a, nb, x16);
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot32(&wb[r][bi], &a[bi], x16 + bi * 32);
-                        acc[ii][r] = s;
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            float t[PANEL];
+                            dot32_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
+                                        x16 + bi * 32, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot32(&wb[r][bi], &a[bi], x16 + bi * 32);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }
@@ -905,29 +986,39 @@ static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, cons
 static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                              int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
-    enum { NB = CHUNK / 256 };
+    enum { NB = CHUNK_FAST / 256 };
     const size_t rb = lq_row_bytes(type, k), ab = lq_act_bytes(type, k);
     const size_t bb = (size_t)format_of(type).bytes;
     blk256 wb[PANEL][NB];
-    int16_t x16[CHUNK];
+    int16_t x16[CHUNK_FAST];
     float acc[ITILE][PANEL];
     for (int64_t j = j0; j < j1; j += PANEL) {
         const int np = j1 - j < PANEL ? (int)(j1 - j) : PANEL;
         for (int64_t i0 = 0; i0 < m; i0 += ITILE) {
             const int ni = m - i0 < ITILE ? (int)(m - i0) : ITILE;
             memset(acc, 0, (size_t)ni * sizeof acc[0]);
-            for (int64_t c = 0; c < k; c += CHUNK) {
-                const int nb = (k - c < CHUNK ? (int)(k - c) : CHUNK) / 256;
+            for (int64_t c = 0; c < k; c += CHUNK_FAST) {
+                const int nb = (k - c < CHUNK_FAST ? (int)(k - c) : CHUNK_FAST) / 256;
                 for (int r = 0; r < np; r++)
                     decode_fast256(type, w + (size_t)(j + r) * rb + (size_t)(c / 256) * bb, nb, wb[r]);
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act256 *a = (const lq_act256 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 256;
                     widen256(a, nb, x16);
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
-                        acc[ii][r] = s;
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            float t[PANEL];
+                            dot256_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
+                                         x16 + bi * 256, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }

@@ -41,7 +41,7 @@ GGUF_QUANTIZES = (T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4)
 SCALES = {T.Q4_0: (0,), T.Q4_1: (0, 2), T.Q5_0: (0,), T.Q5_1: (0, 2), T.Q8_0: (0,),
           T.Q2_K: (80, 82), T.Q3_K: (108,), T.Q4_K: (0, 2), T.Q5_K: (0, 2), T.Q6_K: (208,)}
 MINIMUM = {T.Q4_1: (2, 1), T.Q5_1: (2, 1), T.Q2_K: (82, 15), T.Q4_K: (2, 63), T.Q5_K: (2, 63)}
-ROWS = 11  # rows of W: two whole panels of four and a partial one
+ROWS = 37  # rows of W: the portable kernels' groups of 16 twice, then 4 + 1 rows
 
 
 def block_of(qtype: T) -> int:
@@ -54,7 +54,7 @@ def act_block(qtype: T) -> int:
 
 
 def ks_for(qtype: T) -> list[int]:
-    """256, 512 and a large k that is not a whole number of the kernels' 512-wide chunks;
+    """256, 512 and a large k that is not a whole number of 512-value chunks;
     for the dense types, whose blocks are single values, ks that are not whole numbers of
     any vector either."""
     if block_of(qtype) == 1:
@@ -135,9 +135,15 @@ def built_library() -> Path | None:
     return None
 
 
+def compile_cc() -> str | None:
+    """The C compiler: $CC, else cc, gcc or clang on the PATH."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") \
+        or shutil.which("clang")
+
+
 def compile_portable(out_dir: Path) -> Path:
     """quants.c alone, as the portable fallback builds (no x86 kernels)."""
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    cc = compile_cc()
     if cc is None:
         pytest.fail("no library in engine/native and no C compiler to build quants.c: "
                     "run `pip install -e .` or install a C compiler")
@@ -211,13 +217,15 @@ class QuantizedActs:
 
 def quantize_acts(x: np.ndarray, block: int) -> QuantizedActs:
     """quants.h's fast-mode activations: d = max|x| / 127 per block in float32, codes
-    round(x / d) as x * (1 / d) rounded to nearest, ties away from zero."""
+    x * (1 / d) (x / d where 1 / d overflows) rounded to nearest, ties away from zero."""
     m, k = x.shape
     blocks = x.reshape(m, k // block, block)
-    d = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
-    with np.errstate(divide="ignore"):
+    d = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)[..., None]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-    qs = np.clip(round_away(blocks * inv[..., None]), -127, 127).astype(np.int8)
+        scaled = np.where(np.isinf(inv), blocks / d, blocks * inv)
+    qs = np.clip(round_away(scaled), -127, 127).astype(np.int8)
+    d = d[..., 0]
     sums = qs.reshape(m, k // block, -1, 16).astype(np.int64).sum(axis=-1)
     return QuantizedActs(d, qs.reshape(m, k), sums)
 
@@ -325,8 +333,12 @@ def test_activations_are_quantized_to_nearest_with_float32_scales(kernels, qtype
     k = ks_for(qtype)[-1]
     x = activations(5, k, seed=3)
     x[1, :4] = [127.0, 2.5, -2.5, 0.5]  # d = 1 exactly: ties, rounded away from zero
+    x[2, :256] *= np.float32(1e-40)  # subnormal: 1 / d overflows
+    x[2, :16] = 0.0
     d, qs, s, bsums = parse_acts(qtype, kernels.quantize_act(qtype, x), k)
     assert qs[1, :4].tolist() == [127, 3, -3, 1]
+    assert not qs[2, :16].any() and np.abs(qs[2, 16:256]).max() == 127
+    assert (np.abs(qs[2, 16:256]) < 127).sum() > 100
     ref = quantize_acts(x, act_block(qtype))
     assert_bit_identical(d, ref.d)
     assert np.array_equal(qs, ref.qs)
@@ -385,7 +397,7 @@ def test_each_output_is_independent_of_m_and_the_columns_computed(kernels, qtype
     for i in (0, 5, 16):
         assert_bit_identical(kernels.matmul(mode, qtype, xin[i:i + 1], w.raw), whole[i:i + 1])
     assert_bit_identical(kernels.matmul(mode, qtype, xin[3:6], w.raw), whole[3:6])
-    for splits in ([0, 3, 4, 11], [0, 1, 2, 9, 11], [0, 5, 11]):
+    for splits in ([0, 3, 4, ROWS], [0, 1, 2, 9, 30, ROWS], [0, 17, ROWS]):
         y = np.full((17, ROWS + 3), np.nan, np.float32)  # ldy wider than the columns
         for j0, j1 in pairwise(splits):
             kernels.matmul(mode, qtype, xin, w.raw, j0, j1, y)
@@ -420,3 +432,49 @@ def test_a_long_prefill_equals_its_rows_one_by_one(kernels, qtype, mode):
         expected = x.astype(np.float64) @ w.values.T.astype(np.float64)
         tol = 1e-5 * (np.abs(x).astype(np.float64) @ np.abs(w.values).T)
         assert_within(whole, expected, tol, f"{qtype.name} m=300")
+
+
+def test_demo_model_rows_are_gguf_bit_for_bit(kernels, demo_05b):
+    """A sample of rows of every matrix of the real 0.5B model: de-quantized to gguf's
+    values, and exact mode within float32 error of x times them."""
+    from engine.gguf import open_model
+
+    model = open_model(demo_05b)
+    rng = np.random.default_rng(0)
+    seen = set()
+    x = activations(3, 8960, seed=1)
+    for name, t in model.tensors.items():
+        if len(t.shape) != 2:
+            continue
+        k = t.shape[1]
+        rows = np.sort(rng.choice(t.shape[0], size=min(t.shape[0], 8), replace=False))
+        raw = np.ascontiguousarray(t.raw[rows])
+        expected = np.asarray(dequantize(raw, t.ggml_type), np.float32).reshape(len(rows), k)
+        assert_bit_identical(kernels.dequantize(t.ggml_type, k, raw), expected)
+        y = kernels.matmul("exact", t.ggml_type, x[:, :k], raw)
+        xk = x[:, :k].astype(np.float64)
+        assert_within(y, xk @ expected.T.astype(np.float64),
+                      1e-5 * (np.abs(xk) @ np.abs(expected).T), name)
+        seen.add(t.ggml_type)
+    assert {T.Q4_K, T.Q5_0, T.Q6_K, T.Q8_0} <= seen
+
+
+ARM64_CC, QEMU = shutil.which("aarch64-linux-gnu-gcc"), shutil.which("qemu-aarch64")
+
+
+@pytest.mark.skipif(ARM64_CC is None or QEMU is None or compile_cc() is None,
+                    reason="needs a C compiler, aarch64-linux-gnu-gcc and qemu-aarch64")
+def test_arm64_builds_give_this_machines_bits(tmp_path):
+    """The portable kernels are the ones ARM machines run: built for ARM64 (where the
+    compiler would fuse a * b + c into one instruction if quants.c let it) they give
+    every output to the bit as here, de-quantized rows, activations and both modes."""
+    sources = [str(NATIVE / "quants.c"), str(Path(__file__).with_name("dump_quants.c"))]
+    outputs = []
+    for cc, runner in ((compile_cc(), []), (ARM64_CC, [QEMU, "-L", "/usr/aarch64-linux-gnu"])):
+        exe = tmp_path / f"dump-{len(outputs)}"
+        subprocess.run([cc, "-O2", "-std=gnu11", "-DLQ_NO_X86", f"-I{NATIVE}", *sources,
+                        "-o", str(exe), "-lm"], check=True)
+        outputs.append(subprocess.run([*runner, str(exe)], capture_output=True,
+                                      check=True).stdout)
+    assert len(outputs[0]) > 6_000_000
+    assert outputs[0] == outputs[1]
