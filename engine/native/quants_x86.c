@@ -451,13 +451,14 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
 }
 
 #if LQ_VNNI
-/* Scales of sub-blocks g .. g + 3 for the 32 int16 lanes of a 64-weight product. */
-LQ_FN __m512i F(q6_k_scales4)(__m128i sc, int g) {
-    const __m256i idx = _mm256_setr_epi8(
-        g, g, g, g, g, g, g, g, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1, g + 1,
-        g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 2, g + 3, g + 3, g + 3, g + 3,
-        g + 3, g + 3, g + 3, g + 3);
-    return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(_mm256_broadcastsi128_si256(sc), idx));
+/* Scales of sub-blocks g .. g + 3 for the 32 int16 lanes of a 64-weight product, picked
+ * from the 16 scales as int16 (lanes 0..15 of sc16). */
+LQ_FN __m512i F(q6_k_scales4)(__m512i sc16, int g) {
+    const __m512i idx = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(g + 1)),
+                                                _mm_set1_epi16((short)g))),
+        _mm256_set_m128i(_mm_set1_epi16((short)(g + 3)), _mm_set1_epi16((short)(g + 2))), 1);
+    return _mm512_permutexvar_epi16(idx, sc16);
 }
 
 LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
@@ -485,15 +486,16 @@ LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
                 const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
                 const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
                 const __m512i qh = _mm512_broadcast_i64x4(F(load)(blk + 128 + 32 * h));
-                const __m128i sc = _mm_loadu_si128((const __m128i *)(blk + 192));
+                const __m512i sc16 = _mm512_castsi256_si512(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
                 a[r] = _mm512_or_si512(
                     _mm512_and_si512(ql, nib),
                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), two), 4));
                 b[r] = _mm512_or_si512(
                     _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib),
                     _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), two), 4));
-                sa[r] = F(q6_k_scales4)(sc, 8 * h);
-                sb4[r] = F(q6_k_scales4)(sc, 8 * h + 4);
+                sa[r] = F(q6_k_scales4)(sc16, 8 * h);
+                sb4[r] = F(q6_k_scales4)(sc16, 8 * h + 4);
             }
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) {
