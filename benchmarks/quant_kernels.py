@@ -165,6 +165,8 @@ def main() -> None:
     parser.add_argument("--isa", help="LANTERN_KERNELS for Lantern's library (avx2, portable)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--formats", nargs="+", default=[f.name for f in FORMATS])
+    parser.add_argument("--prefill-rows", type=int, default=PREFILL_ROWS,
+                        help="rows of the many-row product (512: a prompt's prefill)")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,7 +175,7 @@ def main() -> None:
         print(f"Lantern kernels: {lantern.isa}; one thread; load average "
               f"{os.getloadavg()[0]:.2f}")
         print("| format | out x in | decode GB/s Lantern | llama.cpp | ratio "
-              "| prefill@512 GFLOP/s Lantern | llama.cpp | ratio |")
+              f"| prefill@{args.prefill_rows} GFLOP/s Lantern | llama.cpp | ratio |")
         print("|---|---|---|---|---|---|---|---|")
         for qtype in (T[name] for name in args.formats):
             block = GGML_QUANT_SIZES[qtype][0]
@@ -183,7 +185,7 @@ def main() -> None:
                 w = random_weights(qtype, n, k, rng)
                 copies = [w] + [w.copy() for _ in range(max(0, STREAM_BYTES // w.nbytes - 1))]
                 cells = []
-                for m, mats in ((1, copies), (PREFILL_ROWS, [w])):
+                for m, mats in ((1, copies), (args.prefill_rows, [w])):
                     x = rng.standard_normal((m, k)).astype(np.float32)
                     ours, theirs = best_seconds(
                         [lantern.timer(qtype, k, mats, x), ggml.timer(qtype, k, mats, x)],
