@@ -3,14 +3,17 @@
  * Compiled without -mavx2 or -march flags: every function that uses wide instructions
  * carries a target attribute, and lq_x86_isa picks the widest set this CPU runs, once.
  * The kernel bodies (the second half of this file) are compiled twice, by including this
- * file into itself: once for AVX2+FMA, once for AVX-512 VL+BW+VNNI (the same 256-bit
- * kernels, with VPDPBUSD for the int8 dot products and wider row tiles).
+ * file into itself: once for AVX2+FMA, once for AVX-512 F+BW+VL+VNNI. The AVX-512 set
+ * runs the K-quants 512 bits wide (VPDPWSSD applies the sub-block scales), the 32-element
+ * formats with VPDPBUSD, and tiles more rows. Formats: Q4_K, Q6_K, Q5_0, Q8_0, Q4_0, fast
+ * and exact mode; any other type returns 0 and the portable kernel runs. Built by another
+ * compiler than GCC or Clang (MSVC), or for another CPU, the file holds only that answer.
  *
  * Row independence (quants.h): every y[i][j] is computed by the same sequence of
  * operations whatever m, j0 and j1 are. Rows of x are processed in tiles that share each
- * de-quantized weight block (that is what makes prefill fast), but each row keeps its own
- * accumulators and the tile of one row and the tile of several rows run the same
- * per-row code.
+ * de-quantized weight block (that is what makes prefill fast) and a few rows of W that
+ * share each activation load, but each (row of x, row of W) keeps its own accumulators,
+ * and a tile of any size runs the same per-pair code.
  *
  * Fast mode: the integer sums of a block are exact (as the portable kernels'); the float
  * order differs: each block's scaled sum is added lane-wise into 8 float lanes (fused
@@ -19,7 +22,7 @@
  * Exact mode: weights are de-quantized with gguf.quants.dequantize's float32 operations in
  * its order (no fused multiply-add there), then multiplied into float32 accumulators.
  *
- * LANTERN_KERNELS (read once): "portable" turns these kernels off, "avx2" caps them at
+ * LANTERN_KERNELS (read once, when the library loads): "portable" turns these kernels off, "avx2" caps them at
  * AVX2 (to test that path on an AVX-512 CPU); otherwise the widest supported set runs.
  */
 #ifndef LQ_X86_PASS
@@ -86,6 +89,9 @@ static int lq_level(void) {
     return seen;
 }
 
+/* LANTERN_KERNELS is read when the library loads, as quants.c reads it. */
+__attribute__((constructor)) static void lq_choose_at_load(void) { (void)lq_level(); }
+
 const char *lq_x86_isa(void) {
     switch (lq_level()) {
     case LQ_LEVEL_VNNI: return "avx512-vnni";
@@ -134,12 +140,18 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 
 #if LQ_X86_PASS == 1
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c")))
-#define LQ_TILE 4
+#define LQ_IT 4 /* rows of x per tile */
+#define LQ_JT 2 /* rows of W per tile (32-element formats) */
+#define LQ_KIT 4 /* rows of x per tile (K-quants) */
+#define LQ_KJT 1 /* rows of W per tile (K-quants) */
 #define LQ_VNNI 0
 #define F(name) name##_1
 #else
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
-#define LQ_TILE 4
+#define LQ_IT 8
+#define LQ_JT 2
+#define LQ_KIT 8
+#define LQ_KJT 2
 #define LQ_VNNI 1
 #define F(name) name##_2
 #endif
@@ -157,6 +169,13 @@ LQ_FN float F(hsum)(__m256 v) {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+
+#if LQ_VNNI
+/* The two 256-bit halves of 16 int32 lanes added: 8 lanes. */
+LQ_FN __m256i F(halves)(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+#endif
 
 LQ_FN __m256i F(load)(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
@@ -207,66 +226,172 @@ LQ_FN __m256i F(codes_q5_0)(const uint8_t *b) {
 
 typedef __m256i (*F(codes32_fn))(const uint8_t *);
 
-/* Rows x[0..nt) against one weight row; x rows are xstride blocks apart. */
-LQ_FN void F(fast32_tile)(const int nt, F(codes32_fn) codes, const size_t bbytes,
-                          const int64_t nb, const uint8_t *wrow, const lq_act32 *x,
-                          const int64_t xstride, float *y, const int64_t ldy) {
-    __m256 acc[LQ_TILE];
+/* Weight rows w[0..nj) (row_bytes apart) against rows x[0..ni) (xstride blocks apart):
+ * each decoded weight block and each activation block loaded once per tile. */
+LQ_FN void F(fast32_tile)(const int nj, const int ni, F(codes32_fn) codes,
+                          const size_t bbytes, const int64_t nb, const uint8_t *w,
+                          const size_t row_bytes, const lq_act32 *x, const int64_t xstride,
+                          float *y, const int64_t ldy) {
+    __m256 acc[LQ_JT][LQ_IT];
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = wrow + b * bbytes;
-        const __m256i q = codes(blk);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const __m256 dw = _mm256_set1_ps(F(half)(blk));
+        __m256i q[LQ_JT], aq[LQ_JT];
+        __m256 dw[LQ_JT];
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
+        for (int r = 0; r < nj; r++) {
+            const uint8_t *blk = w + r * row_bytes + b * bbytes;
+            q[r] = codes(blk);
+            aq[r] = _mm256_sign_epi8(q[r], q[r]);
+            dw[r] = _mm256_set1_ps(F(half)(blk));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) {
             const lq_act32 *xb = x + t * xstride + b;
-            const __m256i p = F(dot_u8s8)(aq, _mm256_sign_epi8(F(load)(xb->qs), q));
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb->d)),
-                                     _mm256_cvtepi32_ps(p), acc[t]);
+            const __m256i xv = F(load)(xb->qs);
+            const __m256 dx = _mm256_set1_ps(xb->d);
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                const __m256i p = F(dot_u8s8)(aq[r], _mm256_sign_epi8(xv, q[r]));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], dx), _mm256_cvtepi32_ps(p),
+                                            acc[r][t]);
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
 }
 
 LQ_FN void F(fast32)(F(codes32_fn) codes, const size_t bbytes, int64_t k, int64_t m,
                      const lq_act32 *xq, const uint8_t *w, int64_t j0, int64_t j1, float *y,
                      int64_t ldy) {
     const int64_t nb = k / 32;
-    const int64_t chunk = lq_chunk_rows((size_t)nb * sizeof(lq_act32), LQ_TILE);
+    const size_t rb = (size_t)nb * bbytes;
+    const int64_t chunk = lq_chunk_rows((size_t)nb * sizeof(lq_act32), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
-        for (int64_t j = j0; j < j1; j++) {
-            const uint8_t *wrow = w + j * nb * bbytes;
-            int64_t i = i0;
-            for (; i + LQ_TILE <= i1; i += LQ_TILE)
-                F(fast32_tile)(LQ_TILE, codes, bbytes, nb, wrow, xq + i * nb, nb,
+        const int64_t tiled = i0 + (i1 - i0) / LQ_IT * LQ_IT;
+        int64_t j = j0;
+        for (; j + LQ_JT <= j1; j += LQ_JT)
+            for (int64_t i = i0; i < tiled; i += LQ_IT)
+                F(fast32_tile)(LQ_JT, LQ_IT, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
                                y + i * ldy + j, ldy);
-            for (; i < i1; i++)
-                F(fast32_tile)(1, codes, bbytes, nb, wrow, xq + i * nb, nb, y + i * ldy + j,
-                               ldy);
-        }
+        for (; j < j1; j++)
+            for (int64_t i = i0; i < tiled; i += LQ_IT)
+                F(fast32_tile)(1, LQ_IT, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
+                               y + i * ldy + j, ldy);
+        /* rows left over (all of them in a one-row decode step): one weight row at a time,
+         * which streams W faster than two interleaved rows */
+        for (int64_t i = tiled; i < i1; i++)
+            for (j = j0; j < j1; j++)
+                F(fast32_tile)(1, 1, codes, bbytes, nb, w + j * rb, rb, xq + i * nb, nb,
+                               y + i * ldy + j, ldy);
     }
 }
 
 /* ---- Q4_K: 256 elements, 8 sub-blocks of 32 with 6-bit scales and minimums ---- */
 
-LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
-    for (int i = 0; i < 4; i++) {
-        sc[i] = s[i] & 0x3F;
-        mn[i] = s[i + 4] & 0x3F;
-        sc[i + 4] = (s[i + 8] & 0x0F) | ((s[i] >> 2) & 0x30);
-        mn[i + 4] = (s[i + 8] >> 4) | ((s[i + 4] >> 2) & 0x30);
-    }
+/* ggml's unpacking: 12 bytes of 6-bit values into bytes sc[0..7] then mn[0..7], built in
+ * registers (bytes stored as words and read back as one vector would stall the load). */
+LQ_FN __m128i F(q4_k_scales_vec)(const uint8_t *s) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    const uint32_t sc03 = u[0] & 0x3f3f3f3f, mn03 = u[1] & 0x3f3f3f3f;
+    const uint32_t sc47 = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    const uint32_t mn47 = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    return _mm_set_epi32((int)mn47, (int)mn03, (int)sc47, (int)sc03);
 }
 
-LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
-                        const lq_act256 *x, const int64_t xstride, float *y,
+LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
+    const __m128i v = F(q4_k_scales_vec)(s);
+    _mm_storel_epi64((__m128i *)sc, v);
+    _mm_storel_epi64((__m128i *)mn, _mm_unpackhi_epi64(v, v));
+}
+
+#if LQ_VNNI
+/* 512 bits: one pair of sub-blocks (64 weights) per instruction, VPDPWSSD applying the
+ * scales; each superblock's 16 int32 lanes folded to 8 before the float work; nj rows of W share each activation
+ * load, ni rows of x each decoded weight. */
+LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_TILE];
-    __m256i sumi[LQ_TILE];
+    __m256 acc[LQ_KJT][LQ_KIT];
+    __m512i sumi[LQ_KJT][LQ_KIT];
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            scm[r] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+                _mm256_setzero_si256(), F(q4_k_scales_vec)(w + r * rb + sb * LQ_Q4_K_BYTES + 4),
+                0));
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
+        }
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            /* scale of sub-block 2p for the low 32 products, 2p + 1 for the high ones */
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * p)),
+                                                    _mm256_set1_epi16((short)(2 * p + 1)), 1);
+            __m512i q[LQ_KJT], s[LQ_KJT];
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                const __m256i q4 = F(load)(w + r * rb + sb * LQ_Q4_K_BYTES + 16 + 32 * p);
+                const __m256i nib = _mm256_set1_epi8(0x0F);
+                q[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q4, nib)),
+                                          _mm256_and_si256(_mm256_srli_epi16(q4, 4), nib), 1);
+                s[r] = _mm512_permutexvar_epi16(pick, scm[r]);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const __m512i xs = _mm512_loadu_si512(x[t * xstride + sb].qs + 64 * p);
+#pragma GCC unroll 8
+                for (int r = 0; r < nj; r++)
+                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(q[r], xs), s[r]);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            const uint8_t *blk = w + r * rb + sb * LQ_Q4_K_BYTES;
+            const float d = F(half)(blk), dmin = F(half)(blk + 2);
+            /* [m0, m0, m1, m1, ...]: against the 16 bsums, m_s times its sub-block's sum */
+            const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(
+                _mm512_castsi256_si512(_mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
+                                                         13, 14, 14, 15, 15)),
+                scm[r]));
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const lq_act256 *xb = x + t * xstride + sb;
+                const __m256i msum = _mm256_madd_epi16(mins, F(load)(xb->bsums));
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d),
+                                            _mm256_cvtepi32_ps(F(halves)(sumi[r][t])), acc[r][t]);
+                acc[r][t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d),
+                                             _mm256_cvtepi32_ps(msum), acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
+}
+
+#else
+/* 256 bits, one row of W (nj is 1). */
+LQ_FN void F(q4_k_tile)(const int nj, const int nt, const int64_t nsb, const uint8_t *wrow,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
+                        const int64_t ldy) {
+    (void)nj;
+    (void)rb;
+    __m256 acc[LQ_KIT];
+    __m256i sumi[LQ_KIT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -311,6 +436,8 @@ LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
     for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
 }
 
+#endif
+
 /* ---- Q6_K: 256 elements, 16 sub-blocks of 16 with int8 scales, codes q - 32 ---- */
 
 /* Elements 128h + 32n .. + 31 as unsigned codes 0..63. */
@@ -323,11 +450,96 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
     return _mm256_or_si256(lo, hi);
 }
 
-LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
-                        const lq_act256 *x, const int64_t xstride, float *y,
+#if LQ_VNNI
+/* Scales of sub-blocks g .. g + 3 for the 32 int16 lanes of a 64-weight product, picked
+ * from the 16 scales as int16 (lanes 0..15 of sc16). */
+LQ_FN __m512i F(q6_k_scales4)(__m512i sc16, int g) {
+    const __m512i idx = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_set_m128i(_mm_set1_epi16((short)(g + 1)),
+                                                _mm_set1_epi16((short)g))),
+        _mm256_set_m128i(_mm_set1_epi16((short)(g + 3)), _mm_set1_epi16((short)(g + 2))), 1);
+    return _mm512_permutexvar_epi16(idx, sc16);
+}
+
+LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_TILE];
-    __m256i sumi[LQ_TILE];
+    __m256 acc[LQ_KJT][LQ_KIT];
+    __m512i sumi[LQ_KJT][LQ_KIT];
+    const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
+    const __m512i shift_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i shift_b = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t sb = 0; sb < nsb; sb++) {
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            /* a: elements 128h .. + 63, b: 128h + 64 .. + 127, as unsigned codes 0..63 */
+            __m512i a[LQ_KJT], b[LQ_KJT], sa[LQ_KJT], sb4[LQ_KJT];
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
+                const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+                const __m512i qh = _mm512_broadcast_i64x4(F(load)(blk + 128 + 32 * h));
+                const __m512i sc16 = _mm512_castsi256_si512(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
+                a[r] = _mm512_or_si512(
+                    _mm512_and_si512(ql, nib),
+                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), two), 4));
+                b[r] = _mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib),
+                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), two), 4));
+                sa[r] = F(q6_k_scales4)(sc16, 8 * h);
+                sb4[r] = F(q6_k_scales4)(sc16, 8 * h + 4);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const int8_t *xs = x[t * xstride + sb].qs + 128 * h;
+                const __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 64);
+#pragma GCC unroll 8
+                for (int r = 0; r < nj; r++) {
+                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(a[r], x0), sa[r]);
+                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(b[r], x1), sb4[r]);
+                }
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
+            const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+            const float d = F(half)(blk + 208);
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const lq_act256 *xb = x + t * xstride + sb;
+                /* the codes' offset: 32 * sum over sub-blocks of scale * activation sum */
+                const __m256i off =
+                    _mm256_slli_epi32(_mm256_madd_epi16(scales, F(load)(xb->bsums)), 5);
+                const __m256i total = _mm256_sub_epi32(F(halves)(sumi[r][t]), off);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(total),
+                                            acc[r][t]);
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
+}
+
+#else
+/* 256 bits, one row of W (nj is 1). */
+LQ_FN void F(q6_k_tile)(const int nj, const int nt, const int64_t nsb, const uint8_t *wrow,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
+                        const int64_t ldy) {
+    (void)nj;
+    (void)rb;
+    __m256 acc[LQ_KIT];
+    __m256i sumi[LQ_KIT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -364,23 +576,31 @@ LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
     for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
 }
 
-typedef void (*F(tile256_fn))(int, int64_t, const uint8_t *, const lq_act256 *, int64_t,
-                              float *, int64_t);
+#endif
+
+typedef void (*F(tile256_fn))(int, int, int64_t, const uint8_t *, size_t, const lq_act256 *,
+                              int64_t, float *, int64_t);
 
 LQ_FN void F(fast256)(F(tile256_fn) tile, const size_t bbytes, int64_t k, int64_t m,
                       const lq_act256 *xq, const uint8_t *w, int64_t j0, int64_t j1,
                       float *y, int64_t ldy) {
     const int64_t nsb = k / 256;
-    const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_TILE);
+    const size_t rb = (size_t)nsb * bbytes;
+    const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_KIT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
-        for (int64_t j = j0; j < j1; j++) {
-            const uint8_t *wrow = w + j * nsb * bbytes;
-            int64_t i = i0;
-            for (; i + LQ_TILE <= i1; i += LQ_TILE)
-                tile(LQ_TILE, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-            for (; i < i1; i++) tile(1, nsb, wrow, xq + i * nsb, nsb, y + i * ldy + j, ldy);
-        }
+        const int64_t tiled = i0 + (i1 - i0) / LQ_KIT * LQ_KIT;
+        int64_t j = j0;
+        for (; j + LQ_KJT <= j1; j += LQ_KJT)
+            for (int64_t i = i0; i < tiled; i += LQ_KIT)
+                tile(LQ_KJT, LQ_KIT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+        for (; j < j1; j++)
+            for (int64_t i = i0; i < tiled; i += LQ_KIT)
+                tile(1, LQ_KIT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
+        /* rows left over (all of them in a one-row decode step): one weight row at a time */
+        for (int64_t i = tiled; i < i1; i++)
+            for (j = j0; j < j1; j++)
+                tile(1, 1, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
     }
 }
 
@@ -478,7 +698,7 @@ typedef void (*F(exact_fn))(const uint8_t *, int64_t, __m256 *);
 
 LQ_FN void F(exact_tile)(const int nt, F(exact_fn) weights, const int64_t k,
                          const uint8_t *wrow, const float *x, float *y, const int64_t ldy) {
-    __m256 a0[LQ_TILE], a1[LQ_TILE];
+    __m256 a0[LQ_IT], a1[LQ_IT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < k / 32; g++) {
@@ -500,14 +720,14 @@ LQ_FN void F(exact_tile)(const int nt, F(exact_fn) weights, const int64_t k,
 LQ_FN void F(exact)(F(exact_fn) weights, const size_t row_bytes, int64_t k, int64_t m,
                     const float *x, const uint8_t *w, int64_t j0, int64_t j1, float *y,
                     int64_t ldy) {
-    const int64_t chunk = lq_chunk_rows((size_t)k * sizeof(float), LQ_TILE);
+    const int64_t chunk = lq_chunk_rows((size_t)k * sizeof(float), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
         for (int64_t j = j0; j < j1; j++) {
             const uint8_t *wrow = w + j * row_bytes;
             int64_t i = i0;
-            for (; i + LQ_TILE <= i1; i += LQ_TILE)
-                F(exact_tile)(LQ_TILE, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
+            for (; i + LQ_IT <= i1; i += LQ_IT)
+                F(exact_tile)(LQ_IT, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
             for (; i < i1; i++)
                 F(exact_tile)(1, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
         }
@@ -544,7 +764,10 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
 }
 
 #undef LQ_TARGET
-#undef LQ_TILE
+#undef LQ_IT
+#undef LQ_JT
+#undef LQ_KJT
+#undef LQ_KIT
 #undef LQ_VNNI
 #undef F
 #undef LQ_FN

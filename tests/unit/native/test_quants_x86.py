@@ -1,7 +1,8 @@
-"""The x86 SIMD kernels (engine/native/quants_x86.c) against numpy references: fast mode
-against the exact integer block sums, exact mode against gguf.quants.dequantize to the bit,
-and every value independent of how rows and columns are split. Each kernel set this CPU
-runs is tested (AVX2 forced with LANTERN_KERNELS=avx2 on an AVX-512 CPU)."""
+"""The x86 SIMD kernels (engine/native/quants_x86.c) against numpy references and against
+the portable kernels (quants.c): fast mode against the exact integer block sums, exact mode
+against gguf.quants.dequantize to the bit, and every value independent of how rows and
+columns are split. Each kernel set this CPU runs is tested (AVX2 forced with
+LANTERN_KERNELS=avx2 on an AVX-512 CPU)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,18 @@ import pytest
 from gguf import GGMLQuantizationType as T
 from gguf import quants
 
+from tests.unit.native.test_quants import (
+    SCALES,
+    activations,
+    assert_within,
+    compile_portable,
+    make_weights,
+)
+from tests.unit.native.test_quants import Kernels as Library
+
 NATIVE = Path(__file__).resolve().parents[3] / "engine" / "native"
 FORMATS = [T.Q4_K, T.Q6_K, T.Q5_0, T.Q8_0, T.Q4_0]
 ISAS = ["avx2", "avx512-vnni"]
-# f16 scale fields (byte offset, value range) that random bytes must not fill with inf/NaN
-SCALES = {T.Q8_0: [0], T.Q4_0: [0], T.Q5_0: [0], T.Q4_K: [0, 2], T.Q6_K: [208]}
 ACT32 = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
 ACT256 = np.dtype([("d", "<f4"), ("bsums", "<i2", 16), ("qs", "i1", 256)])
 
@@ -32,7 +40,12 @@ pytestmark = pytest.mark.skipif(
 
 
 def _cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
+    """The CPU's features as Linux lists them: the tests' own word on what the kernels'
+    run-time choice should find."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        pytest.skip("no /proc/cpuinfo to read this CPU's features from (Linux only)")
+    for line in cpuinfo.read_text().splitlines():
         if line.startswith("flags"):
             return set(line.split(":", 1)[1].split())
     return set()
@@ -65,34 +78,49 @@ class Kernels:
         assert done == 1, f"no {mode} kernel for {qtype.name} in {self.isa}"
 
 
-@pytest.fixture(scope="module", params=ISAS)
-def kernels(request, tmp_path_factory) -> Kernels:
+def _build(isa: str, out: Path, *sources: str) -> Path:
+    """Sources from engine/native compiled as the tests build them, no -m flags; skips
+    (saying why) when this CPU cannot run the kernel set isa."""
     flags = _cpu_flags()
-    if request.param == "avx512-vnni" and not {"avx512f", "avx512bw", "avx512vl",
-                                               "avx512_vnni"} <= flags:
+    if isa == "avx512-vnni" and not {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags:
         pytest.skip("this CPU has no AVX-512 VNNI: the AVX-512 kernels cannot run here")
     if not {"avx2", "fma", "f16c"} <= flags:
         pytest.skip("this CPU has no AVX2+FMA: the x86 kernels cannot run here")
-    lib = tmp_path_factory.mktemp("native") / f"lq_{request.param}.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib),
-                    str(NATIVE / "quants_x86.c")], check=True)
-    loaded = Kernels(lib, request.param)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(out),
+                    *(str(NATIVE / name) for name in sources)], check=True)
+    return out
+
+
+@pytest.fixture(scope="module", params=ISAS)
+def kernels(request, tmp_path_factory) -> Kernels:
+    """quants_x86.c alone, its kernel set forced to each one this CPU runs."""
+    out = tmp_path_factory.mktemp("native") / f"lq_x86_{request.param}.so"
+    loaded = Kernels(_build(request.param, out, "quants_x86.c"), request.param)
     assert loaded.isa == request.param
     return loaded
 
 
+@pytest.fixture(scope="module", params=ISAS)
+def library(request, tmp_path_factory) -> Library:
+    """quants.c with the x86 kernels, as the op's library holds them."""
+    out = tmp_path_factory.mktemp("native") / f"liblantern_quants_{request.param}.so"
+    _build(request.param, out, "quants.c", "quants_x86.c")
+    os.environ["LANTERN_KERNELS"] = request.param
+    try:
+        loaded = Library(out)
+    finally:
+        del os.environ["LANTERN_KERNELS"]
+    assert loaded.isa() == request.param
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def portable(tmp_path_factory) -> Library:
+    return Library(compile_portable(tmp_path_factory.mktemp("portable")))
+
+
 def _weights(qtype: T, n: int, k: int, seed: int) -> np.ndarray:
-    """n rows of valid blocks: gguf's own quantizer where it has one, else random codes
-    and scales with float16 scale fields set to finite values."""
-    rng = np.random.default_rng(seed)
-    if qtype in (T.Q8_0, T.Q4_0, T.Q5_0):
-        return quants.quantize(rng.standard_normal((n, k)).astype(np.float32), qtype)
-    block, size = quants.GGML_QUANT_SIZES[qtype]
-    w = rng.integers(0, 256, (n, k // block, size), dtype=np.uint8)
-    for off in SCALES[qtype]:
-        scale = rng.uniform(0.001, 0.05, w.shape[:2]).astype(np.float16)
-        w[..., off:off + 2] = scale.view(np.uint8).reshape(*w.shape[:2], 2)
-    return w.reshape(n, -1)
+    return make_weights(qtype, n, k, seed).raw
 
 
 def _with_scales(qtype: T, w: np.ndarray, values: list[float]) -> np.ndarray:
@@ -224,7 +252,25 @@ def test_unhandled_types_are_left_to_the_portable_kernels(kernels):
 
 
 def test_lantern_kernels_portable_turns_the_x86_kernels_off(tmp_path):
-    lib = tmp_path / "lq.so"
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib),
-                    str(NATIVE / "quants_x86.c")], check=True)
+    lib = _build("avx2", tmp_path / "lq.so", "quants_x86.c")
     assert Kernels(lib, "portable").isa == ""
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
+def test_simd_equals_the_portable_kernels(library, portable, qtype, mode):
+    """Through quants.h: the same activations (lq_quantize_act) and weights give the
+    portable kernels' values up to float32 rounding (the sums run in another order)."""
+    k = 2816 if qtype in (T.Q4_K, T.Q6_K) else 2592
+    w = make_weights(qtype, 11, k, seed=8)
+    for m in (1, 9):
+        x = activations(m, k, seed=m)
+        if mode == "fast":
+            xin = library.quantize_act(qtype, x)
+            assert np.array_equal(xin, portable.quantize_act(qtype, x))
+        else:
+            xin = x
+        got = library.matmul(mode, qtype, xin, w.raw)
+        want = portable.matmul(mode, qtype, xin, w.raw).astype(np.float64)
+        assert_within(got, want, 1e-5 * (np.abs(x) @ w.bound.T),
+                      f"{qtype.name} {mode} m={m} {library.isa()} vs portable")
