@@ -3,7 +3,7 @@ application menu's entry runs this)."""
 
 import sys
 
-from engine.cli import desktop
+from app.launcher import desktop
 
 if __name__ == "__main__":
     sys.exit(desktop())

@@ -15,6 +15,7 @@ from pathlib import Path
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from app import wheel_focus
 from app.desktop import preflight, self_test, theme
 from app.desktop.logging_setup import setup_logging
 from app.desktop.memory import freeze_startup_objects, merge_freed_blocks
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationVersion(__version__)
     app.setDesktopFileName("lantern")
     theme.apply(app, None if args.theme == "auto" else args.theme == "dark")
+    wheel_focus.install(app)            # the wheel scrolls pages, not values under it
 
     settings = Settings.load()
     if args.models_dir:

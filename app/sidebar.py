@@ -6,8 +6,10 @@ what a choice means.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import QModelIndex, QPoint, QRect, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPalette
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -28,7 +30,25 @@ from app.conversations.list_model import ConversationListModel
 from app.models.list_model import ModelEntry, ModelListModel
 
 ROW_HEIGHT = 46
+MODEL_ROWS_SHOWN = 8        # the model list grows with the store up to this many rows
 ERROR_COLOUR = QColor(200, 60, 50)
+
+
+def elide_model_name(name: str, metrics: QFontMetrics, width: int) -> str:
+    """An Ollama name cut where it says least: the tag's middle, then its end, so family and
+    size stay ("qwen2.5-coder:1.5b-…-q4_K_M", "qwen2.5-coder:1.5b-…"); else the middle."""
+    if metrics.horizontalAdvance(name) <= width:
+        return name
+    family, colon, tag = name.rpartition(":")
+    parts = tag.split("-")
+    shorter = ([f"{family}:{parts[0]}-…-{parts[-1]}"] if len(parts) > 2 else []) + \
+        ([f"{family}:{parts[0]}-…"] if colon and len(parts) > 1 else [])
+    fitting = (s for s in shorter if metrics.horizontalAdvance(s) <= width)
+    return next(fitting, metrics.elidedText(name, Qt.ElideMiddle, width))
+
+
+def elide_right(text: str, metrics: QFontMetrics, width: int) -> str:
+    return metrics.elidedText(text, Qt.ElideRight, width)
 
 
 class TwoLineDelegate(QStyledItemDelegate):
@@ -36,10 +56,13 @@ class TwoLineDelegate(QStyledItemDelegate):
     details say why), optional badge."""
 
     def __init__(self, details_role: int, problem_role: int | None = None,
-                 badge_role: int | None = None, badge: str = "", parent=None) -> None:
+                 badge_role: int | None = None, badge: str = "",
+                 elide_title: Callable[[str, QFontMetrics, int], str] = elide_right,
+                 parent=None) -> None:
         super().__init__(parent)
         self.details_role, self.problem_role = details_role, problem_role
         self.badge_role, self.badge = badge_role, badge
+        self.elide_title = elide_title
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:  # noqa: N802
         return QSize(option.rect.width(), ROW_HEIGHT)
@@ -70,8 +93,8 @@ class TwoLineDelegate(QStyledItemDelegate):
         line = text_rect.height() // 2
         title_rect = QRect(text_rect.x(), text_rect.y(), text_rect.width() - badge_width, line)
         painter.drawText(title_rect, Qt.AlignLeft | Qt.AlignVCenter,
-                         painter.fontMetrics().elidedText(str(index.data() or ""),
-                                                          Qt.ElideRight, title_rect.width()))
+                         self.elide_title(str(index.data() or ""), painter.fontMetrics(),
+                                          title_rect.width()))
         problem = index.data(self.problem_role) if self.problem_role is not None else None
         details = index.data(self.details_role) or ""
         small = QFont(option.font)
@@ -106,8 +129,24 @@ def _section(text: str) -> QLabel:
     return label
 
 
-def _list_view(model, delegate: QStyledItemDelegate) -> QListView:
-    view = QListView()
+class ModelListView(QListView):
+    """As tall as the store's models, up to MODEL_ROWS_SHOWN rows (then it scrolls), so a
+    small store is seen whole on a 720-pixel screen and the conversations get the rest."""
+
+    def setModel(self, model) -> None:  # noqa: N802 (Qt's name)
+        super().setModel(model)
+        for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset):
+            signal.connect(self.updateGeometry)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 (Qt's name)
+        rows = min(self.model().rowCount() if self.model() else 0, MODEL_ROWS_SHOWN)
+        return QSize(super().sizeHint().width(),
+                     max(rows, 1) * ROW_HEIGHT + 2 * self.frameWidth())
+
+
+def _list_view(model, delegate: QStyledItemDelegate,
+               view_class: type[QListView] = QListView) -> QListView:
+    view = view_class()
     view.setModel(model)
     view.setItemDelegate(delegate)
     view.setMouseTracking(True)
@@ -157,13 +196,13 @@ class Sidebar(QFrame):
         layout.addLayout(header)
         self.model_view = _list_view(models, TwoLineDelegate(
             ModelListModel.DetailsRole, ModelListModel.ProblemRole, ModelListModel.VisionRole,
-            "vision"))
+            "vision", elide_title=elide_model_name), ModelListView)
         self.model_view.setObjectName("modelList")
         self.model_view.clicked.connect(self._model_clicked)
         self.model_view.activated.connect(self._model_clicked)     # Enter after Ctrl+K
         self.model_view.setContextMenuPolicy(Qt.CustomContextMenu)
         self.model_view.customContextMenuRequested.connect(self._model_menu)
-        layout.addWidget(self.model_view, 2)
+        layout.addWidget(self.model_view)
 
         self.new_chat = QPushButton("+  New chat")
         self.new_chat.setObjectName("newChat")
@@ -184,7 +223,7 @@ class Sidebar(QFrame):
         self.conversation_view.clicked.connect(self._conversation_clicked)
         self.conversation_view.setContextMenuPolicy(Qt.CustomContextMenu)
         self.conversation_view.customContextMenuRequested.connect(self._conversation_menu)
-        layout.addWidget(self.conversation_view, 3)
+        layout.addWidget(self.conversation_view, 1)
 
         self.settings = QPushButton("⚙  Settings")
         self.settings.setObjectName("settingsButton")

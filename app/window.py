@@ -218,11 +218,16 @@ class MainWindow(QMainWindow):
         """Tool calls ask here; an answer that ends takes its open question with it."""
         self._tool_question: QMessageBox | None = None
         self.controller.tools.confirmRequested.connect(self._confirm_tool)
+        self.controller.tools.alwaysAllowed.connect(self._always_allow)
         self.controller.busyChanged.connect(
             lambda busy: busy or self._tool_question is None or self._tool_question.reject())
 
     def _confirm_tool(self, call: ToolCall, where: str, answer: Answer) -> None:
         self._tool_question = ask_allow(self, call, where, answer)
+
+    def _always_allow(self, tool: str) -> None:
+        if tool not in self.settings.allowed_tools:
+            self._save_settings(allowed_tools=[*self.settings.allowed_tools, tool])
 
     def _connect(self) -> None:
         sidebar, controller, loader = self.sidebar, self.controller, self.loader
@@ -265,6 +270,7 @@ class MainWindow(QMainWindow):
         self.panel.colorTokensToggled.connect(self._color_tokens)
         self.panel.layerStatsToggled.connect(self._layer_stats)
         self.panel.checkRequested.connect(self._check)
+        self.panel.checkCancelRequested.connect(self._cancel_check)
         self.empty.folderChosen.connect(self.set_models_dir)
         self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
@@ -417,6 +423,8 @@ class MainWindow(QMainWindow):
         self.controller.give_up_check()
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
+        self.chat.input.set_loading(entry.name)
+        self.chat.refresh_header()            # the empty chat says what is loading
         self.loader.load(entry, self.settings)
 
     def _load_progress(self, stage: str, fraction: float) -> None:
@@ -459,10 +467,14 @@ class MainWindow(QMainWindow):
 
     def _load_failed(self, message: str) -> None:
         self.banner.show_message("error", message)
+        self.chat.input.load_stopped("did not load (the banner above says why)")
+        self.chat.refresh_header()
         self.status_model.setText(self.entry.name if self.entry else "no model loaded")
 
     def _cancel_banner_job(self) -> None:
         self.loader.cancel()
+        self.chat.input.load_stopped("was not loaded (the load was cancelled)")
+        self.chat.refresh_header()
         self.status_model.setText(self.entry.name if self.entry else "no model loaded")
 
     def reload_model(self) -> None:
@@ -539,8 +551,8 @@ class MainWindow(QMainWindow):
         """Esc: stop the answer; else leave editing; else clear the search."""
         if self.controller.busy:
             self.controller.stop()
-        elif self.chat.input.editing:
-            self.chat.input.cancel_edit()
+        elif self.chat.input.waiting or self.chat.input.editing:
+            self.chat.input.escape()
         elif self.sidebar.search.text():
             self.sidebar.search.clear()
             self.focus_input()
@@ -588,6 +600,10 @@ class MainWindow(QMainWindow):
             self.panel.show_check_failed(str(error))
             return
         self.panel.show_check_running()
+
+    def _cancel_check(self) -> None:
+        self.controller.give_up_check()
+        self.panel.show_check_cancelled()
 
     def _images_attached(self, paths: list[str]) -> None:
         if self.controller.model is not None and not self.controller.vision:

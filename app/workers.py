@@ -56,7 +56,6 @@ class Job(QObject):
 
     @Slot()
     def run(self) -> None:
-        _behind_the_window()
         try:
             self.work()
         except BaseException as error:  # shown to the user, never lost
@@ -76,7 +75,9 @@ class Job(QObject):
 def _behind_the_window() -> None:
     """The calling job thread, and every thread it starts (ONNX Runtime's workers among
     them), gives way to the GUI thread when both want a core: on a machine whose cores a
-    model keeps busy, the window would otherwise wait its turn for every repaint."""
+    model keeps busy, the window would otherwise wait its turn for every repaint. Only a
+    thread JobRunner started calls it (first thing on ``started``): a job run inline must
+    not lower its caller, which could never raise itself again without privileges."""
     if sys.platform.startswith("linux"):     # a thread's nice value is its own there
         thread = threading.get_native_id()
         try:
@@ -223,6 +224,8 @@ class JobRunner(QObject):
     def start(self, job: Job) -> Job:
         thread = QThread(QCoreApplication.instance())  # owned by the app, not by us
         job.moveToThread(thread)
+        # direct: runs on the new thread itself, before the job
+        thread.started.connect(_behind_the_window, Qt.ConnectionType.DirectConnection)
         thread.started.connect(job.run)
         # direct: the thread ends itself; queued, quit would wait for the GUI thread
         job.finished.connect(thread.quit, Qt.ConnectionType.DirectConnection)

@@ -7,7 +7,12 @@ agreement with the path and the RMS of the logit error against exact mode. The w
 adds 15 prompts (code in four languages, prose, Chinese, translation) so one near-tie
 moves the figure by 0.1%, not 0.6%.
 
-    .venv/bin/python -m benchmarks.agreement 0.5b 1.5b     # needs llama-cpp-python
+A key is a demo model (chat prompts) or a family of benchmarks.families (a random-weight
+Q4_K_M GGUF at a released model's widths, made on first use; raw prompts with the BOS
+its GGUF asks for). Random weights give flat logits, so their top-1 figures are lower
+than a trained model's for any int8 path: compare the two engines, not the families.
+
+    .venv/bin/python -m benchmarks.agreement 0.5b 1.5b gemma3 qwen3vl phi3 llama
 """
 
 import sys
@@ -56,12 +61,24 @@ def llama_logits(llm, prompt: list[int], path: list[int]) -> np.ndarray:
     return np.asarray(llm.scores[len(prompt) - 1: len(prompt) - 1 + len(path)])
 
 
+def raw(path, texts: list[str]) -> list[list[int]]:
+    tokenizer = load_tokenizer(path)
+    return [tokenizer.encode_prompt([(t, False)]) for t in texts]
+
+
 def exact_paths(key: str, tokens: int):
-    """The demo model, the ids of every prompt (oracle's, then WIDER), and exact mode's
-    greedy path of ``tokens`` tokens with its logits for each."""
-    gguf = fetch(DEMO_MODELS[key])
+    """The model, the ids of every prompt (oracle's, then WIDER), and exact mode's greedy
+    path of ``tokens`` tokens with its logits for each."""
+    texts = [p.text for p in PROMPTS] + list(WIDER)
+    if key in DEMO_MODELS:
+        gguf = fetch(DEMO_MODELS[key])
+        prompts = chat(gguf, texts)
+    else:
+        from benchmarks.families import family_file
+
+        gguf = family_file(key, threads=2)
+        prompts = raw(gguf, texts)
     model = open_model(gguf)
-    prompts = chat(gguf, [p.text for p in PROMPTS] + list(WIDER))
     exact = DecoderSession(model, exact=True, max_cache_len=max(map(len, prompts)) + tokens)
     return model, prompts, [step_through(exact, p, tokens) for p in prompts]
 

@@ -1,6 +1,6 @@
 """What dropping a loaded model costs, with glibc's large blocks in 4 KiB pages and in
 transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, as the desktop app
-restarts itself with: engine/cli/huge_pages.py).
+restarts itself with: app/desktop/huge_pages.py).
 
 Each round is a fresh process per setting (the tunable is read at process start), turns
 alternating: it loads the model on a thread as the app does (graph cache warm), drops it

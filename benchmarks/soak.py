@@ -8,8 +8,8 @@ process's RSS every ``--rss-every`` turns, then checks that the log holds no tra
 and that the history has every turn, each answer complete unless it was stopped or
 interrupted. A tiny synthetic model by default; ``--models-dir --model --model2`` for
 real ones. Exit status 1 when a check fails. It starts as the app does: BLAS threads
-told not to spin (engine/cli/blas_threads.py), the process restarted with glibc's huge
-pages (engine/cli/huge_pages.py).
+told not to spin (app/desktop/blas_threads.py), the process restarted with glibc's huge
+pages (app/desktop/huge_pages.py).
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.soak
 """
@@ -71,7 +71,7 @@ def history_problems(history, conversation: int | None, sent: list[str],
 
 
 def main() -> int:
-    from engine.cli import window_process
+    from app.launcher import window_process
 
     window_process()                    # as the app's start does
     args = parse_args()

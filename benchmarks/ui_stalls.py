@@ -14,8 +14,8 @@ each stall, the CPU time the GUI thread itself used in it: the rest of the stall
 waited (for the GIL held by a worker, or for a core on a busy machine).
 A tiny synthetic model with a long prompt stands in by default
 (`--models-dir DIR --model NAME --model2 NAME` uses a real store's models). It starts as
-the app does: numpy's BLAS threads told not to spin (engine/cli/blas_threads.py), the
-process restarted with glibc's huge pages (engine/cli/huge_pages.py), the app's style
+the app does: numpy's BLAS threads told not to spin (app/desktop/blas_threads.py), the
+process restarted with glibc's huge pages (app/desktop/huge_pages.py), the app's style
 sheet applied.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python -m benchmarks.ui_stalls
@@ -253,7 +253,7 @@ def pull_source(folder: Path) -> tuple[LocalRegistry, str]:
 
 
 def main() -> int:
-    from engine.cli import window_process
+    from app.launcher import window_process
 
     window_process()                    # as the app's start does
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -35,6 +35,7 @@ from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
 from engine.runtime.loader import LoadedModel
 from engine.store import Store
+from engine.store.manifest import digest_hex
 
 MODEL_SWITCH_NOTE = "interrupted by the model switch"
 TITLE_LENGTH = 48
@@ -57,6 +58,18 @@ def title_of(text: str, images: tuple[str, ...]) -> str:
     if len(line) <= TITLE_LENGTH:
         return line
     return line[: TITLE_LENGTH - 1].rstrip(" .,;:!?-–—") + "…"   # never ".…"
+
+
+def produced_by(model: LoadedModel | RemoteModel, session: ChatBackend, where: str) -> dict:
+    """What an answer ran with, kept beside it: the weights, the engine and the options
+    (the model's name is kept in its own column)."""
+    if isinstance(model, LoadedModel):
+        hex_digest = digest_hex(model.gguf.path.name)
+        weights = f"sha256:{hex_digest}" if hex_digest else str(model.gguf.path)
+        engine = "exact" if model.exact else "fast"
+    else:
+        weights, engine = model.info.blob_digest or "", f"server {where}"
+    return {"weights": weights, "engine": engine, "options": asdict(session.options)}
 
 
 class ConversationController(QObject):
@@ -347,13 +360,16 @@ class ConversationController(QObject):
 
     def _start_answer(self, turn: Callable[[ChatBackend, tuple], Iterator[Event]],
                       images: tuple[str, ...] = ()) -> int:
-        self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False)
+        self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False,
+                                          model=self.model_name)
         self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
         self._logprobs = []
         self._sent = None
         self._first_token = True
         self._decode_ns = self._decoded = 0
         session = self._open_session()
+        self.history.set_produced_by(self.answer_id, produced_by(self.model, session,
+                                                                 self.where))
         pending, self._pending = self._pending, None
         max_pixels = self.settings.max_pixels
         before = self._take_draining()
@@ -496,7 +512,7 @@ class ConversationController(QObject):
             if self._sent is not None:
                 self._take_back(*self._sent)
                 if "num_ctx" in message:
-                    message += ("; in Lantern the context size is in Settings → Engine "
+                    message += ("; in Lantern the context size is in Settings → Conversation "
                                 "(num_ctx, for every chat)")
         self._finish(complete=False)
         self.answerFailed.emit(message)
@@ -542,6 +558,8 @@ class ConversationController(QObject):
                 self._last_stored("user") is None:
             raise GenerationError("send a message first: the check runs on the last prompt")
         session = self._open_session()
+        self.history.set_produced_by(self.answer_id, produced_by(self.model, session,
+                                                                 self.where))
         pending, self._pending = self._pending, None
         before = self._take_draining()
         max_pixels = self.settings.max_pixels

@@ -1,7 +1,8 @@
 """Where the user writes: multi-line text (Enter sends, Shift+Enter breaks the line),
 images and documents attached by button, paste or drag & drop, shown as removable
 thumbnails and chips (app.chat.document_tray), and the Send button that becomes Stop
-while an answer streams.
+while an answer streams. A message sent while a model loads waits in the box, saying so,
+and goes when the model is ready; if the load fails or is cancelled it stays, with why.
 
 Every image is checked when it arrives, so an unreadable file is reported at once (the
 `imageRejected` signal carries the engine's ImageError message) rather than at send time.
@@ -182,6 +183,8 @@ class InputBox(QFrame):
         self.editing = False
         self.busy = False
         self.ready = False
+        self.loading: str | None = None   # the model being loaded, if one is
+        self.waiting = False              # a message waits for that load to end
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 10)
         layout.setSpacing(6)
@@ -190,6 +193,11 @@ class InputBox(QFrame):
         self.edit_label.setObjectName("editLabel")
         self.edit_label.hide()
         layout.addWidget(self.edit_label)
+        self.wait_label = QLabel()
+        self.wait_label.setObjectName("waitLabel")
+        self.wait_label.setWordWrap(True)
+        self.wait_label.hide()
+        layout.addWidget(self.wait_label)
 
         self.strip = QScrollArea()
         self.strip.setObjectName("thumbnailStrip")
@@ -221,11 +229,11 @@ class InputBox(QFrame):
         row.addWidget(self.attach_button, 0, Qt.AlignBottom)
         self.editor = PromptEdit()
         self.editor.setObjectName("promptEdit")
-        self.editor.setPlaceholderText("Message the model…  (Enter sends, Shift+Enter: new line)")
+        self.editor.setPlaceholderText("Message the model…  (Shift+Enter: new line)")
         self.editor.setTabChangesFocus(True)
         self.editor.submitted.connect(self.submit)
         self.editor.imagesPasted.connect(self.attach)
-        self.editor.escapePressed.connect(self.cancel_edit)
+        self.editor.escapePressed.connect(self.escape)
         self.editor.document().documentLayout().documentSizeChanged.connect(self._fit_height)
         self.editor.textChanged.connect(self._update_send)
         row.addWidget(self.editor, 1)
@@ -323,6 +331,11 @@ class InputBox(QFrame):
         text = self.editor.toPlainText().strip()
         if not text and not self.images and not self.documents.documents:
             return
+        if self.loading is not None:     # sent when the model is ready (set_ready)
+            self.waiting = True
+            self._say_waiting()
+            return
+        self._say("")
         images = () if self.editing else tuple(self.images)
         if not self.editing:
             text = self.documents.message(text)
@@ -363,14 +376,55 @@ class InputBox(QFrame):
         self._update_send()
 
     def set_ready(self, ready: bool) -> None:
-        """Whether a model is loaded (the user may type anyway)."""
+        """Whether a model is loaded (the user may type anyway); a loaded model also ends
+        the load, and a message that waited for it is sent now."""
         self.ready = ready
+        if ready:
+            self.loading = None
+            if self.waiting:
+                self.waiting = False
+                self.submit()
         self._update_send()
 
+    def set_loading(self, name: str) -> None:
+        """A model is being loaded: Enter makes a message wait for it (one that waits
+        already now waits for this model)."""
+        self.loading = name
+        if self.waiting:
+            self._say_waiting()
+        self._update_send()
+
+    def load_stopped(self, why: str) -> None:
+        """The load failed or was cancelled: a waiting message stays in the box, unsent."""
+        name, self.loading = self.loading, None
+        if self.waiting:
+            self.waiting = False
+            self._say(f"Not sent: {name} {why}. Your message is still here; choose a model "
+                      "in the sidebar, then press Enter.")
+        self._update_send()
+
+    def escape(self) -> None:
+        """Esc: a waiting message stays unsent; else leave editing."""
+        if self.waiting:
+            self.waiting = False
+            self._say("")
+        else:
+            self.cancel_edit()
+
+    def _say_waiting(self) -> None:
+        self._say(f"Loading {self.loading}… your message is sent when it is ready "
+                  "(Esc keeps it here unsent)")
+
+    def _say(self, text: str) -> None:
+        self.wait_label.setText(text)
+        self.wait_label.setVisible(bool(text))
+
     def _update_send(self) -> None:
-        """Stop while busy; Send once there is something to send and a model to take it."""
+        """Stop while busy; Send once there is something to send and a model to take it
+        (or one loading, to wait for)."""
         has_message = bool(self.images) or bool(self.editor.toPlainText().strip())
-        self.send_button.setEnabled(self.busy or (self.ready and has_message))
+        self.send_button.setEnabled(
+            self.busy or ((self.ready or self.loading is not None) and has_message))
 
     def _send_or_stop(self) -> None:
         if self.busy:

@@ -159,7 +159,7 @@ class ChatPage(QWidget):
 
     def _restored(self, stored: StoredMessage) -> MessageWidget:
         widget = self._new_widget(stored.role, stored.content, stored.images, stored.id,
-                                  self._model_name)
+                                  stored.model or self._model_name)
         if stored.thinking:
             widget.thinking.finish(stored.thinking, stored.thinking_ms)
         if stored.role == "assistant":
@@ -211,7 +211,10 @@ class ChatPage(QWidget):
         self.header.show_conversation(stored.title if stored else "New chat",
                                       controller.model_name or (stored.model if stored else ""),
                                       system, options, controller.conversation_format())
-        if controller.model is None:
+        if controller.model is None and self.input.loading is not None:
+            self.view.set_hint(f"Loading {self.input.loading}… type your message meanwhile: "
+                               "Enter sends it when the model is ready.")
+        elif controller.model is None:
             self.view.set_hint("Pick a model on the left (Ctrl+K) to start chatting.")
         else:
             self.view.set_hint(f"Ask {controller.model_name} anything: type below and press "

@@ -114,7 +114,29 @@ class SteeringBar(QWidget):
         self.changed.emit(self.vectors())
 
     def _choose(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Control vector", "",
-                                              "Control vectors (*.gguf)")
-        if path:
-            self.add_vector(path)
+        dialog = control_vector_dialog(self)
+        if dialog.exec() and dialog.selectedFiles():
+            self.add_vector(dialog.selectedFiles()[0])
+
+
+MAKE_ONE = ("A control vector is a GGUF of one direction per layer, added to the model's "
+            "hidden state (llama.cpp's format). Make one from two files of contrasting "
+            "prompts, one per line:\n"
+            "    lantern steer MODEL --positive happy.txt --negative sad.txt -o mood.gguf\n"
+            "or with llama.cpp's cvector-generator. It must be made for this model's "
+            "architecture and width.")
+
+
+def control_vector_dialog(parent: QWidget) -> QFileDialog:
+    """The file dialog for a control vector, saying what one is and how to make one (Qt's
+    own dialog: a native one takes no extra text)."""
+    dialog = QFileDialog(parent, "Steer with a control vector", "", "Control vectors (*.gguf)")
+    dialog.setFileMode(QFileDialog.ExistingFile)
+    dialog.setOption(QFileDialog.DontUseNativeDialog)
+    note = QLabel(MAKE_ONE)
+    note.setObjectName("controlVectorHint")
+    note.setWordWrap(True)
+    note.setTextInteractionFlags(Qt.TextSelectableByMouse)
+    grid = dialog.layout()
+    grid.addWidget(note, grid.rowCount(), 0, 1, grid.columnCount())
+    return dialog

@@ -16,11 +16,14 @@ def ask_allow(parent: QWidget, call: ToolCall, where: str, answer: Answer) -> QM
     arguments = json.dumps(call.arguments, ensure_ascii=False)
     box = QMessageBox(QMessageBox.Question, "Allow this tool call?",
                       f"The model wants to run {call.name} on {where} with {arguments}.\n\n"
-                      "Allow it? (Settings → Tools can always allow this server.)",
+                      "Allow it? (Settings → Tools can always allow a whole server.)",
                       QMessageBox.NoButton, parent)
     box.setObjectName("toolConfirm")
     allow = box.addButton("Allow", QMessageBox.AcceptRole)
+    always = box.addButton(f"Always allow {call.name}", QMessageBox.AcceptRole)
+    always.setObjectName("alwaysAllow")
     box.addButton("Deny", QMessageBox.RejectRole)
-    box.finished.connect(lambda _: answer.give(box.clickedButton() is allow))
+    box.finished.connect(lambda _: answer.give(box.clickedButton() in (allow, always),
+                                               always=box.clickedButton() is always))
     box.open()
     return box

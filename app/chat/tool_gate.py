@@ -18,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.settings.store import Settings
 from engine.chat.events import ToolCallEvent
+from engine.chat.tool_results import cut_note
 from engine.chat.tools import ToolCall, ToolFailed
 from engine.tools.mcp_client import McpServer
 from engine.tools.toolbox import Toolbox
@@ -30,10 +31,11 @@ class Answer:
     """The user's answer to one confirmation, handed from the GUI thread to the worker."""
 
     allowed: bool = False
+    always: bool = False            # and every later call of the same tool
     given: threading.Event = field(default_factory=threading.Event)
 
-    def give(self, allowed: bool) -> None:
-        self.allowed = allowed
+    def give(self, allowed: bool, always: bool = False) -> None:
+        self.allowed, self.always = allowed, allowed and always
         self.given.set()
 
 
@@ -74,8 +76,9 @@ def describe_call(event: ToolCallEvent) -> tuple[str, str]:
     arrow = "failed:" if event.failed else "→"
     full = f"Tool call: {event.name}({arguments}) {arrow} {event.result}"
     short = " ".join(full.split())
+    note = f" {cut_note(event.shown_tokens, event.total_tokens)}" if event.cut else ""
     if len(short) > RESULT_LENGTH:
-        short = short[: RESULT_LENGTH - 1] + "…"
+        short = short[: RESULT_LENGTH - 1 - len(note)] + "…" + note
     return short, full
 
 
@@ -83,11 +86,13 @@ class ToolGate(QObject):
     """Builds the chat's Toolbox lazily and asks the GUI for confirmations."""
 
     confirmRequested = Signal(object, str, object)   # ToolCall, where it runs, Answer
+    alwaysAllowed = Signal(str)                      # a tool the user always allows now
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._lock = threading.Lock()
         self._built: tuple[Toolbox, list[str]] | None = None
+        self.always: set[str] = set()       # tools allowed without asking (Settings' list)
 
     def reset(self) -> None:
         """The settings changed: the next answer builds the tools again."""
@@ -97,6 +102,7 @@ class ToolGate(QObject):
     def prepare(self, settings: Settings) -> tuple[Toolbox | None, list[str]]:
         """Worker thread: the tools to offer (None when none are on) and notes on
         servers left out, the first time only."""
+        self.always = set(settings.allowed_tools)
         if not settings.builtin_tools and not settings.mcp_servers:
             return None, []
         with self._lock:
@@ -106,10 +112,16 @@ class ToolGate(QObject):
             return self._built
 
     def confirm(self, call: ToolCall, where: str, cancel: threading.Event) -> bool:
-        """Worker thread: wait for the user's answer; a cancelled answer is a refusal."""
+        """Worker thread: wait for the user's answer (none for a tool they always allow);
+        a cancelled answer is a refusal."""
+        if call.name in self.always:
+            return True
         answer = Answer()
         self.confirmRequested.emit(call, where, answer)
         while not answer.given.wait(0.1):
             if cancel.is_set():
                 return False
+        if answer.always:
+            self.always.add(call.name)
+            self.alwaysAllowed.emit(call.name)
         return answer.allowed

@@ -34,8 +34,10 @@ from PySide6.QtWidgets import (
 
 from app.chat.elided_label import ElidedLabel
 from app.chat.markdown_blocks import split_blocks
+from app.chat.sent_document import SentDocument
 from app.chat.thinking_section import ThinkingSection
 from app.discard import discard
+from engine.chat.documents import split
 
 TOKEN_PROPERTY = QTextFormat.UserProperty + 1
 NAME_KEPT = 16                    # a bubble's header shows this much of a model's name
@@ -211,13 +213,14 @@ class MessageWidget(QFrame):
             layout.addLayout(_image_strip(images))
         self.thinking = ThinkingSection()
         layout.addWidget(self.thinking)
-        self.body = QVBoxLayout()
-        self.body.setSpacing(6)
-        layout.addLayout(self.body)
-        self.tool_calls: list[QLabel] = []    # the answer's tool calls, under its text
+        # the answer's tool calls above its text: the calls came first, the answer after
+        self.tool_calls: list[QLabel] = []
         self._calls = QVBoxLayout()
         self._calls.setSpacing(2)
         layout.addLayout(self._calls)
+        self.body = QVBoxLayout()
+        self.body.setSpacing(6)
+        layout.addLayout(self.body)
         self._blocks: list[QWidget] = []
         self._coloured: list = []       # the tokens the coloured view holds, in order
         self._render_timer = QTimer(self, singleShot=True, interval=40)
@@ -289,11 +292,24 @@ class MessageWidget(QFrame):
         self._blocks = []
         self._coloured = []
 
+    def _render_user(self) -> None:
+        """Attached documents as chips that open to their text, then what the user typed."""
+        documents, typed = split(self.text)
+        self._clear_blocks()
+        for document in documents:
+            self._blocks.append(SentDocument(document))
+            self.body.addWidget(self._blocks[-1])
+        if typed or not documents:
+            self._blocks.append(self._new_browser())
+            self.body.addWidget(self._blocks[-1])
+            self._blocks[-1].setPlainText(typed)
+
     def _render_markdown(self) -> None:
         self._coloured = []             # the blocks, kept or not, hold no coloured tokens
-        blocks = split_blocks(self.text) if self.role == "assistant" else []
         if self.role != "assistant":
-            blocks = [None]
+            self._render_user()
+            return
+        blocks = split_blocks(self.text)
         kinds = ["prose" if b is None else b.kind for b in blocks]
         current = ["code" if isinstance(w, CodeBlock) else "prose" for w in self._blocks]
         if kinds != current:

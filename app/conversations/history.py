@@ -49,6 +49,8 @@ ADDED_COLUMNS = (
     ("messages", "logprobs", "TEXT NOT NULL DEFAULT '[]'"),
     ("messages", "steering", "TEXT NOT NULL DEFAULT ''"),
     ("conversations", "control_vectors", "TEXT NOT NULL DEFAULT '[]'"),
+    ("messages", "model", "TEXT NOT NULL DEFAULT ''"),
+    ("messages", "produced_by", "TEXT NOT NULL DEFAULT '{}'"),
 )
 
 FTS_SCHEMA = """
@@ -73,7 +75,7 @@ INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 
 CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
 MESSAGE_COLUMNS = ("id, role, content, images, complete, thinking, thinking_ms, logprobs, "
-                   "steering")
+                   "steering, model, produced_by")
 NO_LOGPROBS = MESSAGE_COLUMNS.replace("logprobs", "'[]'")   # the same, the rows left unread
 
 
@@ -102,6 +104,8 @@ class StoredMessage:
     thinking_ms: int = 0        # how long it thought
     logprobs: tuple = ()        # per token: {"token", "logprob", "top": [[token, logprob]]}
     steering: str = ""          # the control vectors that steered the answer ("" none)
+    model: str = ""             # an answer: the model that wrote it
+    produced_by: dict = field(default_factory=dict, compare=False)  # its weights, options, engine
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,13 @@ class History:
             present = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
             if column not in present:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+                if (table, column) == ("messages", "model"):
+                    # answers from before answers kept their model: the conversation's
+                    # model is the best record there is of who wrote them
+                    self._db.execute(
+                        "UPDATE messages SET model = (SELECT model FROM conversations "
+                        "WHERE conversations.id = messages.conversation) "
+                        "WHERE role = 'assistant'")
 
     def _has_fts(self) -> bool:
         """The search index exists (built now from existing messages if it did not)."""
@@ -276,12 +287,19 @@ class History:
     # -- messages -----------------------------------------------------------------------
 
     def add(self, conversation: int, role: str, content: str,
-            images: tuple[str, ...] = (), complete: bool = True) -> int:
+            images: tuple[str, ...] = (), complete: bool = True, model: str = "",
+            produced_by: dict | None = None) -> int:
+        """A message; an answer names the model that writes it (which also becomes the
+        conversation's current model) and what it ran with."""
         cursor = self._db.execute(
-            "INSERT INTO messages (conversation, role, content, images, complete) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (conversation, role, content, json.dumps(list(images)), int(complete)),
+            "INSERT INTO messages (conversation, role, content, images, complete, model, "
+            "produced_by) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (conversation, role, content, json.dumps(list(images)), int(complete), model,
+             json.dumps(produced_by or {}, ensure_ascii=False)),
         )
+        if model:
+            self._db.execute("UPDATE conversations SET model = ? WHERE id = ?",
+                             (model, conversation))
         self._touch(conversation)
         return int(cursor.lastrowid)
 
@@ -301,6 +319,11 @@ class History:
         if logprobs is not None:
             self._db.execute("UPDATE messages SET logprobs = ? WHERE id = ?",
                              (json.dumps(logprobs, ensure_ascii=False), message))
+
+    def set_produced_by(self, message: int, produced_by: dict) -> None:
+        """What an answer ran with (known once its session is open)."""
+        self._db.execute("UPDATE messages SET produced_by = ? WHERE id = ?",
+                         (json.dumps(produced_by, ensure_ascii=False), message))
 
     def truncate_from(self, conversation: int, message: int) -> None:
         """Drop a message and everything after it (edit / regenerate)."""
@@ -337,10 +360,12 @@ class History:
                         message_id: int | None = None) -> int:
         cursor = self._db.execute(
             "INSERT INTO messages (id, conversation, role, content, images, complete, "
-            "thinking, thinking_ms, logprobs, steering) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "thinking, thinking_ms, logprobs, steering, model, produced_by) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (message_id, conversation, m.role, m.content, json.dumps(list(m.images)),
              int(m.complete), m.thinking, m.thinking_ms,
-             json.dumps(list(m.logprobs), ensure_ascii=False), m.steering))
+             json.dumps(list(m.logprobs), ensure_ascii=False), m.steering, m.model,
+             json.dumps(m.produced_by, ensure_ascii=False)))
         return int(cursor.lastrowid)
 
     def _touch(self, conversation: int) -> None:
@@ -387,7 +412,8 @@ def _lead_with_match(snippet: str) -> str:
 
 def _stored(row: tuple) -> StoredMessage:
     return StoredMessage(row[0], row[1], row[2], _listed(row[3]), bool(row[4]), row[5],
-                         row[6], _listed(row[7]), row[8])
+                         row[6], _listed(row[7]), row[8], row[9],
+                         {} if row[10] == "{}" else json.loads(row[10]))
 
 
 def _listed(text: str) -> tuple:

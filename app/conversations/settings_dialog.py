@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.conversations.format_editor import FormatEditor
+from app.scrolling_page import ScrollingPage
 from app.settings.dialog import HINTS, SAMPLING, parse_option
 from engine.chat.options import Options
 from engine.errors import LanternError
@@ -34,7 +35,9 @@ class ConversationSettingsDialog(QDialog):
         self.setObjectName("conversationSettings")
         self.setMinimumWidth(520)
         self.defaults = defaults
-        layout = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        self.scroll = ScrollingPage(outer, "conversationSettingsScroll")
+        layout = self.scroll.groups
         note = QLabel("For this conversation only; empty fields keep the app's settings "
                       "(shown in grey).")
         note.setWordWrap(True)
@@ -51,8 +54,8 @@ class ConversationSettingsDialog(QDialog):
             edit.setToolTip(HINTS[name])
             self.option_edits[name] = edit
             form.addRow(name, edit)
-        context = QLabel("The context size (num_ctx) is one for every chat: Settings → Engine "
-                         "(the model reloads with room for it).")
+        context = QLabel("The context size (num_ctx) is one for every chat: Settings → "
+                         "Conversation (the model reloads with room for it).")
         context.setObjectName("contextNote")
         context.setWordWrap(True)
         form.addRow("num_ctx", context)
@@ -63,15 +66,16 @@ class ConversationSettingsDialog(QDialog):
         self.error.setObjectName("dialogError")
         self.error.setWordWrap(True)
         self.error.hide()
-        layout.addWidget(self.error)
+        outer.addWidget(self.error)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
-        layout.addWidget(buttons)
+        outer.addWidget(buttons)
         self.ok_button = buttons.button(QDialogButtonBox.Ok)
         self.format_editor.changed.connect(
             lambda: self.ok_button.setEnabled(self.format_editor.error() is None))
         self.ok_button.setEnabled(self.format_editor.error() is None)
+        self.scroll.fit_screen(self)
 
     def system(self) -> str:
         return self.system_edit.toPlainText().strip()

@@ -30,7 +30,8 @@ def to_markdown(conversation: Conversation, messages: list[StoredMessage]) -> st
         options = ", ".join(f"{k} {v}" for k, v in sorted(conversation.options.items()))
         lines += [f"**Options:** {options}", ""]
     for m in messages:
-        lines += [f"## {'You' if m.role == 'user' else conversation.model or m.role}", ""]
+        lines += [f"## {'You' if m.role == 'user' else m.model or conversation.model or m.role}",
+                  ""]
         lines += [f"![image]({path})" for path in m.images]
         if m.thinking:
             lines += ["<details><summary>Thinking</summary>", "",
@@ -78,6 +79,10 @@ def _message_json(m: StoredMessage, logprobs: bool) -> dict:
         out["complete"] = False
     if m.thinking:
         out["thinking"], out["thinking_ms"] = m.thinking, m.thinking_ms
+    if m.model:
+        out["model"] = m.model
+    if m.produced_by:
+        out["produced_by"] = m.produced_by
     if logprobs and m.logprobs:
         out["logprobs"] = list(m.logprobs)
     return out
@@ -133,9 +138,13 @@ def _message(m: object, index: int, name: str) -> StoredMessage:
             not isinstance(logprobs, list):
         raise NotAConversation(f"{where} has \"images\" or \"logprobs\" that are not lists "
                                "(of image paths, of token records)")
+    produced_by = m.get("produced_by") or {}
+    if not isinstance(produced_by, dict):
+        raise NotAConversation(f"{where} has a \"produced_by\" that is not an object")
     return StoredMessage(0, m["role"], m["content"], tuple(images),
                          bool(m.get("complete", True)), str(m.get("thinking") or ""),
-                         int(m.get("thinking_ms") or 0), tuple(logprobs))
+                         int(m.get("thinking_ms") or 0), tuple(logprobs),
+                         model=str(m.get("model") or ""), produced_by=produced_by)
 
 
 def file_name(title: str) -> str:

@@ -37,9 +37,10 @@ class LineChart(QWidget):
     pointClicked = Signal(int)
 
     def __init__(self, title: str = "", *, log: bool = False, height: int = 130,
-                 parent: QWidget | None = None) -> None:
+                 empty: str = "no data yet", parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.title, self.log = title, log
+        self.empty = empty                           # drawn while there are no points
         self.series: list[Series] = []
         self._heights: list[np.ndarray] = []       # each series' plotted heights
         self._span = (0.0, 1.0)                      # their lowest and highest
@@ -54,6 +55,10 @@ class LineChart(QWidget):
         self.series, self.labels = series, labels
         self._heights = [self._plotted(s.values) for s in series]
         self._span = _span(self._heights)
+        self.update()
+
+    def set_empty(self, text: str) -> None:
+        self.empty = text
         self.update()
 
     def set_selected(self, index: int | None) -> None:
@@ -126,7 +131,7 @@ class LineChart(QWidget):
         painter.drawRect(plot)
         if not self.count:
             painter.setPen(text)
-            painter.drawText(plot, Qt.AlignCenter, "no data yet")
+            painter.drawText(plot, Qt.AlignCenter | Qt.TextWordWrap, self.empty)
             return
         low, high = self._span
         painter.setPen(text)

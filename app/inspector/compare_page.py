@@ -28,16 +28,14 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.charts import LineChart, Series
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.widgets import (
     IMAGE_COLOUR,
     hint,
-    progress_row,
     scrolling_body,
     section,
-    show_busy,
-    show_still,
 )
 from engine.inspect.model_compare import Candidate, ModelComparison
 
@@ -47,6 +45,7 @@ SAME_FAMILY = ("pick a model of the same family (another size or quantization of
                "get one with + Get a model")
 IDLE = "Pick the other model, then press Compare."
 RUNNING = "Running both models over this conversation…"
+LISTING = "Reading the store's models to find those with this model's vocabulary…"
 MARKED = 5             # rows of the largest disagreements (compare_models marks 5)
 
 
@@ -116,9 +115,9 @@ class ComparePage(QWidget):
         self.button.setObjectName("compareButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
         self.button.clicked.connect(self._request)
-        row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
-        row.addStretch(0)
-        layout.addLayout(row)
+        self.strip = ProgressStrip(self.button, self.cancelRequested)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
         self.status = hint(IDLE)
         self.status.setObjectName("compareStatus")
         layout.addWidget(self.status)
@@ -173,25 +172,29 @@ class ComparePage(QWidget):
             if not self.rows.records:          # a result's summary stays in view
                 self.status.setText(_availability(candidates))
 
+    def show_listing(self) -> None:
+        """The store's models are being read: say so, not that there are none."""
+        if self.progress.isHidden() and not self.rows.records:
+            self.status.setText(LISTING)
+
     def _request(self) -> None:
         index = self.models.currentIndex()
         if 0 <= index < len(self.candidates):
             self.requested.emit(self.candidates[index])
 
     def show_running(self, other: str) -> None:
-        show_busy(self.progress, self.cancel_button, self.button)
+        self.strip.start()
         self.status.setText(f"{RUNNING} (B: {other})")
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.progress.setFormat(stage)
+        self.strip.advance(stage, fraction)
 
     def show_failed(self, text: str) -> None:
         self._idle()
         self.status.setText(text)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
+        self.strip.still()
         self.button.setEnabled(any(not c.reason for c in self.candidates))
 
     def clear(self) -> None:

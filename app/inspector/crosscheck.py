@@ -5,7 +5,6 @@ sit beside Lantern's; the largest gaps are marked, gaps past the tolerance in re
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -25,6 +24,7 @@ from app.inspector.panel import CHOSEN_COLOUR, FAILED_COLOUR, BarDelegate, table
 from app.inspector.rows import visible_piece
 from app.inspector.table_model import Column, RecordTableModel
 from app.models.list_model import ModelListModel
+from app.verdict import set_verdict, verdict_label
 from app.workers import JobRunner
 from engine.errors import LanternError
 from engine.remote.crosscheck import CrossCheckReport, CrossCheckRow
@@ -67,10 +67,7 @@ class CrossCheckDialog(QDialog):
         self.same_weights = QCheckBox("The server runs the same weights (say so when it "
                                       "reports no digest, as OpenAI-compatible servers do)")
         layout.addWidget(self.same_weights)
-        self.verdict = QLabel("")
-        self.verdict.setObjectName("verdict")
-        self.verdict.setWordWrap(True)
-        self.verdict.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.verdict = verdict_label()
         layout.addWidget(self.verdict)
         self.table_model = RecordTableModel(
             [
@@ -126,21 +123,16 @@ class CrossCheckDialog(QDialog):
             self.show_failure(explain(error))
             return
         self.run_button.setEnabled(False)
-        self._set_verdict(f"Asking {remote.connection.host}, then running Lantern…", None)
+        set_verdict(self.verdict, f"Asking {remote.connection.host}, then running Lantern…", None)
 
     def show_report(self, report: CrossCheckReport) -> None:
         self.run_button.setEnabled(True)
         self.tolerance = report.tolerance
         self.table_model.set_records(list(report.rows))
-        self._set_verdict(f"{report.verdict}.<br>Lantern {report.lantern_mode}; "
+        set_verdict(self.verdict, f"{report.verdict}.<br>Lantern {report.lantern_mode}; "
                           f"weights: {report.weights}", report.agrees)
 
     def show_failure(self, message: str) -> None:
         self.run_button.setEnabled(self.remote.count() > 0)
-        self._set_verdict(f"The cross-check could not run: {message}", False)
+        set_verdict(self.verdict, f"The cross-check could not run: {message}", False)
 
-    def _set_verdict(self, text: str, ok: bool | None) -> None:
-        self.verdict.setText(text)
-        self.verdict.setProperty("ok", "" if ok is None else ("yes" if ok else "no"))
-        self.verdict.style().unpolish(self.verdict)
-        self.verdict.style().polish(self.verdict)

@@ -16,8 +16,13 @@ from PySide6.QtWidgets import QFileDialog, QPushButton, QSizePolicy, QVBoxLayout
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.llama_layers_section import FIRST_OFF, RELATIVE_COLOUR, TOLERANCE_COLOUR
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, progress_row, section, show_busy, show_still
+from app.inspector.widgets import (
+    hint,
+    section,
+)
+from app.verdict import set_verdict, verdict_label
 from engine.inspect.dump_compare import DumpComparison
 from engine.reference.against import LayerDelta
 
@@ -40,12 +45,10 @@ class DumpSection(QWidget):
         self.export_button = self._button("Export layer dump…", "exportDump", self._export)
         self.compare_button = self._button("Compare with a dump…", "compareDump",
                                            self._compare)
-        row, self.progress, self.cancel_button = progress_row(self.export_button,
-                                                              self.cancelRequested)
-        row.insertWidget(1, self.compare_button)
-        row.addStretch(0)
-        layout.addLayout(row)
-        self.status = hint(IDLE)
+        self.strip = ProgressStrip(self.export_button, self.cancelRequested, self.compare_button)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
+        self.status = verdict_label(IDLE, "dumpVerdict")
         self.status.setObjectName("dumpVerdict")
         layout.addWidget(self.status)
         self.suspects = hint("")
@@ -90,22 +93,19 @@ class DumpSection(QWidget):
             self.compareRequested.emit(folder)
 
     def show_running(self, text: str) -> None:
-        show_busy(self.progress, self.cancel_button, self.export_button, self.compare_button)
-        self.status.setText(text)
+        self.strip.start()
+        set_verdict(self.status, text)
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.progress.setFormat(stage)
+        self.strip.advance(stage, fraction)
 
     def show_status(self, text: str) -> None:
         """Idle again, with what came of the last action (or why it could not run)."""
         self._idle()
-        self.status.setText(text)
+        set_verdict(self.status, text)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
-        self.export_button.setEnabled(True)
-        self.compare_button.setEnabled(True)
+        self.strip.still()
 
     def clear(self) -> None:
         """Another conversation: what is shown was about the previous one's context."""
@@ -117,10 +117,11 @@ class DumpSection(QWidget):
         result = comparison.result
         rows = list(result.rows) + ([result.logits] if result.logits is not None else [])
         note = comparison.ids_note("this conversation's latest context")
-        self.status.setText(
+        set_verdict(
+            self.status,
             f"{'AGREE' if result.ok else 'DIVERGE'}: {result.verdict()}. Dump of "
             f"{comparison.model or 'an unnamed model'} in {folder}, {len(comparison.ours.ids)} "
-            f"tokens" + (f"; {note}" if note else "") + ".")
+            f"tokens" + (f"; {note}" if note else "") + ".", result.ok)
         self._show_rows(rows, result.first_off, result.suspects)
         tolerance = result.tolerance
         self.chart.set_series([

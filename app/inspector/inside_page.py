@@ -25,15 +25,12 @@ from app.inspector.attention_map import ImageHeat, TokenHeat
 from app.inspector.attribution_heat import AttributionHeat, AttributionImage
 from app.inspector.contribution_grid import ContributionGrid, summary
 from app.inspector.lens_grid import LensGrid
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import visible_piece
 from app.inspector.widgets import (
-    action_row,
     hint,
-    progress_row,
     scrolling_body,
     section,
-    show_busy,
-    show_still,
 )
 from engine.inspect import Inspection
 from engine.inspect.occlusion import Attribution
@@ -68,12 +65,9 @@ class InsidePage(QWidget):
         layout.addWidget(self.title)
         self.inspect_button = QPushButton("Inspect the latest token")
         self.inspect_button.clicked.connect(self.inspectRequested)
-        row, self.progress, self.cancel_button = progress_row(self.inspect_button,
-                                                               self.cancelRequested)
-        self.progress.setTextVisible(False)     # a thin bar: its stage is a line below
-        layout.addLayout(row)
-        self.stage = hint("")
-        layout.addWidget(self.stage)
+        self.strip = ProgressStrip(self.inspect_button, self.cancelRequested)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
         self.status = hint("")
         layout.addWidget(self.status)
 
@@ -109,9 +103,12 @@ class InsidePage(QWidget):
                               "changes. Blue: hiding it lowers it (the token supported the "
                               "answer); red: raises it (tint: square root of the share of the "
                               "largest change). One reference run per token."))
-        attribute_row, self.attribute_button = action_row(
-            "Hide each earlier token", "attributeButton", self.attributionRequested.emit)
-        layout.addLayout(attribute_row)
+        self.attribute_button = QPushButton("Hide each earlier token")
+        self.attribute_button.setObjectName("attributeButton")
+        self.attribute_button.clicked.connect(self.attributionRequested)
+        # its own progress and Cancel beside its button: this section is far below the top
+        self.attribute_strip = ProgressStrip(self.attribute_button, self.cancelRequested)
+        layout.addWidget(self.attribute_strip)
         self.attribution_note = hint("")
         layout.addWidget(self.attribution_note)
         self.attribution = AttributionHeat()
@@ -145,12 +142,13 @@ class InsidePage(QWidget):
 
     def show_running(self, text: str) -> None:
         self.title.setText(text)
-        show_busy(self.progress, self.cancel_button, self.inspect_button)
+        self.strip.start()
+        self.attribute_button.setEnabled(False)
         self.status.setText("")
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.stage.setText(stage)
+        strip = self.attribute_strip if self.attribute_strip.busy else self.strip
+        strip.advance(stage, fraction)
 
     def show_waiting(self, text: str) -> None:
         self.title.setText(text)
@@ -161,13 +159,12 @@ class InsidePage(QWidget):
         self.status.setText(text)
 
     def show_attributing(self) -> None:
-        show_busy(self.progress, self.cancel_button, self.inspect_button,
-                  self.attribute_button)
+        self.attribute_strip.start("Hiding each earlier token…")
+        self.inspect_button.setEnabled(False)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
-        self.stage.setText("")
-        self.inspect_button.setEnabled(True)
+        self.strip.still()
+        self.attribute_strip.still()
         self.attribute_button.setEnabled(self.inspection is not None)
 
     def clear(self) -> None:

@@ -62,6 +62,7 @@ class Inspector(QObject):
         panel.promptRowClicked.connect(lambda row: self.select_row(row, "prompt token"))
         panel.replyPointClicked.connect(self.select_reply)
         panel.opinion.requested.connect(self.ask_llama)
+        panel.opinion.cancelRequested.connect(self.cancel_opinion)
         panel.opinion.layers.requested.connect(self.compare_layers)
         panel.opinion.layers.cancelRequested.connect(self.cancel_layers)
         if (hint := missing()) is not None:
@@ -247,15 +248,25 @@ class Inspector(QObject):
                                                       progress=progress, cancel=cancel,
                                                       steering=steering)
             pictures = llama_pictures(gguf, context, seen) if context is not None else None
+            progress("llama.cpp over the same context", 0.9)
             return (second_opinion(llama_text(gguf), inspected, piece, pictures=pictures),
                     inspected.tokens, label)
 
         job = ProgressJob(run)
+        job.progress.connect(self.panel.opinion.show_progress)
         job.result.connect(self._opinion)
         job.failed.connect(self._opinion_failed)
         self.opinion_job = job
         self.panel.opinion.show_running()
         self.runner.start(job)
+
+    def cancel_opinion(self) -> None:
+        """Give up llama.cpp's opinion: its result is dropped (llama.cpp's own run ends by
+        itself)."""
+        if self.opinion_job is not None:
+            self.opinion_job.cancel()
+            self.opinion_job = None
+            self.panel.opinion.show_failed("Cancelled.")
 
     def _opinion(self, result: tuple) -> None:
         if self.sender() is self.opinion_job:

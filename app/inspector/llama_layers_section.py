@@ -19,8 +19,13 @@ from PySide6.QtWidgets import (
 )
 
 from app.inspector.charts import LineChart, Series
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import hint, progress_row, section, show_busy, show_still
+from app.inspector.widgets import (
+    hint,
+    section,
+)
+from app.verdict import set_verdict, verdict_label
 from engine.inspect.llama_layers import LayerSide, LlamaLayers
 
 FIRST_OFF = QColor(230, 70, 70, 90)
@@ -29,6 +34,9 @@ TOLERANCE_COLOUR = QColor(150, 150, 150)
 IDLE = ("Compare every block's output with llama.cpp's over the same context: press the "
         "button.")
 RUNNING = "Running llama.cpp and the reference over the context…"
+MEASURED = ("Measured: every block's output over the same tokens, relative max |Δ| against "
+            "the tolerance of llama.cpp's int8 drift; the next-token check above measures "
+            "log-probabilities, so the two can differ.")
 
 
 def steered_note(steered: bool, label: str) -> str:
@@ -58,11 +66,10 @@ class LlamaLayersSection(QWidget):
         self.button.setObjectName("llamaLayersButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
         self.button.clicked.connect(self.requested)
-        row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
-        row.addStretch(0)        # idle: the button stays on the left
-        layout.addLayout(row)
-        self.status = hint(IDLE)
-        self.status.setObjectName("layersVerdict")
+        self.strip = ProgressStrip(self.button, self.cancelRequested)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
+        self.status = verdict_label(IDLE, "layersVerdict")
         layout.addWidget(self.status)
         self.chart = LineChart("relative max |Δ| per block", log=True, height=140)
         layout.addWidget(self.chart)
@@ -86,30 +93,28 @@ class LlamaLayersSection(QWidget):
         layout.addWidget(self.table, 1)
 
     def show_missing(self, text: str) -> None:
-        self.status.setText(text)
+        set_verdict(self.status, text)
         self.button.setEnabled(False)
 
     def show_running(self) -> None:
-        show_busy(self.progress, self.cancel_button, self.button)
-        self.status.setText(RUNNING)
+        self.strip.start()
+        set_verdict(self.status, RUNNING)
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.progress.setFormat(stage)
+        self.strip.advance(stage, fraction)
 
     def show_failed(self, text: str) -> None:
         self._idle()
-        self.status.setText(text)
+        set_verdict(self.status, text, False)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
-        self.button.setEnabled(True)
+        self.strip.still()
 
     def clear(self) -> None:
         """Another conversation: the rows shown were over the previous one's context."""
         if self.button.isEnabled() or not self.progress.isHidden():
             self._idle()
-            self.status.setText(IDLE)
+            set_verdict(self.status, IDLE)
         self.marked = None
         self.rows.set_records([])
         self.chart.set_series([])
@@ -118,9 +123,10 @@ class LlamaLayersSection(QWidget):
         self._idle()
         off = layers.first_off
         self.marked = layers.rows[off] if off is not None and off < len(layers.rows) else None
-        self.status.setText(f"{'AGREE' if layers.ok else 'DIVERGE'}: {layers.verdict()} "
-                            f"(llama-cpp-python {layers.version}, {len(layers.ids)} tokens)."
-                            + steered_note(layers.steered, steering))
+        set_verdict(self.status,
+                    f"{'AGREE' if layers.ok else 'DIVERGE'}: {layers.verdict()} "
+                    f"(llama-cpp-python {layers.version}, {len(layers.ids)} tokens)."
+                    + steered_note(layers.steered, steering) + f" {MEASURED}", layers.ok)
         self.rows.set_records(list(layers.rows))
         labels = [r.delta.label for r in layers.rows]
         tolerance = layers.result.tolerance

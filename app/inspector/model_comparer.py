@@ -65,6 +65,7 @@ class ModelComparer(QObject):
         job.result.connect(self._listed)
         job.failed.connect(self._list_failed)
         self.list_job = job
+        self.page.show_listing()
         self.runner.start(job)
 
     def _has_images(self) -> bool:

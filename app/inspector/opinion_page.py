@@ -15,13 +15,19 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QHeaderView, QWidget
+from PySide6.QtWidgets import QHeaderView, QPushButton, QWidget
 
 from app.inspector.charts import LineChart, Series
 from app.inspector.llama_layers_section import LlamaLayersSection, steered_note
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import TOP_ROWS, visible_piece
 from app.inspector.table_model import Column, RecordTableModel
-from app.inspector.widgets import action_row, hint, scrolling_body, section
+from app.inspector.widgets import (
+    hint,
+    scrolling_body,
+    section,
+)
+from app.verdict import set_verdict, verdict_label
 from engine.inspect.lens import LensToken
 from engine.inspect.second_opinion import SecondOpinion
 from engine.remote.crosscheck import TOLERANCE
@@ -42,29 +48,50 @@ IDLE = ("Compare Lantern with llama.cpp on this conversation's latest context: p
         "button.")
 
 
-def opinion_verdict(opinion: SecondOpinion, tokens: tuple[str, ...], steering: str = "") -> str:
-    """Agree or disagree, against the tolerance the cross-check uses, and where; whether
-    both ran with the control vectors (``steering``, in words) that steered the answer."""
-    return (_verdict(opinion, tokens) + pictures_note(opinion)
-            + steered_note(opinion.steered, steering))
+def opinion_verdict(opinion: SecondOpinion, tokens: tuple[str, ...],
+                    steering: str = "") -> tuple[str, bool]:
+    """Agree or disagree, what was measured, and for a disagreement which token and how far
+    past the tolerance the cross-check uses; whether both ran with the control vectors
+    (``steering``, in words) that steered the answer. Returns (text, agree)."""
+    text, agree = _verdict(opinion, tokens)
+    return text + pictures_note(opinion) + steered_note(opinion.steered, steering), agree
 
 
-def _verdict(opinion: SecondOpinion, tokens: tuple[str, ...]) -> str:
-    versus = f"llama-cpp-python {opinion.version} vs Lantern's reference"
+def _verdict(opinion: SecondOpinion, tokens: tuple[str, ...]) -> tuple[str, bool]:
+    versus = f"llama-cpp-python {opinion.version} against Lantern's fp32 reference"
+    ours, theirs = opinion.ours, opinion.theirs
     if not opinion.same_top1:
-        return (f"DISAGREE: {versus} pick different next tokens at position "
-                f"{opinion.position}.")
+        margin = ours[0].logit - ours[1].logit if len(ours) > 1 else float("inf")
+        why = (f"a near tie in Lantern's logits (its top two {margin:.3g} apart), which "
+               "llama.cpp's int8 activations can tip: numeric, not a different model"
+               if margin < TOLERANCE else
+               f"not a near tie (Lantern's top two are {margin:.3g} apart): compare the "
+               "layers below to see where the engines part")
+        return (f"DISAGREE on the next token at position {opinion.position} ({versus}): "
+                f"Lantern picks {_shown(ours[0].token)} (logit {ours[0].logit:.3f}), "
+                f"llama.cpp {_shown(theirs[0].token)} (logit {theirs[0].logit:.3f}); {why}.",
+                False)
+    measured = ("Measured: the log-probability each engine gives the token that came next, "
+                "at every earlier position (teacher-forced), and the next token")
     if (largest := opinion.largest()) is None:
-        return f"AGREE: {versus} pick the same next token at position {opinion.position}."
+        return (f"AGREE ({versus}): both pick {_shown(ours[0].token)} next at position "
+                f"{opinion.position}.", True)
     worst, row, mean = largest
     token = visible_piece(tokens[row + 1]) if row + 1 < len(tokens) else ""
-    where = f"position {row + 1}" + (f" ({token})" if token else "")
+    where = f"position {row + 1}" + (f" ({_shown(token)})" if token else "")
     if worst > TOLERANCE:
-        return (f"DISAGREE: {versus}: |Δ logprob| {worst:.3g} at {where} is over the "
-                f"tolerance {TOLERANCE} (mean {mean:.3g}); same next token at "
-                f"position {opinion.position}.")
-    return (f"AGREE: {versus}: every |Δ logprob| within the tolerance {TOLERANCE} (largest "
-            f"{worst:.3g} at {where}, mean {mean:.3g}); same next token.")
+        return (f"DISAGREE ({versus}): |Δ logprob| {worst:.3g} at {where} is "
+                f"{worst / TOLERANCE:.1f}x the tolerance {TOLERANCE} (mean {mean:.3g} over "
+                f"{len(opinion.text_rows)} positions). Numeric: both still pick "
+                f"{_shown(ours[0].token)} next, so the sampler is not involved; the layers "
+                f"below show where the values part. {measured}.", False)
+    return (f"AGREE ({versus}): every |Δ logprob| within the tolerance {TOLERANCE} (largest "
+            f"{worst:.3g} at {where}, mean {mean:.3g}); both pick {_shown(ours[0].token)} "
+            f"next. {measured}.", True)
+
+
+def _shown(token: str) -> str:
+    return f"“{visible_piece(token)}”"
 
 
 def pictures_note(opinion: SecondOpinion) -> str:
@@ -80,6 +107,7 @@ def pictures_note(opinion: SecondOpinion) -> str:
 
 class OpinionPage(QWidget):
     requested = Signal()
+    cancelRequested = Signal()
 
     def __init__(self, table_factory, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -87,10 +115,12 @@ class OpinionPage(QWidget):
         layout.addWidget(hint("Runs llama.cpp on the same GGUF over the inspected context "
                               "(the Inside tab's position, else the latest token) and "
                               "compares it with Lantern's fp32 reference."))
-        row, self.button = action_row("Compare with llama.cpp", "opinionButton", self.requested)
-        layout.addLayout(row)
-        self.status = hint("")
-        self.status.setObjectName("verdict")
+        self.button = QPushButton("Compare with llama.cpp")
+        self.button.setObjectName("opinionButton")
+        self.button.clicked.connect(self.requested)
+        self.strip = ProgressStrip(self.button, self.cancelRequested)
+        layout.addWidget(self.strip)
+        self.status = verdict_label()
         layout.addWidget(self.status)
         layout.addWidget(section("Next token: top 5"))
         self.pairs = RecordTableModel(
@@ -120,31 +150,35 @@ class OpinionPage(QWidget):
         layout.addWidget(self.layers, 1)
 
     def show_missing(self, text: str) -> None:
-        self.status.setText(text)
+        set_verdict(self.status, text)
+        self.strip.still()
         self.button.setEnabled(False)
         self.layers.show_missing(text)
 
     def show_running(self) -> None:
-        self.button.setEnabled(False)
-        self.status.setText(RUNNING)
+        self.strip.start(RUNNING)
+        set_verdict(self.status, "")
+
+    def show_progress(self, stage: str, fraction: float) -> None:
+        self.strip.advance(stage, fraction)
 
     def show_failed(self, text: str) -> None:
-        self.button.setEnabled(True)
-        self.status.setText(text)
+        self.strip.still()
+        set_verdict(self.status, text, False)
 
     def clear(self) -> None:
         """Another conversation: the comparison shown was over the previous one's context."""
-        if self.button.isEnabled() or self.status.text() == RUNNING:
-            self.button.setEnabled(True)
-            self.status.setText(IDLE)
+        if self.button.isEnabled() or self.strip.busy:
+            self.strip.still()
+            set_verdict(self.status, IDLE)
         self.pairs.set_records([])
         self.chart.set_series([])
         self.layers.clear()
 
     def show_opinion(self, opinion: SecondOpinion, tokens: tuple[str, ...],
                      steering: str = "") -> None:
-        self.button.setEnabled(True)
-        self.status.setText(opinion_verdict(opinion, tokens, steering))
+        self.strip.still()
+        set_verdict(self.status, *opinion_verdict(opinion, tokens, steering))
         self.pairs.set_records([OpinionPair(i + 1, a, b) for i, (a, b)
                                 in enumerate(zip(opinion.ours, opinion.theirs, strict=True))])
         self.chart.set_series([Series("|Δ logprob|", opinion.delta.tolist(), DELTA_COLOUR)],

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHeaderView,
     QLabel,
+    QPushButton,
     QScrollArea,
     QStyledItemDelegate,
     QStyleOptionViewItem,
@@ -38,6 +39,7 @@ from app.inspector.dump_section import DumpSection
 from app.inspector.inside_page import InsidePage
 from app.inspector.opinion_page import OpinionPage
 from app.inspector.page_buttons import PageButtons
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import (
     TOP_ROWS,
     cut_by_text,
@@ -50,7 +52,12 @@ from app.inspector.rows import (
 )
 from app.inspector.table_model import BAR_ROLE, Column, RecordTableModel
 from app.inspector.tracing_page import TracingPage
-from app.inspector.widgets import IMAGE_COLOUR, action_row, hint, section
+from app.inspector.widgets import (
+    IMAGE_COLOUR,
+    hint,
+    section,
+)
+from app.verdict import set_verdict, verdict_label
 from engine.chat.backend import Capability, unavailable_reason
 
 CHOSEN_COLOUR = QColor(255, 200, 70, 70)
@@ -63,6 +70,8 @@ MEAN_COLOUR = QColor(200, 120, 40)
 DIFF_COLOUR = QColor(220, 70, 60)
 TOLERANCE_COLOUR = QColor(130, 130, 130)
 CELL_PADDING = 18   # a table cell's margins around its text
+STATS_OFF = "Tick “Record per-layer statistics”, then send a message or regenerate."
+STATS_NEXT = "Recorded from the next answer: send a message or regenerate."
 FRAME_MS = 33    # a streamed answer's Token tab and chart follow it once a frame
 
 
@@ -153,6 +162,7 @@ class DebugPanel(QDockWidget):
     colorTokensToggled = Signal(bool)
     layerStatsToggled = Signal(bool)
     checkRequested = Signal()
+    checkCancelRequested = Signal()
     replyPointClicked = Signal(int)          # index of a token in the reply
     promptRowClicked = Signal(int)           # a prompt position
     pageShown = Signal(QWidget)              # a page came into view: chosen, or panel opened
@@ -339,7 +349,8 @@ class DebugPanel(QDockWidget):
             self.entropy_label.setText("the server sent no log-probabilities for this token")
             return
         entropy = (f"entropy {event.entropy:.3f} nats" if math.isfinite(event.entropy)
-                   else "entropy — (the server reports only the best candidates)")
+                   else "entropy — (only the best candidates are known: a server's token, "
+                        "or one reopened from the history)")
         self.entropy_label.setText(
             f"chosen: p {math.exp(event.logprob):.2%} · logprob {event.logprob:.3f} · {entropy}")
         if event.layer_stats is not None:
@@ -433,8 +444,8 @@ class DebugPanel(QDockWidget):
 
     def clear_check(self) -> None:
         """A new answer or another conversation: an earlier verdict no longer applies."""
-        self.check_button.setEnabled(True)
-        self._set_verdict("", None)
+        self.check_strip.still()
+        set_verdict(self.verdict, "", None)
         self.pair_model.set_records([])
         self.check_model.set_records([])
         self.check_chart.set_series([])
@@ -489,7 +500,9 @@ class DebugPanel(QDockWidget):
                               "is on."))
         layout.addWidget(hint("Mean, spread and range of the latest token's hidden state "
                                "after each layer."))
-        self.stats_chart = LineChart("per layer (0 = embeddings)")
+        self.stats_chart = LineChart("per layer (0 = embeddings)", empty=STATS_OFF)
+        self.stats_toggle.toggled.connect(
+            lambda on: self.stats_chart.set_empty(STATS_NEXT if on else STATS_OFF))
         layout.addWidget(self.stats_chart)
         self.stats_model = RecordTableModel([
             Column("layer", lambda r: r.label),
@@ -516,12 +529,12 @@ class DebugPanel(QDockWidget):
         layout.addWidget(hint("Runs the last prompt through a plain numpy forward pass and "
                                "compares the engine with it after every layer and at the "
                                "next token."))
-        row, self.check_button = action_row("Check against reference", "checkButton",
-                                            self.checkRequested)
-        layout.addLayout(row)
-        self.verdict = QLabel("")
-        self.verdict.setObjectName("verdict")
-        self.verdict.setWordWrap(True)
+        self.check_button = QPushButton("Check against reference")
+        self.check_button.setObjectName("checkButton")
+        self.check_button.clicked.connect(self.checkRequested)
+        self.check_strip = ProgressStrip(self.check_button, self.checkCancelRequested)
+        layout.addWidget(self.check_strip)
+        self.verdict = verdict_label()
         layout.addWidget(self.verdict)
 
         layout.addWidget(section("Next token: top 5"))
@@ -571,14 +584,15 @@ class DebugPanel(QDockWidget):
         return page
 
     def show_check_running(self) -> None:
-        self.check_button.setEnabled(False)
-        self._set_verdict("Running the numpy reference on the last prompt…", None)
+        self.check_strip.start("Running the numpy reference on the last prompt…",
+                               measured=False)
+        set_verdict(self.verdict, "", None)
 
     def show_check(self, report) -> None:
         """report: engine.runtime.check.CheckReport: the verdict (green or red), the two
         top-5 lists side by side, and one row per layer (the first one off in view)."""
-        self.check_button.setEnabled(True)
-        self._set_verdict(report.verdict, bool(report.ok))
+        self.check_strip.still()
+        set_verdict(self.verdict, report.verdict, bool(report.ok))
         self.pair_model.set_records(top_pairs(report))
         self.check_model.set_records(list(report.rows))
         self.check_chart.set_series(
@@ -590,14 +604,13 @@ class DebugPanel(QDockWidget):
             self.check_table.scrollTo(self.check_model.index(report.first_off, 0))
 
     def show_check_failed(self, message: str) -> None:
-        self.check_button.setEnabled(True)
-        self._set_verdict(f"The check could not run: {message}", False)
+        self.check_strip.still()
+        set_verdict(self.verdict, f"The check could not run: {message}", False)
 
-    def _set_verdict(self, text: str, ok: bool | None) -> None:
-        self.verdict.setText(text)
-        self.verdict.setProperty("ok", "" if ok is None else ("yes" if ok else "no"))
-        self.verdict.style().unpolish(self.verdict)
-        self.verdict.style().polish(self.verdict)
+    def show_check_cancelled(self) -> None:
+        self.check_strip.still()
+        set_verdict(self.verdict, "Cancelled.", None)
+
 
 
 def _escape(text: str) -> str:

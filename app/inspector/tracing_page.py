@@ -24,9 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.inspector.progress_strip import ProgressStrip
 from app.inspector.rows import visible_piece
 from app.inspector.trace_heat import TraceHeat, state_name
-from app.inspector.widgets import hint, progress_row, scrolling_body, section, show_busy, show_still
+from app.inspector.widgets import hint, scrolling_body, section
 from engine.inspect.tracing import Trace
 
 EMPTY = ("Send a message first: causal tracing starts from this conversation's latest "
@@ -89,9 +90,9 @@ class TracingPage(QWidget):
         self.button.setObjectName("traceButton")
         self.button.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)   # not the row's width
         self.button.clicked.connect(self.traceRequested)
-        row, self.progress, self.cancel_button = progress_row(self.button, self.cancelRequested)
-        row.addStretch(0)        # idle: the button stays on the left
-        layout.addLayout(row)
+        self.strip = ProgressStrip(self.button, self.cancelRequested)
+        self.progress, self.cancel_button = self.strip.progress, self.strip.cancel_button
+        layout.addWidget(self.strip)
         self.status = hint(EMPTY)
         layout.addWidget(self.status)
         self.summary = hint("")
@@ -168,19 +169,18 @@ class TracingPage(QWidget):
     # -- states -------------------------------------------------------------------------
 
     def show_running(self) -> None:
-        show_busy(self.progress, self.cancel_button, self.button)
-        self.status.setText("Tracing…")
+        self.strip.start("Tracing…")
+        self.status.setText("")
 
     def show_progress(self, stage: str, fraction: float) -> None:
-        self.progress.setValue(int(100 * fraction))
-        self.status.setText(stage)
+        self.strip.advance(stage, fraction)
 
     def show_failed(self, text: str) -> None:
         self._idle()
         self.status.setText(text)
 
     def _idle(self) -> None:
-        show_still(self.progress, self.cancel_button)
+        self.strip.still()
         self.button.setEnabled(self.ready)
 
     def clear(self) -> None:

@@ -1,5 +1,6 @@
-"""The panel's small shared widgets: labels, a left-aligned action button, a progress row
-with Cancel, and a page body that scrolls; the tint of image rows every table shares."""
+"""The panel's small shared widgets: labels, a left-aligned action
+button and a page body that scrolls; the tint of image rows every table shares (the
+progress strip is app/inspector/progress_strip.py)."""
 
 from collections.abc import Callable
 
@@ -8,7 +9,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QProgressBar,
     QPushButton,
     QScrollArea,
     QVBoxLayout,
@@ -59,34 +59,3 @@ def scrolling_body(page: QWidget) -> QVBoxLayout:
     return layout
 
 
-def progress_row(button: QPushButton,
-                 cancelled: Callable[[], object]) -> tuple[QHBoxLayout, QProgressBar,
-                                                           QPushButton]:
-    """``button``, then a progress bar and a Cancel button, both hidden until work runs."""
-    row = QHBoxLayout()
-    row.addWidget(button)
-    progress = QProgressBar()
-    progress.setRange(0, 100)
-    progress.setVisible(False)
-    row.addWidget(progress, 1)
-    cancel = QPushButton("Cancel")
-    cancel.setVisible(False)
-    cancel.clicked.connect(cancelled)
-    row.addWidget(cancel)
-    return row, progress, cancel
-
-
-def show_busy(progress: QProgressBar, cancel: QPushButton, *buttons: QPushButton) -> None:
-    """Work started: the progress row's bar from 0 and its Cancel shown, ``buttons`` (the
-    actions that would start more) disabled."""
-    progress.setValue(0)
-    progress.setVisible(True)
-    cancel.setVisible(True)
-    for button in buttons:
-        button.setEnabled(False)
-
-
-def show_still(progress: QProgressBar, cancel: QPushButton) -> None:
-    """No work runs: the progress row's bar and Cancel hidden."""
-    progress.setVisible(False)
-    cancel.setVisible(False)

@@ -18,11 +18,17 @@ from app.hints import explain
 from app.workers import Job
 from engine.errors import LanternError
 from engine.gguf import open_model
+from engine.prompt import template_kind
 from engine.remote.connection import Connection
 from engine.remote.session import RemoteModel, list_remote_models
 from engine.store import LocalModel, ModelName, Store
 from engine.store.humanize import human_bytes
 from engine.tokenizer.load import check_tokenizer
+
+COMPLETION_ONLY = "completion only"
+COMPLETION_ONLY_WHY = ("Completion only: the model has no chat template (a base model), so "
+                       "your message is its prompt as typed, with no turns, as Ollama runs "
+                       "it. Chat works best with an instruct model.")
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,7 @@ class ModelEntry:
     vision: bool = False
     problem: str | None = None          # why it cannot run; None when it can
     checked: bool = False               # the GGUF has been opened (family etc. confirmed)
+    completion_only: bool = False       # no chat template: the prompt goes in as typed
     model: LocalModel | None = None
     remote: RemoteModel | None = None   # a model on a server (then `model` is None)
     server: str = ""                    # host of the server it is on ("" for the store)
@@ -66,7 +73,8 @@ class ModelEntry:
         if self.remote is not None:
             return " · ".join(p for p in (f"on {self.host}", self.remote.info.details) if p)
         parts = [self.parameter_size, self.family, self.quantization,
-                 human_bytes(self.size) if self.size else ""]
+                 human_bytes(self.size) if self.size else "",
+                 COMPLETION_ONLY if self.completion_only else ""]
         return " · ".join(p for p in parts if p)
 
 
@@ -111,6 +119,7 @@ def described_entry(entry: ModelEntry) -> ModelEntry:
         quantization=config.quantization or entry.quantization,
         vision=config.vision is not None,
         checked=True,
+        completion_only=template_kind(entry.model.template, config.chat_template) == "default",
     )
 
 
@@ -214,7 +223,9 @@ class ModelListModel(QAbstractListModel):
         if role == self.EntryRole:
             return entry
         if role == Qt.ToolTipRole:
-            return entry.problem or f"{entry.name}\n{entry.details}"
+            return entry.problem or "\n".join(
+                [entry.name, entry.details] + ([COMPLETION_ONLY_WHY] if entry.completion_only
+                                               else []))
         return None
 
     def flags(self, index: QModelIndex) -> Qt.ItemFlag:

@@ -1,6 +1,7 @@
 """Which model to load when the window opens, and the note that says why when the user
 did not choose it: the last one used, else the only one, else the model of the most
-recent conversation, else the smallest (quickest to load and to answer)."""
+recent conversation, else the smallest chat model (quickest to load and to answer; a base
+model without a chat template only when there is nothing else)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def start_model(entries: Sequence[ModelEntry], last_model: str | None,
         if conversation.model in usable:
             return conversation.model, (f"Loaded {conversation.model}, the model of your most "
                                         f"recent conversation. {PICK_ANOTHER}")
-    smallest = min(local, key=lambda e: (e.size, e.name))
-    return smallest.name, (f"Loaded {smallest.name}, the smallest of your {len(local)} models "
-                           f"(quickest to answer). {PICK_ANOTHER}")
+    if not all(e.checked for e in local):
+        return None, ""              # which are chat models is known once each is described
+    chat = [e for e in local if not e.completion_only]
+    smallest = min(chat or local, key=lambda e: (e.size, e.name))
+    if len(chat) == 1:
+        why = "your only chat model (the others have no chat template)"
+    else:
+        why = (f"the smallest of your {len(chat or local)} {'chat ' if chat else ''}models "
+               "(quickest to answer)")
+    return smallest.name, f"Loaded {smallest.name}, {why}. {PICK_ANOTHER}"

@@ -7,7 +7,6 @@ the user confirms the warning. "Test" lists the server's models off the GUI thre
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.verdict import set_verdict, verdict_label
 from app.workers import CallJob, JobRunner
 from engine.errors import LanternError
 from engine.remote.connection import Connection
@@ -92,10 +92,7 @@ class ConnectionsDialog(QDialog):
             buttons.addWidget(button)
         buttons.addStretch(1)
         layout.addLayout(buttons)
-        self.status = QLabel("")
-        self.status.setObjectName("connectionStatus")
-        self.status.setWordWrap(True)
-        self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.status = verdict_label(name="connectionStatus")
         layout.addWidget(self.status)
         box = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         box.accepted.connect(self.accept)
@@ -183,7 +180,4 @@ class ConnectionsDialog(QDialog):
                   f"{len(models)} model(s){': ' + names if names else ''}", ok=True)
 
     def _say(self, text: str, ok: bool | None) -> None:
-        self.status.setText(text)
-        self.status.setProperty("ok", "" if ok is None else ("yes" if ok else "no"))
-        self.status.style().unpolish(self.status)
-        self.status.style().polish(self.status)
+        set_verdict(self.status, text, ok)

@@ -12,26 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields, replace
 
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
-    QFrame,
     QGroupBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QScrollArea,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
+from app.scrolling_page import ScrollingPage
 from app.settings.connections import ConnectionsDialog, describe
 from app.settings.store import Settings
 from app.settings.tools_box import ToolsBox
@@ -86,25 +84,15 @@ class SettingsDialog(QDialog):
         self.params_layer = dict(params_layer or {})
         defaults = Options.resolve(self.params_layer)
         outer = QVBoxLayout(self)
-        # the groups scroll, the error and OK / Cancel stay in view: a 720-pixel screen
-        # holds the dialog too
-        self.scroll = QScrollArea()
-        self.scroll.setObjectName("settingsScroll")
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        content = QWidget()
-        layout = QVBoxLayout(content)
-        layout.setContentsMargins(0, 0, 0, 0)
-        outer.addWidget(self.scroll, 1)
+        self.scroll = ScrollingPage(outer, "settingsScroll")
+        layout = self.scroll.groups
 
         layout.addWidget(self._sampling_box(settings, defaults))
         layout.addWidget(self._conversation_box(settings, system_layer))
         layout.addWidget(self._engine_box(settings))
         layout.addWidget(self._connections_box(runner is not None))
-        self.tools = ToolsBox(settings)
+        self.tools = ToolsBox(settings, runner)
         layout.addWidget(self.tools)
-        self.scroll.setWidget(content)
 
         self.error = QLabel("")
         self.error.setObjectName("dialogError")
@@ -115,7 +103,7 @@ class SettingsDialog(QDialog):
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
         outer.addWidget(buttons)
-        self._fit_screen(content)
+        self.scroll.fit_screen(self)
 
     def _sampling_box(self, settings: Settings, defaults: Options) -> QGroupBox:
         """The sampling options, each empty where the model's value holds."""
@@ -222,15 +210,6 @@ class SettingsDialog(QDialog):
         self._show_connections()
         return remote
 
-    def _fit_screen(self, content: QWidget) -> None:
-        """As tall as the groups need, but never taller than the screen it opens on."""
-        available = self.screen().availableGeometry()
-        scrollbar = self.scroll.verticalScrollBar().sizeHint().width()
-        width = min(max(self.minimumWidth(), content.sizeHint().width() + scrollbar + 24),
-                    available.width() - 40)
-        height = min(content.sizeHint().height() + 90, available.height() - 60)
-        self.resize(width, height)
-
     def options(self) -> dict[str, object]:
         """The sampling values the user set (ValueError when one is not a number)."""
         chosen: dict[str, object] = {}
@@ -257,6 +236,7 @@ class SettingsDialog(QDialog):
             connections=[dict(r) for r in self.connections],
             builtin_tools=self.tools.builtin.isChecked(),
             mcp_servers=self.tools.records(),
+            allowed_tools=self.tools.allowed_tools,
         )
 
     def edit_connections(self) -> None:

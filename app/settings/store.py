@@ -36,6 +36,7 @@ class Settings:
     builtin_tools: bool = False             # calculator and current time for the model
     # MCP servers: {"name", "target" (a command line or an http(s) URL), "ask"} each
     mcp_servers: list[dict] = field(default_factory=list)
+    allowed_tools: list[str] = field(default_factory=list)   # "Always allow" said for these
 
     @classmethod
     def path(cls) -> Path:

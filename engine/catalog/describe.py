@@ -20,10 +20,10 @@ import re
 
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.reader import Metadata
+from engine.prompt import DEFAULT_TEMPLATE
 from engine.store.params import format_parameters, go_float
 from engine.store.store import LocalModel
 
-DEFAULT_TEMPLATE = "{{ .Prompt }}"
 MAX_SHOWN_ARRAY = 5
 _TEMPLATE_FIELD = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)")
 

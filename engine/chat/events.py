@@ -94,8 +94,15 @@ class ToolCallEvent:
 
     name: str
     arguments: dict
-    result: str
+    result: str                     # as the model reads it (cut to fit: ends in the cut note)
     failed: bool = False            # the call did not run or failed: `result` says why
+    shown_tokens: int = 0           # tokens of the result the model reads
+    total_tokens: int = 0           # tokens of the whole result (a server's model: estimated)
+
+    @property
+    def cut(self) -> bool:
+        """The result did not fit the context: the model read only its first tokens."""
+        return self.shown_tokens < self.total_tokens
 
 
 Event = TokenEvent | NoticeEvent | DoneEvent | ToolCallEvent

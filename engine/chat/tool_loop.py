@@ -1,5 +1,6 @@
 """The tool-calling loop both chat sessions run: answer; while the answer calls tools, run
-each through the front end's callback, add its result as a "tool" message, answer again."""
+each through the front end's callback, add its result as a "tool" message (cut to the
+room the context has left, engine.chat.tool_results), answer again."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import replace
 
 from engine.chat.events import DoneEvent, Event, NoticeEvent, ToolCallEvent
 from engine.chat.messages import Message
+from engine.chat.tool_results import FitResult, ToolResult
 from engine.chat.tools import Tool, ToolCall, ToolFailed, parse_tool_calls
 
 RunTool = Callable[[ToolCall], str]
@@ -15,9 +17,10 @@ RunTool = Callable[[ToolCall], str]
 
 def answer_with_tools(answer: Callable[[], Generator[Event, None, DoneEvent | None]],
                       messages: list[Message], tools: list[Tool], run_tool: RunTool | None,
-                      max_rounds: int) -> Iterator[Event]:
+                      max_rounds: int, fit: FitResult | None = None) -> Iterator[Event]:
     """``answer`` yields one answer's events, appends it to ``messages`` and returns its
-    DoneEvent; a server's parsed calls may already be on that message."""
+    DoneEvent; a server's parsed calls may already be on that message. ``fit`` cuts a
+    result to what the context has room for."""
     for _ in range(max_rounds + 1):
         done = yield from answer()
         finished = done is not None and done.done_reason in ("stop", "tool_calls")  # OpenAI's
@@ -25,7 +28,7 @@ def answer_with_tools(answer: Callable[[], Generator[Event, None, DoneEvent | No
         if not calls:
             return
         for call in calls:
-            yield run_call(call, messages, run_tool)
+            yield run_call(call, messages, run_tool, fit)
     yield NoticeEvent(f"stopped after {max_rounds} rounds of tool calls")
 
 
@@ -41,7 +44,8 @@ def take_tool_calls(messages: list[Message], tools: list[Tool]) -> list[ToolCall
     return calls
 
 
-def run_call(call: ToolCall, messages: list[Message], run_tool: RunTool | None) -> ToolCallEvent:
+def run_call(call: ToolCall, messages: list[Message], run_tool: RunTool | None,
+             fit: FitResult | None = None) -> ToolCallEvent:
     failed = False
     if run_tool is None:
         result, failed = f"tool {call.name} is not available here", True
@@ -50,5 +54,8 @@ def run_call(call: ToolCall, messages: list[Message], run_tool: RunTool | None) 
             result = run_tool(call)
         except ToolFailed as error:
             result, failed = f"error: {error}", True
-    messages.append(Message("tool", result, tool_name=call.name))
-    return ToolCallEvent(call.name, call.arguments, result, failed)
+    message = Message("tool", result, tool_name=call.name)
+    fitted = fit(message) if fit is not None else ToolResult(result, 0, 0)
+    messages.append(replace(message, content=fitted.text))
+    return ToolCallEvent(call.name, call.arguments, fitted.text, failed,
+                         fitted.shown, fitted.total)

@@ -9,9 +9,7 @@ import importlib
 import sys
 
 from engine import __version__
-from engine.cli.blas_threads import no_blas_spinning
 from engine.cli.hints import explain
-from engine.cli.huge_pages import restart_with_huge_pages
 from engine.errors import LanternError
 
 COMMAND_MODULES = (
@@ -37,8 +35,6 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
         description="Chat with, and see inside, the models in your Ollama store.",
     )
     parser.add_argument("--version", action="version", version=f"lantern {__version__}")
-    parser.add_argument("--install-desktop-entry", action="store_true",
-                        help="add Lantern (and .gguf files) to this user's application menu")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in modules:
         importlib.import_module(module_name).register(sub)
@@ -54,58 +50,17 @@ def add_models_dir(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def launch_desktop(module: str = "app.main", *args: object) -> int:
-    """Hand over to the desktop app's ``module.main(*args)``: the window, or its desktop-entry
-    installer (the app package is a launch-time plug-in)."""
-    no_blas_spinning()                  # before the app's imports load numpy
-    try:
-        app_module = importlib.import_module(module)
-    except ImportError:
-        print(
-            "lantern: the desktop window is not available in this install yet; "
-            "use a subcommand (lantern --help).",
-            file=sys.stderr,
-        )
+def parser_for(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser for ``argv``: `lantern run` parses with its own module only, so a run that a
+    server answers imports little more than the chat client (BENCHMARKS.md, '2026-11-25')."""
+    return build_parser(("engine.cli.run_command",) if argv[:1] == ["run"] else COMMAND_MODULES)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the parsed command; an error derived from LanternError prints as one line."""
+    if not hasattr(args, "func"):
+        print("lantern: name a command (lantern --help lists them)", file=sys.stderr)
         return 2
-    return app_module.main(*args)
-
-
-def wants_desktop(argv: list[str]) -> bool:
-    """No command but the window's own business: nothing, a .gguf to open, or an option
-    this parser does not have (``--models-dir DIR``, ``--self-test``: see lantern-gui -h)."""
-    if not argv:
-        return True
-    first = argv[0]
-    return first.lower().endswith(".gguf") or (
-        first.startswith("-") and first not in ("-h", "--help", "--version",
-                                                "--install-desktop-entry"))
-
-
-def window_process() -> None:
-    """Make this process the window's before anything loads: BLAS threads that sleep when
-    idle, then a restart with huge pages (the benchmarks of the window start so too)."""
-    no_blas_spinning()
-    restart_with_huge_pages()
-
-
-def desktop() -> int:
-    """``lantern-gui`` and ``python -m app``: the window, whatever the arguments."""
-    window_process()
-    return launch_desktop("app.main", sys.argv[1:])
-
-
-def main(argv: list[str] | None = None) -> int:
-    if argv is None and wants_desktop(sys.argv[1:]):
-        return desktop()
-    argv = sys.argv[1:] if argv is None else argv
-    if wants_desktop(argv):
-        return launch_desktop("app.main", argv)
-    # `lantern run` parses with its own module only: a run that a server answers then
-    # imports little more than the chat client (BENCHMARKS.md, '2026-11-25')
-    parser = build_parser(("engine.cli.run_command",) if argv[0] == "run" else COMMAND_MODULES)
-    args = parser.parse_args(argv)
-    if args.install_desktop_entry:
-        return launch_desktop("app.desktop.desktop_entry")
     try:
         return args.func(args) or 0
     except LanternError as error:
@@ -115,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line alone (``python -m engine.cli``); the ``lantern`` program is
+    app.launcher, which also opens the window."""
+    argv = sys.argv[1:] if argv is None else argv
+    return run(parser_for(argv).parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="show the rendered chat prompt and its token count",
         description="Render the chat in FILE.json (a list of Ollama API messages, or an "
         "object with \"messages\" and optional \"tools\") with MODEL's template: the store's "
-        "template layer, else the GGUF chat template, else ChatML.",
+        "template layer, else the GGUF chat template, else Ollama's default {{ .Prompt }} "
+        "(a model without a template is completion-only: the user's text alone).",
     )
     parser.add_argument(
         "model", metavar="MODEL", help="model name (qwen2.5vl:3b) or GGUF file path"
@@ -82,6 +83,6 @@ def run(args: argparse.Namespace) -> int:
     )
     ids = tokenizer.encode_prompt(prompt.segments)
     print(prompt.text, end="" if prompt.text.endswith("\n") else "\n")
-    print(f"--- {len(ids)} tokens, {prompt.template_kind} template, "
+    print(f"--- {len(ids)} tokens, {prompt.template_name}, "
           f"{len(prompt.image_segments)} image(s)")
     return 0

@@ -7,10 +7,12 @@ import json
 import sys
 
 from engine.chat.events import ToolCallEvent
+from engine.chat.tool_results import cut_note
 from engine.chat.tools import ToolCall, ToolFailed
 from engine.tools.mcp_client import read_config
 from engine.tools.toolbox import Toolbox
 
+PREVIEW = 300   # characters of a result printed (a fetched page can be megabytes)
 HELP = ("offer tools: 'builtin' (calculator, time, the --file/--share files) or an "
         "mcpServers JSON file (repeatable)")
 
@@ -42,6 +44,12 @@ def _ask(call: ToolCall, where: str) -> bool:
 
 
 def print_tool_call(event: ToolCallEvent) -> None:
+    """The call and a preview of its result; a cut one says how much the model read."""
     status = "failed" if event.failed else "->"
+    result = event.result
+    if event.cut:
+        result = result[:PREVIEW] + f"… {cut_note(event.shown_tokens, event.total_tokens)}"
+    elif len(result) > PREVIEW:
+        result = result[:PREVIEW] + f"… ({len(result)} characters)"
     print(f"\n[tool] {event.name}({json.dumps(event.arguments, ensure_ascii=False)}) "
-          f"{status} {event.result}", flush=True)
+          f"{status} {result}", flush=True)

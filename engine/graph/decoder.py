@@ -26,8 +26,9 @@ gets added: control vectors times their strengths, zeros when none steers, so a
 strength changes no graph; row i joins block i's MLP output before the residual add,
 so each row stays its own and row invariance holds) and each block's KV buffers. Outputs: logits
 [1, N, V] of the last N = num_logits positions (a verify step of N drafted tokens asks for
-N; a prompt for 1) or [1, S, V] with all_logits, the updated KV buffers, and
-with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
+N; a prompt for 1) or [1, S, V] with all_logits, final_hidden: the same rows' hidden
+state after output_norm, the one lm_head reads (what an embedding pools), the updated KV
+buffers, and with layer_stats the debug output hidden_states [n_layers + 1, H]: the last token's
 residual stream after the embeddings and after each block (the runtime derives
 mean/std/min/max from it and the reference check compares it row by row).
 
@@ -79,6 +80,7 @@ ROWS_APART = "rows_apart"  # bool [1]: a verify step (engine.graph.kernels, 3.)
 MASK, MASK_LOCAL, QUERY_SLOTS = "attention_mask", "attention_mask_local", "query_slots"
 DEEPSTACK = "deepstack"  # [K, S, H]: added after block k < K (Qwen3-VL's image features)
 LOGITS = "logits"
+FINAL_HIDDEN = "final_hidden"  # [1, N or S, H]: lm_head's input, after output_norm
 HIDDEN_STATES = "hidden_states"
 
 FAST_ACCURACY = 4   # MatMulNBits with int8 activations: the fast CPU path
@@ -262,6 +264,9 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
             next_norm, next_name = w.output_norm(), "output_norm"
         h, residual = add_rms_norm(g, m, residual, next_norm, eps, next_name, dtype)
         hidden_states.append(residual)
+    final = h if dtype == np.float32 else g.add_node(
+        "Cast", [h], [FINAL_HIDDEN + "/float32"], to=onnx.TensorProto.FLOAT)[0]
+    g.add_node("Identity", [final], [FINAL_HIDDEN])  # [1, S or N, H]
     logits = project(h, w.lm_head(cfg), "lm_head")  # [1, S or N, V]
     if cfg.final_logit_softcap:
         logits = gemma3_softcap(g, logits, cfg.final_logit_softcap, dtype)
@@ -272,7 +277,9 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     cache_shape = (1, cfg.n_kv_heads, options.max_cache_len, cfg.head_dim)
     buffer = [1, cfg.n_kv_heads, "max_cache_len", cfg.head_dim]  # any length: one graph per model
     inputs = step_inputs(cfg, options, bool(apart), deepstack)
-    outputs = [(LOGITS, np.float32, [1, "S" if options.all_logits else "N", cfg.vocab_size])]
+    out_rows = "S" if options.all_logits else "N"
+    outputs = [(LOGITS, np.float32, [1, out_rows, cfg.vocab_size]),
+               (FINAL_HIDDEN, np.float32, [1, out_rows, cfg.hidden_size])]
     for c in caches:
         inputs += [(c.past_key, dtype, buffer), (c.past_value, dtype, buffer)]
         outputs += [(c.present_key, dtype, buffer), (c.present_value, dtype, buffer)]

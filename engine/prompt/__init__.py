@@ -3,7 +3,11 @@ parts of the text are template markup and which are what someone typed.
 
 Selection follows Ollama: the store's `template` layer (Go text/template) when the
 model has one, else the GGUF's `tokenizer.chat_template` (Jinja, rendered like
-transformers), else plain ChatML.
+transformers), else Ollama's default ``{{ .Prompt }}``: a model that brings no template (a
+base model) is completion-only, and the chat's last user message is its whole prompt
+(earlier turns join it by Ollama's legacy rule; the system prompt is dropped, as the
+template has no ``.System``). Rendering ChatML instead would feed such a model control
+tokens its vocabulary may not even hold.
 
 Why segments: markup may contain control tokens (``<|im_start|>``) and must be
 tokenized with special-token parsing; message contents must not (a user who types
@@ -34,18 +38,15 @@ from engine.prompt.ollama import image_tag, render_ollama_chat, with_model_layer
 QWEN_IMAGE_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 _OPEN, _CLOSE = "\U000f0000", "\U000f0001"   # private use: never in templates
 
-CHATML_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{{ '<|im_start|>' + message.role + '\\n' }}"
-    "{%- if message.content is string -%}{{ message.content }}"
-    "{%- else -%}{%- for item in message.content -%}"
-    "{%- if item.type == 'image' -%}{{ image_placeholder }}"
-    "{%- elif item.type == 'text' -%}{{ item.text }}{%- endif -%}"
-    "{%- endfor -%}{%- endif -%}"
-    "{{ '<|im_end|>\\n' }}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{ '<|im_start|>assistant\\n' }}{%- endif -%}"
-)
+DEFAULT_TEMPLATE = "{{ .Prompt }}"   # Ollama's template for a model that brings none
+
+
+def template_kind(template_layer: str | None, chat_template: str | None) -> str:
+    """Which template a model's chats render with: "ollama" (the store's Go template
+    layer), "jinja" (the GGUF's chat template) or "default" (neither: DEFAULT_TEMPLATE)."""
+    if template_layer is not None:
+        return "ollama"
+    return "jinja" if chat_template else "default"
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,14 @@ class RenderedPrompt:
     text: str
     segments: list[tuple[str, bool]]   # (text, is_markup); "".join(texts) == text
     image_segments: list[int]          # segment index of each image, in message order
-    template_kind: str                 # "ollama", "jinja" or "chatml"
+    template_kind: str                 # "ollama", "jinja" or "default" (see template_kind)
+
+    @property
+    def template_name(self) -> str:
+        """The template used, in words for a summary line."""
+        if self.template_kind == "default":
+            return f"Ollama's default template {DEFAULT_TEMPLATE} (the model has none)"
+        return f"{self.template_kind} template"
 
 
 def render_prompt(
@@ -73,7 +81,7 @@ def render_prompt(
 
     ``system`` and ``layer_messages`` are the model's system and messages layers,
     applied by Ollama's rule (system first unless the chat starts with its own).
-    ``add_generation_prompt`` applies to Jinja/ChatML; Ollama's templates decide it.
+    ``add_generation_prompt`` applies to Jinja; Ollama's templates decide it.
     ``think`` is Ollama's option (True/False or a level); None leaves it unset, so the
     template's own default holds. Jinja templates see it as ``enable_thinking``.
     """
@@ -81,24 +89,23 @@ def render_prompt(
     contents = [str(m.get("content") or "") for m in msgs]
     n_images = sum(len(m.get("images") or []) for m in msgs)
 
-    if template_layer is not None:
-        kind = "ollama"
+    kind = template_kind(template_layer, chat_template)
+    if kind != "jinja":
+        go_source = template_layer if template_layer is not None else DEFAULT_TEMPLATE
 
         def render(texts: list[str]) -> str:
-            return render_ollama_chat(template_layer, msgs, tools=tools, think=think,
+            return render_ollama_chat(go_source, msgs, tools=tools, think=think,
                                       contents=texts)
         image_marks = [image_tag(i) for i in range(n_images)]
     else:
-        kind = "jinja" if chat_template else "chatml"
         # transformers' name for Ollama's `think` (Qwen3's template reads it)
         thinking = {} if think is None else {"enable_thinking": think not in (False, "false")}
-        source = chat_template or CHATML_TEMPLATE
         inline = [None]  # image placeholders inline in the text (template wants strings)?
 
         def render(texts: list[str]) -> str:
             def attempt(as_text: str | None) -> str:
-                return render_jinja(source, _jinja_messages(msgs, texts, as_text), tools=tools,
-                                    add_generation_prompt=add_generation_prompt,
+                return render_jinja(chat_template, _jinja_messages(msgs, texts, as_text),
+                                    tools=tools, add_generation_prompt=add_generation_prompt,
                                     special_tokens=special_tokens,
                                     image_placeholder=image_placeholder, **thinking)
             if not n_images or inline[0] is not None:
@@ -216,5 +223,6 @@ def build_prompt(messages: Sequence[Mapping[str, Any]], **options: Any) -> str:
 
 
 __all__ = [
-    "CHATML_TEMPLATE", "QWEN_IMAGE_PLACEHOLDER", "RenderedPrompt", "build_prompt", "render_prompt",
+    "DEFAULT_TEMPLATE", "QWEN_IMAGE_PLACEHOLDER", "RenderedPrompt", "build_prompt", "render_prompt",
+    "template_kind",
 ]

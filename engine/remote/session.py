@@ -17,10 +17,19 @@ from types import ModuleType
 
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
+from engine.chat.call_holder import CallHolder
+from engine.chat.documents import template_overhead
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.tool_results import (
+    ToolResult,
+    current_turn,
+    cut_to_fit,
+    estimated_tokens,
+    result_room,
+)
 from engine.chat.tools import Tool
 from engine.errors import GenerationError, Remedy, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
@@ -165,11 +174,22 @@ class RemoteChatSession:
     def _answer(self) -> Iterator[Event]:
         self._cancel.clear()
         return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
-                                 self.max_tool_rounds)
+                                 self.max_tool_rounds, self._fit_tool_result)
+
+    def _fit_tool_result(self, message: Message) -> ToolResult:
+        """As the local session's, with sizes estimated (the server tokenizes)."""
+        def used(messages: list[Message]) -> int:
+            texts = [self.system or ""] + [m.content for m in messages]
+            return template_overhead(self.model, self.system, None) + sum(
+                len(estimated_tokens(text)) for text in texts)
+        room = result_room(self.options.num_ctx, self.options.num_predict,
+                           used(self.messages), lambda: used(current_turn(self.messages)))
+        return cut_to_fit(message.content, room, estimated_tokens, "".join)
 
     def _one_answer(self) -> Generator[Event, None, DoneEvent | None]:
         reply, done, calls = "", None, []
         started = False
+        holder = CallHolder(tool.name for tool in self.tools)   # a server may not parse them
         try:
             for event in self._events(calls):
                 if isinstance(event, TokenEvent):
@@ -177,7 +197,7 @@ class RemoteChatSession:
                     reply += event.text
                 elif isinstance(event, DoneEvent):
                     done = event
-                yield event
+                yield holder.apply(event)
         finally:
             if started or calls:   # what arrived stays in the conversation, even when cut
                 self.messages.append(Message("assistant", reply, tool_calls=tuple(calls)))

@@ -16,11 +16,13 @@ import numpy as np
 
 from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
+from engine.chat.call_holder import CallHolder
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.chat.tool_loop import RunTool, answer_with_tools, take_tool_calls
+from engine.chat.tool_results import ToolResult, current_turn, cut_to_fit, result_room
 from engine.chat.tools import Tool
 from engine.errors import GenerationError
 from engine.gguf.control_vector import Steering
@@ -158,7 +160,7 @@ class ChatSession:
 
     def _answer_events(self) -> Iterator[Event]:
         return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
-                                 self.max_tool_rounds)
+                                 self.max_tool_rounds, self._fit_tool_result)
 
     def _one_answer(self) -> collections.abc.Generator[Event, None, DoneEvent | None]:
         # the decoder is shared by every chat on the model: each answer sets its own vectors
@@ -171,6 +173,7 @@ class ChatSession:
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
         reply, thinking, started, done = "", "", False, None
+        holder = CallHolder(tool.name for tool in self.tools)
         try:
             for event in self._split_thinking(prompt, self._generator.run(
                 prompt,
@@ -188,7 +191,7 @@ class ChatSession:
                     thinking += event.thinking_text
                 elif isinstance(event, DoneEvent):
                     reply, thinking, done = event.text, event.thinking, event
-                yield event
+                yield holder.apply(event)
         finally:
             # whatever was generated stays in the conversation, even when cancelled
             if started:
@@ -245,7 +248,7 @@ class ChatSession:
         System messages and the latest message are always kept (as Ollama does); room is
         left for at least a short answer.
         """
-        limit = min(self.options.num_ctx, self.model.decoder.max_cache_len)
+        limit = self._limit()
         reserve = min(self.options.num_predict if self.options.num_predict > 0 else 256,
                       limit // 4)
         system = [m for m in self.messages if m.role == "system"]
@@ -254,9 +257,7 @@ class ChatSession:
             raise GenerationError("there is nothing to answer: send a message first")
 
         def render(dropped: int) -> PromptTokens:
-            return self.model.tokenize_chat(system + turns[dropped:], system=self.system,
-                                            think=self.think,
-                                            tools=[t.api() for t in self.tools] or None)
+            return self._tokenize(system + turns[dropped:])
 
         # the prompt only shrinks as turns are dropped: the fewest drops that fit are found
         # by bisection (a long conversation is rendered a few times, not once per turn)
@@ -279,3 +280,21 @@ class ChatSession:
                 f"of {limit} (num_ctx): shorten it or raise num_ctx"
             )
         return prompt, dropped
+
+    def _limit(self) -> int:
+        return min(self.options.num_ctx, self.model.decoder.max_cache_len)
+
+    def _tokenize(self, messages: list[Message]) -> PromptTokens:
+        return self.model.tokenize_chat(messages, system=self.system, think=self.think,
+                                        tools=[t.api() for t in self.tools] or None)
+
+    def _fit_tool_result(self, message: Message) -> ToolResult:
+        """A tool's result cut, through the model's tokenizer, to the room the
+        conversation leaves (engine.chat.tool_results.result_room)."""
+        empty = [replace(message, content="")]
+        room = result_room(
+            self._limit(), self.options.num_predict,
+            len(self._tokenize(self.messages + empty)),
+            lambda: len(self._tokenize(current_turn(self.messages) + empty)))
+        tokenizer = self.model.tokenizer
+        return cut_to_fit(message.content, room, tokenizer.encode, tokenizer.decode)

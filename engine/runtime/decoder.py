@@ -44,6 +44,8 @@ PROVIDERS = {
 @dataclass(frozen=True)
 class DecoderStep:
     logits: np.ndarray  # float32 [V] (last position), [N, V] (forward rows=N), [S, V] all_logits
+    final: np.ndarray   # float32 [H], [N, H] or [S, H] as logits: lm_head's input (after
+    #                     output_norm), the state an embedding pools
     hidden: np.ndarray | None = None  # float32 [n_layers + 1, H]: last token, per layer
 
     @property
@@ -342,6 +344,7 @@ class DecoderSession:
         elif image_groups is not None and (np.asarray(image_groups) >= 0).any():
             raise ValueError("this decoder was built without two-way image attention")
         binding.bind_output(graph.LOGITS)  # fresh each step: its shape follows S
+        binding.bind_output(graph.FINAL_HIDDEN)
         if self.layer_stats:
             binding.bind_output(graph.HIDDEN_STATES)
         run_options = ort.RunOptions()
@@ -358,13 +361,16 @@ class DecoderSession:
         self._long_rows = long_rope(self.config, total)
 
         outputs = binding.get_outputs()[len(self._kv_buffers):]  # after the KV buffers
-        logits = outputs[0].numpy()  # [1, S or N, V]
+        logits, final = outputs[0].numpy(), outputs[1].numpy()  # [1, S or N, V], [.., H]
         if self._all_logits:
-            logits = logits[0, -n:] if rows is None else logits[0, -rows:]
+            logits, final = ((logits[0, -n:], final[0, -n:]) if rows is None else
+                             (logits[0, -rows:], final[0, -rows:]))
+        elif rows is not None:
+            logits, final = logits[0], final[0]
         else:
-            logits = logits[0] if rows is not None else logits[0, -1]
-        hidden = outputs[1].numpy() if self.layer_stats else None
-        return DecoderStep(logits=logits, hidden=hidden)
+            logits, final = logits[0, -1], final[0, -1]
+        hidden = outputs[2].numpy() if self.layer_stats else None
+        return DecoderStep(logits=logits, final=final, hidden=hidden)
 
     def _bind_masks(self, past: int, n: int, groups: np.ndarray | None) -> None:
         """Additive masks [S, T]: causal (and windowed for sliding layers), the rows of

@@ -19,7 +19,7 @@ from engine.errors import ImageError, LanternError
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.requantize import SPECS, Requantization
 from engine.graph.kernels import Kernels
-from engine.prompt import QWEN_IMAGE_PLACEHOLDER, render_prompt
+from engine.prompt import QWEN_IMAGE_PLACEHOLDER, render_prompt, template_kind
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.thinking import OPEN_TAG
 from engine.runtime.vision_encoder import VisionEncoder
@@ -110,6 +110,12 @@ class LoadedModel:
         return OPEN_TAG in (self.template or self.gguf.config.chat_template or "")
 
     @property
+    def completion_only(self) -> bool:
+        """It brings no chat template (a base model, or a GGUF imported without one): chats
+        render as Ollama's default ``{{ .Prompt }}``: the user's text alone, no turn markup."""
+        return template_kind(self.template, self.gguf.config.chat_template) == "default"
+
+    @property
     def has_vision(self) -> bool:
         return self.gguf.config.vision is not None
 
@@ -167,8 +173,10 @@ class LoadedModel:
             return self._vision
 
     def tokenize_raw(self, text: str) -> PromptTokens:
-        """A raw prompt, sent verbatim: control-token strings in it are parsed."""
-        return PromptTokens.text(self.tokenizer.encode(text, parse_special=True))
+        """A raw prompt, sent verbatim: control-token strings in it are parsed, and the BOS
+        (EOS) the GGUF asks for is added as for any prompt, as llama.cpp and HF do. Every
+        raw caller (run --raw, inspect, trace, compare, debug, the Tracing tab) comes here."""
+        return PromptTokens.text(self.tokenizer.encode_prompt([(text, True)]))
 
     def special_token_strings(self) -> dict[str, str]:
         special = self.gguf.config.special

@@ -54,7 +54,7 @@ def chat_request(body: object) -> AnswerRequest:
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         raise BadRequest("tools must be a list of function definitions")
-    request.tools = [_tool(raw) for raw in tools]
+    request.tools = [read_tool(raw) for raw in tools]
     return request
 
 
@@ -89,7 +89,7 @@ def _common(body: object) -> AnswerRequest:
                                                                            "low"):
         raise BadRequest("think must be true, false, high, medium or low")
     request = AnswerRequest(model, options=dict(options), stream=body.get("stream", True)
-                            is not False, format=_format(body.get("format")),
+                            is not False, format=read_format(body.get("format")),
                             logprobs=bool(body.get("logprobs")) or top > 0, top_logprobs=top,
                             think=think)
     if body.get("keep_alive") is not None:
@@ -97,7 +97,7 @@ def _common(body: object) -> AnswerRequest:
     return request
 
 
-def _format(value: object) -> Format | None:
+def read_format(value: object) -> Format | None:
     if value in (None, ""):
         return None
     if value == JSON:
@@ -129,9 +129,44 @@ def _images(raw: object) -> tuple[bytes, ...]:
         raise BadRequest("an image is not valid base64") from None
 
 
-def _tool(raw: object) -> Tool:
+def read_tool(raw: object) -> Tool:
     function = raw.get("function") if isinstance(raw, dict) else None
     if not isinstance(function, dict) or not isinstance(function.get("name"), str):
         raise BadRequest('each tool must be {"type": "function", "function": {"name": ...}}')
     return Tool(function["name"], str(function.get("description") or ""),
                 function.get("parameters") or {"type": "object", "properties": {}})
+
+
+@dataclass
+class EmbedRequest:
+    """What /api/embed (and /api/embeddings, /v1/embeddings) ask for, read and checked."""
+
+    model: str
+    inputs: list[str]
+    truncate: bool = True
+    dimensions: int | None = None
+    options: dict = field(default_factory=dict)
+    keep_alive: float | None | str = "default"
+
+
+def embed_request(body: object, field_name: str = "input") -> EmbedRequest:
+    """/api/embed: ``input`` a string or a list of strings (an empty one only loads the
+    model); /api/embeddings reads its one ``prompt`` with ``field_name="prompt"``."""
+    common = _common(body)      # model, options, keep_alive, checked as for the answers
+    raw = body.get(field_name)
+    if isinstance(raw, str):
+        inputs = [raw] if raw else []
+    elif isinstance(raw, list) and all(isinstance(text, str) for text in raw):
+        inputs = list(raw)
+    elif raw is None:
+        inputs = []
+    else:
+        raise BadRequest(f"{field_name} must be a string or a list of strings")
+    truncate, dimensions = body.get("truncate", True), body.get("dimensions")
+    if not isinstance(truncate, bool):
+        raise BadRequest("truncate must be true or false")
+    if dimensions is not None and (isinstance(dimensions, bool) or not isinstance(
+            dimensions, int) or dimensions < 1):
+        raise BadRequest("dimensions must be a positive integer")
+    return EmbedRequest(common.model, inputs, truncate, dimensions, common.options,
+                        common.keep_alive)

@@ -1,9 +1,11 @@
 """The HTTP side of `lantern serve`: the standard library's ThreadingHTTPServer answering
 the part of Ollama's API that engine.remote's client speaks (/api/tags, /api/show,
-/api/chat, /api/generate, plus /api/ps and /api/version). Answers stream as NDJSON;
-errors are Ollama's ``{"error": "..."}`` with a 4xx/5xx status, or, once an answer has
-begun streaming, as its last line. Requests on the model run one at a time (one KV cache);
-listing and describing never wait for them."""
+/api/chat, /api/generate, plus /api/ps and /api/version), its embeddings (/api/embed,
+/api/embeddings) and its OpenAI-compatible routes (/v1/models, /v1/chat/completions,
+/v1/embeddings: openai_compat.py). Answers stream as NDJSON (/v1: server-sent events);
+errors are Ollama's ``{"error": "..."}`` (/v1: OpenAI's error object) with a 4xx/5xx
+status, or, once an answer has begun streaming, as its last line. Requests on the model
+run one at a time (one KV cache); listing and describing never wait for them."""
 
 from __future__ import annotations
 
@@ -21,10 +23,25 @@ from engine.chat.options import Options
 from engine.errors import GenerationError, ImageError, InvalidName, LanternError, ModelNotFound
 from engine.launch import EngineChoices, speculate
 from engine.runtime.chat import ChatSession
+from engine.runtime.embed import embed_text, unit_length
 from engine.runtime.loader import LoadedModel
 from engine.serve.chunks import ChunkWriter
 from engine.serve.keep_alive import DEFAULT_KEEP_ALIVE_S, BadKeepAlive, ModelKeeper
-from engine.serve.requests import AnswerRequest, BadRequest, chat_request, generate_request
+from engine.serve.openai_compat import (
+    CompletionWire,
+    chat_completion_request,
+    embeddings_list,
+    error_body,
+    models_list,
+)
+from engine.serve.requests import (
+    AnswerRequest,
+    BadRequest,
+    EmbedRequest,
+    chat_request,
+    embed_request,
+    generate_request,
+)
 from engine.store import Store
 from engine.vision.preprocess import preprocess
 
@@ -56,7 +73,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:   # noqa: N802 (the standard library's name)
         routes = {"/api/tags": self._tags, "/api/ps": self._ps, "/api/version": self._version,
-                  "/": lambda: self._text("Lantern is running")}
+                  "/v1/models": self._models, "/": lambda: self._text("Lantern is running")}
         self._route(routes, None)
 
     def do_HEAD(self) -> None:  # noqa: N802
@@ -64,7 +81,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         routes = {"/api/show": self._show, "/api/chat": self._chat,
-                  "/api/generate": self._generate}
+                  "/api/generate": self._generate, "/api/embed": self._embed,
+                  "/api/embeddings": self._embeddings,
+                  "/v1/chat/completions": self._chat_completions,
+                  "/v1/embeddings": self._openai_embeddings}
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""    # read whatever the route
         self._route(routes, lambda: _json_body(raw))
@@ -74,7 +94,7 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, routes: dict[str, Callable], read_body: Callable | None) -> None:
         handler = routes.get(self.path.split("?")[0].rstrip("/") or "/")
         if handler is None:
-            self._json(404, {"error": f"{self.command} {self.path} is not part of this API"})
+            self._error(404, f"{self.command} {self.path} is not part of this API")
             return
         try:
             if read_body is None:
@@ -84,11 +104,19 @@ class Handler(BaseHTTPRequestHandler):
         except GONE:
             return
         except ModelNotFound as error:
-            self._json(404, {"error": str(error)})
+            self._error(404, str(error))
         except CLIENT_ERRORS as error:
-            self._json(400, {"error": str(error)})
+            self._error(400, str(error))
         except LanternError as error:
-            self._json(500, {"error": str(error)})
+            self._error(500, str(error))
+
+    @property
+    def _openai(self) -> bool:
+        """An OpenAI-compatible route: its errors and streams take OpenAI's shapes."""
+        return self.path.startswith("/v1/")
+
+    def _error(self, status: int, message: str) -> None:
+        self._json(status, error_body(message, status) if self._openai else {"error": message})
 
     def _json(self, status: int, body: object) -> None:
         data = json.dumps(body).encode()
@@ -124,6 +152,9 @@ class Handler(BaseHTTPRequestHandler):
         self._json(200, {"version": __version__,
                          "lantern": {"models_dir": str(self.server.store.root)}})
 
+    def _models(self) -> None:
+        self._json(200, models_list(self.server.store.list()))
+
     def _ps(self) -> None:
         keeper = self.server.keeper
         resident = keeper.resident
@@ -146,9 +177,16 @@ class Handler(BaseHTTPRequestHandler):
     def _generate(self, body: object) -> None:
         self._answer(generate_request(body), chat=False)
 
-    def _answer(self, request: AnswerRequest, chat: bool) -> None:
+    def _chat_completions(self, body: object) -> None:
+        read = chat_completion_request(body)
+        self._answer(read.answer, chat=True,
+                     wire=CompletionWire(read.answer.model, read.include_usage))
+
+    def _answer(self, request: AnswerRequest, chat: bool,
+                wire: CompletionWire | None = None) -> None:
         """Answer on the resident model; the answer's last bytes go out once the model is
-        released, so a client that has the whole answer sees its keep-alive applied."""
+        released, so a client that has the whole answer sees its keep-alive applied.
+        ``wire``: the answer in OpenAI's objects instead of Ollama's."""
         start = time.perf_counter_ns()
         source = self.server.store.get(request.model)
         options = Options.resolve(source.params, request.options)
@@ -170,19 +208,20 @@ class Handler(BaseHTTPRequestHandler):
                 events = (session.raw(request.messages[0].content) if request.raw
                           else session.answer_once())
                 finish = self._send_answer(writer, session, events, request.stream, load_ns,
-                                           start)
+                                           start, wire)
         if finish is not None:
             finish()
 
     def _send_answer(self, writer: ChunkWriter, session: ChatSession, events: Iterator[Event],
-                     stream: bool, load_ns: int, start: int) -> Callable[[], None] | None:
+                     stream: bool, load_ns: int, start: int,
+                     wire: CompletionWire | None) -> Callable[[], None] | None:
         """Stream (or gather) the answer; returns its last write, None if the client left."""
         chunks, kept, began = writer.chunks(events), [], False
         try:
             for chunk in chunks:
                 if stream:
                     began = began or self._begin_stream()
-                    self._line(chunk)
+                    self._line(wire.chunk(chunk) if wire else chunk)
                 else:
                     kept.append(chunk)
         except GONE:
@@ -192,34 +231,81 @@ class Handler(BaseHTTPRequestHandler):
         except LanternError as error:
             if not began:
                 raise
-            self._line({"error": str(error)})
+            self._line(error_body(str(error), 500) if wire else {"error": str(error)})
             return self._end_stream
         last = session.messages[-1] if session.messages else None
         calls = last.tool_calls if last is not None and last.role == "assistant" else ()
         done = writer.done(writer.finished, load_ns, time.perf_counter_ns() - start, calls)
         if not stream:
-            return lambda: self._json(200, writer.whole(kept, done))
+            whole = writer.whole(kept, done)
+            return lambda: self._json(200, wire.whole(whole) if wire else whole)
         if not began:
             self._begin_stream()
-        self._line(done)
+        for chunk in wire.closing(done) if wire else [done]:
+            self._line(chunk)
         return self._end_stream
 
     def _begin_stream(self) -> bool:
         self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Content-Type", "text/event-stream" if self._openai
+                         else "application/x-ndjson")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         return True
 
-    def _line(self, chunk: dict) -> None:
-        """One NDJSON line as one HTTP chunk."""
-        data = json.dumps(chunk, ensure_ascii=False).encode() + b"\n"
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+    def _line(self, chunk: dict | str) -> None:
+        """One NDJSON line (/v1: one server-sent event) as one HTTP chunk."""
+        data = chunk if isinstance(chunk, str) else json.dumps(chunk, ensure_ascii=False)
+        framed = f"data: {data}\n\n".encode() if self._openai else data.encode() + b"\n"
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(framed), framed))
         self.wfile.flush()
 
     def _end_stream(self) -> None:
+        if self._openai:
+            self._line("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    # -- embeddings -----------------------------------------------------------------------
+
+    def _embed(self, body: object) -> None:
+        """/api/embed: each input's embedding, scaled to unit length."""
+        self._json(200, self._embeddings_of(embed_request(body), unit=True))
+
+    def _embeddings(self, body: object) -> None:
+        """/api/embeddings, the older route: one ``prompt``, its embedding as it is."""
+        answer = self._embeddings_of(embed_request(body, "prompt"), unit=False)
+        self._json(200, {"embedding": (answer["embeddings"] or [[]])[0]})
+
+    def _openai_embeddings(self, body: object) -> None:
+        request = embed_request(body)
+        encoding = body.get("encoding_format") or "float"
+        if encoding not in ("float", "base64"):
+            raise BadRequest('encoding_format must be "float" or "base64"')
+        if not request.inputs:
+            raise BadRequest("input must be a non-empty string or list of strings")
+        answer = self._embeddings_of(request, unit=True)
+        self._json(200, embeddings_list(request.model, answer["embeddings"],
+                                        answer["prompt_eval_count"], encoding))
+
+    def _embeddings_of(self, request: EmbedRequest, unit: bool) -> dict:
+        """Ollama's /api/embed answer for ``request`` on the resident model (no inputs:
+        only loads it)."""
+        start = time.perf_counter_ns()
+        source = self.server.store.get(request.model)
+        options = Options.resolve(source.params, request.options)
+        vectors, tokens = [], 0
+        with self.server.keeper.use(source, options.num_ctx, request.keep_alive) as (
+                model, load_ns):
+            for text in request.inputs:
+                embedding = embed_text(model, text, options.num_ctx, request.truncate)
+                vector = (unit_length(embedding.vector, request.dimensions) if unit
+                          else embedding.vector)
+                vectors.append(vector.tolist())
+                tokens += embedding.token_count
+        return {"model": request.model, "embeddings": vectors,
+                "total_duration": time.perf_counter_ns() - start, "load_duration": load_ns,
+                "prompt_eval_count": tokens}
 
 
 def _json_body(raw: bytes) -> object:

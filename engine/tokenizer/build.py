@@ -90,6 +90,7 @@ def _with_added_tokens(backend: Backend, vocab: Vocabulary) -> tuple[Backend, To
         bos_id=vocab.bos_id,
         eos_id=vocab.eos_id,
         add_bos=vocab.add_bos,
+        add_eos=vocab.add_eos,
         stop_ids=vocab.stop_ids,
         control_ids=frozenset(control),
         pre=vocab.pre.name if vocab.pre is not None else "",

@@ -13,6 +13,7 @@ class TokenizerInfo:
     bos_id: int | None
     eos_id: int | None
     add_bos: bool  # tokenizer.ggml.add_bos_token (False for Qwen)
+    add_eos: bool  # tokenizer.ggml.add_eos_token (llama.cpp's default: False)
     stop_ids: frozenset[int]  # generation ends at any of these
     control_ids: frozenset[int]  # token type CONTROL
     pre: str  # pre-tokenizer name (byte-level BPE)
@@ -25,6 +26,7 @@ class TokenizerInfo:
             "bos_id": self.bos_id,
             "eos_id": self.eos_id,
             "add_bos": self.add_bos,
+            "add_eos": self.add_eos,
             "stop_ids": sorted(self.stop_ids),
             "control_ids": sorted(self.control_ids),
             "pre": self.pre,
@@ -39,6 +41,7 @@ class TokenizerInfo:
             bos_id=data["bos_id"],
             eos_id=data["eos_id"],
             add_bos=bool(data["add_bos"]),
+            add_eos=bool(data["add_eos"]),
             stop_ids=frozenset(data["stop_ids"]),
             control_ids=frozenset(data["control_ids"]),
             pre=str(data["pre"]),

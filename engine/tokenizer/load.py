@@ -10,12 +10,13 @@ cannot be read is rebuilt and overwritten.
 
 A tokenizer is opened from its entry's lines, whether just built or read back: this
 process keeps only the info and lookup tables (entry.py, read in short steps), while a
-child process of its own rebuilds the ``tokenizers`` pipeline and does the encoding
-(encoder_process.py). Building the BPE model of a large vocabulary is one Rust call that
-holds the GIL, and in this process every other thread, the window's included, would wait
-for all of it. A child that cannot rebuild the pipeline from an entry makes it a damaged
-one (rebuilt). The first time, the child reads the file's vocabulary and builds the
-pipeline itself, and sends back the entry's lines for this process to read and cache.
+child process of its own rebuilds the ``tokenizers`` pipeline from the same entry, which it
+reads itself meanwhile, and does the encoding (encoder_process.py). Building the BPE model
+of a large vocabulary is one Rust call that holds the GIL, and in this process every other
+thread, the window's included, would wait for all of it. A child that cannot rebuild the
+pipeline from an entry makes it a damaged one (rebuilt); a child that ended is no fault of
+the entry's. The first time, the child reads the file's vocabulary and builds the pipeline
+itself, and sends back the entry's lines for this process to read and cache.
 """
 
 import hashlib
@@ -30,14 +31,14 @@ from pathlib import Path
 import tokenizers
 
 from engine.paths import cache_dir
-from engine.tokenizer.encoder_process import EncoderProcess
+from engine.tokenizer.encoder_process import EncoderFailed, EncoderGone, EncoderProcess
 from engine.tokenizer.entry import tables
 from engine.tokenizer.tokenizer import Tokenizer
 from engine.tokenizer.vocab import read_vocabulary
 
 # 2: TokenizerInfo says the model kind; 3: JSON Lines, vocabulary in chunks; 4: a chunk is
-# two lists (pieces, ids or scores)
-FORMAT_VERSION = 4
+# two lists (pieces, ids or scores); 5: TokenizerInfo says add_eos
+FORMAT_VERSION = 5
 _BLOB_NAME = re.compile(r"sha256[-:]([0-9a-f]{64})")
 log = logging.getLogger(__name__)
 
@@ -90,18 +91,21 @@ def cache_entry(path: Path) -> Path | None:
 
 def _read_entry(entry: Path) -> Tokenizer | None:
     try:
-        return _open(entry.read_bytes().split(b"\n"))
+        return _open(entry)
     except Exception as error:  # any damage (truncation, bad JSON, old layout) means: rebuild
+        if isinstance(error, EncoderGone) and not isinstance(error, EncoderFailed):
+            raise  # the child process ended: no fault of the entry's, nor cured by a rebuild
         log.warning("tokenizer cache entry %s is unreadable (%s); rebuilding it", entry, error)
         return None
 
 
-def _open(lines: list[bytes]) -> Tokenizer:
-    """The tokenizer of an entry: its child process starts first, so that it builds the
-    pipeline while this one reads the tables."""
+def _open(entry: Path) -> Tokenizer:
+    """The tokenizer of an entry: its child process reads the entry too and builds the
+    pipeline while this one reads the tables (nothing large crosses the pipe)."""
     with _encoder() as encoder:
-        found = tables(lines)
-        encoder.load(lines)
+        encoder.load(entry)
+        found = tables(entry.read_bytes().split(b"\n"))
+        encoder.loaded()
     return Tokenizer(found.info, found.pieces, found.ids, encoder)
 
 

@@ -96,11 +96,16 @@ class Tokenizer:
         return ids
 
     def encode_prompt(self, segments: Iterable[tuple[str, bool]]) -> list[int]:
-        """A whole rendered prompt: ``encode_segments`` with BOS in front when the model asks
-        for one (tokenizer.ggml.add_bos_token) and the template did not already write it."""
+        """A whole prompt, rendered or raw, with the special tokens the model asks for, as
+        llama.cpp adds them: BOS in front (tokenizer.ggml.add_bos_token), EOS at the end
+        (tokenizer.ggml.add_eos_token). Every prompt a model reads is encoded here; one that
+        already starts with the BOS (a template or a user wrote it) or ends with the EOS does
+        not get a second (llama.cpp would add it and warn)."""
         ids = self.encode_segments(segments)
         if self.add_bos and self.bos_id is not None and ids[:1] != [self.bos_id]:
             ids.insert(0, self.bos_id)
+        if self.info.add_eos and self.eos_id is not None and ids[-1:] != [self.eos_id]:
+            ids.append(self.eos_id)
         return ids
 
     def _encode_plain(self, text: str) -> list[int]:

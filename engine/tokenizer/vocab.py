@@ -50,6 +50,7 @@ class Vocabulary:
     bos_id: int | None
     eos_id: int | None
     add_bos: bool
+    add_eos: bool
     stop_ids: frozenset[int]
     model: str = BYTE_LEVEL  # tokenizer.ggml.model
     scores: Sequence[float] = ()  # SentencePiece: id -> score (higher merges first)
@@ -97,6 +98,7 @@ def read_vocabulary(metadata: Mapping[str, object], source: Path | str) -> Vocab
         bos_id=bos_id,
         eos_id=eos_id,
         add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", pre.add_bos)),
+        add_eos=bool(metadata.get("tokenizer.ggml.add_eos_token", False)),
         stop_ids=_stop_ids(metadata, tokens, eos_id, source),
     )
 
@@ -124,6 +126,7 @@ def _sentencepiece(metadata: Mapping[str, object], source: Path | str, tokens: S
         bos_id=bos_id,
         eos_id=eos_id,
         add_bos=bool(metadata.get("tokenizer.ggml.add_bos_token", True)),
+        add_eos=bool(metadata.get("tokenizer.ggml.add_eos_token", False)),
         stop_ids=_stop_ids(metadata, tokens, eos_id, source),
         model=SENTENCEPIECE,
         scores=[float(x) for x in scores],

@@ -31,7 +31,7 @@ def environment(**env: str) -> dict[str, str]:
 
 def start(env: dict[str, str]) -> subprocess.CompletedProcess:
     """`lantern` with no command, as a user starts it."""
-    return subprocess.run([sys.executable, "-c", "import sys; from engine.cli import main; "
+    return subprocess.run([sys.executable, "-c", "import sys; from app.launcher import main; "
                            "sys.exit(main([]))"], env=environment(**env), cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
@@ -111,7 +111,8 @@ def test_on_a_real_display_qt_aborts_where_lantern_says_what_to_install(tmp_path
     assert "`sudo apt install libxcb-cursor0`" in result.stderr
 
 
-def test_a_normal_start_passes_in_milliseconds() -> None:
+def test_a_normal_start_costs_less_than_starting_python() -> None:
+    # judged against a yardstick timed here, so a slow or busy machine slows both
     listener, display = fake_x_server()
     try:
         preflight.problem({"DISPLAY": display})       # QtCore import paid once
@@ -120,7 +121,11 @@ def test_a_normal_start_passes_in_milliseconds() -> None:
         took = time.perf_counter() - began
     finally:
         listener.close()
-    assert took < 0.5, f"the start-up check took {took * 1000:.0f} ms"
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-S", "-c", "pass"], check=True, timeout=60)
+    python_start = time.perf_counter() - began
+    assert took < python_start, (f"the start-up check took {took * 1000:.0f} ms, more than "
+                                 f"starting a bare Python ({python_start * 1000:.0f} ms)")
 
 
 def test_an_explicit_platform_is_left_alone() -> None:

@@ -43,7 +43,7 @@ def test_editing_the_first_message_renames_an_auto_titled_chat(qtbot, tmp_path):
     from engine.catalog.importer import import_gguf
     from engine.store import Store
     from tests.fixtures.synthetic_gguf import write_model
-    from tests.unit.app.test_app_chat import load, send
+    from tests.unit.app.chat.test_app_chat import load, send
 
     root = tmp_path / "models"
     import_gguf(Store.open(root), write_model(tmp_path / "t.gguf", "qwen2"), "tiny")

@@ -34,3 +34,13 @@ def test_a_job_and_the_threads_it_starts_run_below_the_window(qtbot):
     wanted = min(19, window_nice + BACKGROUND_NICE)
     assert seen == {"job": wanted, "child": wanted}
     assert nice_of_this_thread() == window_nice          # the GUI thread keeps its own
+
+
+def test_a_job_run_inline_leaves_its_callers_priority_alone(qtbot):
+    """Tests (and any caller) may run a job on their own thread: only the threads JobRunner
+    starts are lowered, since an unprivileged thread can never raise itself back."""
+    before = nice_of_this_thread()
+    seen: list[int] = []
+    CallJob(lambda: seen.append(nice_of_this_thread())).run()
+    assert seen == [before]
+    assert nice_of_this_thread() == before

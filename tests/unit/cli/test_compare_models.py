@@ -21,7 +21,7 @@ from engine.store import Store
 from engine.vision.preprocess import preprocess_for
 from tests.fixtures.hf_vision import TEXT as TEXT_SPEC
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
-from tests.unit.app.test_app_images import TEMPLATE
+from tests.unit.app.chat.test_app_images import TEMPLATE
 from tests.unit.inspect.test_model_compare_images import pair as pair_vl  # noqa: F401
 from tests.unit.vision.test_vision_prompt import hf_logits
 

@@ -1,6 +1,5 @@
 """engine.gguf on synthetic models of every layout and on the real 0.5B demo model."""
 
-import time
 
 import gguf
 import numpy as np
@@ -195,11 +194,8 @@ def test_human_number_like_ollama(count, label):
 
 
 def test_demo_05b(demo_05b):
-    start = time.perf_counter()
     model = open_model(demo_05b)
-    seconds = time.perf_counter() - start
     assert isinstance(model, GGUFModel)
-    assert seconds < 1.0, f"open_model took {seconds:.2f} s"
     config = model.config
     text = config.text
     assert config.architecture == "qwen2" and config.vision is None

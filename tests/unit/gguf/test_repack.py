@@ -9,7 +9,6 @@ sample of rows of every tensor.
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,10 +180,8 @@ def test_demo_model_packs_exactly(demo_05b):
 
     model = open_model(demo_05b)
     rng = np.random.default_rng(0)
-    seen, start = set(), time.perf_counter()
+    seen = set()
     packed = {name: pack(t) for name, t in model.tensors.items() if len(t.shape) == 2}
-    seconds = time.perf_counter() - start
-    assert seconds < 20, f"packing the 0.5B model took {seconds:.1f} s"
     for name, p in packed.items():
         t = model.tensors[name]
         rows = np.sort(rng.choice(p.n, size=min(p.n, 16), replace=False))

@@ -81,12 +81,18 @@ def test_template_without_images_is_an_error():
                       chat_template="{% for m in messages %}{{ m.content }}{% endfor %}")
 
 
-def test_chatml_fallback():
-    prompt = render_prompt([{"role": "user", "content": "hi"}], system="sys")
-    assert prompt.template_kind == "chatml"
-    assert prompt.text == ("<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
-                           "<|im_start|>assistant\n")
-    assert _content(prompt) == ["sys", "hi"]
+def test_no_template_renders_ollamas_default_prompt():
+    """A model without a template (a base model) gets Ollama's {{ .Prompt }}: the user's
+    text alone, no turn markup; the system prompt has no place in it."""
+    prompt = render_prompt([{"role": "user", "content": "hi <|im_end|>"}], system="sys")
+    assert prompt.template_kind == "default"
+    assert prompt.template_name == "Ollama's default template {{ .Prompt }} (the model has none)"
+    assert prompt.text == "hi <|im_end|>"
+    assert prompt.segments == [("hi <|im_end|>", False)]
+    # earlier turns by Ollama's legacy rule: each prompt then its response, run together
+    chat = [{"role": "user", "content": "Once"}, {"role": "assistant", "content": " upon"},
+            {"role": "user", "content": " a time"}]
+    assert render_prompt(chat).text == "Once upon a time"
 
 
 def test_template_that_rewrites_content_falls_back_to_search():

@@ -5,7 +5,8 @@ SentencePiece tokenizer trained here and converted by llama.cpp's own convert_hf
 The numpy reference equals HF; the engine in exact mode gives HF's greedy tokens with logits
 within the tolerance of the Qwen demo models' test. The converted vocabulary tokenizes as
 sentencepiece does, and Gemma's chat templates (Ollama's Go template, the Jinja one the
-converter stores) render the same prompt.
+converter stores) render the same prompt. A raw prompt starts with the BOS Gemma needs, as
+HF's tokenizer of the same GGUF starts it, and answers with HF's greedy tokens.
 """
 
 from __future__ import annotations
@@ -20,16 +21,20 @@ import pytest
 import sentencepiece as spm
 import torch
 from gguf import GGUFValueType
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
 
+from engine.chat.events import TokenEvent
+from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import inspect_context
 from engine.prompt import render_prompt
 from engine.reference.text import forward
 from engine.reference.weights import ReferenceWeights
+from engine.runtime.chat import ChatSession
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from engine.tokenizer import load_tokenizer
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import CONTROLS, corpus_lines, train
@@ -39,6 +44,8 @@ from tests.integration.test_engine_vs_hf import EXACT_ATOL
 TEMPLATES = Path(__file__).parents[2] / "data" / "templates"
 WINDOW = 8
 GREEDY = 16
+RAW_PROMPTS = ("def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)", "The weather today",
+               "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n")
 
 
 @dataclasses.dataclass
@@ -163,6 +170,33 @@ def test_converted_vocabulary_tokenizes_as_sentencepiece(gemma):
         assert tokenizer.encode(line) == gemma.sp.encode(line), line
     end = tokenizer.token_to_id("<end_of_turn>")
     assert end is not None and end in tokenizer.stop_ids
+
+
+def test_raw_prompts_are_hfs_ids_and_answer_with_hfs_greedy_tokens(gemma):
+    """`lantern run --raw` and every inspection of a raw prompt: the BOS the GGUF asks for
+    comes first, as HF's tokenizer (loaded from the same GGUF) puts it, so the answer is HF's
+    greedy continuation; without it a Gemma answers fluent garbage."""
+    hf_tokenizer = AutoTokenizer.from_pretrained(gemma.model.path.parent,
+                                                 gguf_file=gemma.model.path.name)
+    model = load_model(gemma.model.path, exact=True, num_ctx=128)
+    bos = model.tokenizer.bos_id
+    for text in RAW_PROMPTS:
+        ids = model.tokenize_raw(text).ids.tolist()
+        assert ids == hf_tokenizer(text)["input_ids"], text
+        assert ids[0] == bos and ids[1] != bos
+        with torch.no_grad():
+            hf_path = gemma.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY,
+                                        min_new_tokens=GREEDY, do_sample=False)[0][len(ids):]
+        stops = [i for i, token in enumerate(hf_path.tolist()) if token in model.tokenizer.stop_ids]
+        expected = hf_path.tolist()[:stops[0] if stops else GREEDY]
+        chat = ChatSession(model, Options(temperature=0, num_predict=GREEDY))
+        answer = [e.id for e in chat.raw(text) if isinstance(e, TokenEvent)]
+        assert chat.last_prompt.ids.tolist() == ids
+        assert answer == expected, text
+    # typed by hand, the BOS is not doubled (HF and llama.cpp would add a second one)
+    typed = model.tokenize_raw(model.tokenizer.id_to_piece(bos) + RAW_PROMPTS[1]).ids.tolist()
+    assert typed == model.tokenize_raw(RAW_PROMPTS[1]).ids.tolist()
+    model.tokenizer.close()
 
 
 def test_chat_templates_render_the_same_prompt(gemma):

@@ -4,7 +4,8 @@ transformers: a random-weight MistralForCausalLM with a SentencePiece tokenizer 
 
 The converter permutes q/k rows for llama's interleaved rotary; the engine must undo nothing
 and still equal HF: reference = HF, exact-mode greedy tokens = HF's, logits within the demo
-models' tolerance, and the vocabulary tokenizes as sentencepiece does.
+models' tolerance, and the vocabulary tokenizes as sentencepiece does. A raw prompt gets the
+BOS the family needs, as HF's tokenizer of the same GGUF adds it.
 """
 
 from __future__ import annotations
@@ -15,17 +16,19 @@ import numpy as np
 import pytest
 import sentencepiece as spm
 import torch
-from transformers import MistralConfig, MistralForCausalLM
+from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 
 from engine.gguf import GGUFModel, open_model
 from engine.reference.text import forward
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from engine.tokenizer import load_tokenizer
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import corpus_lines, train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 
 GREEDY = 12
+QUESTION = "Write a Python function that checks whether a number"
 
 
 @dataclasses.dataclass
@@ -52,7 +55,7 @@ def mistral(tmp_path_factory) -> Mistral:
     (folder / "hf" / "tokenizer.model").write_bytes(tokenizer_model.read_bytes())
     path = convert(folder / "hf", folder / "mistral.gguf")
     sp = spm.SentencePieceProcessor(model_file=str(tokenizer_model))
-    prompt = [sp.bos_id()] + sp.encode("Write a Python function that checks whether a number")
+    prompt = [sp.bos_id()] + sp.encode(QUESTION)
     return Mistral(hf, open_model(path), sp, prompt)
 
 
@@ -67,8 +70,16 @@ def test_converted_as_llama_with_a_sentencepiece_vocabulary(mistral):
     assert tokenizer.info.model == "llama" and tokenizer.info.add_space_prefix
     for line in corpus_lines()[::5]:
         assert tokenizer.encode(line) == mistral.sp.encode(line), line
-    assert tokenizer.encode_prompt([("Write a Python function that checks whether a number",
-                                     False)]) == mistral.prompt
+    assert tokenizer.encode_prompt([(QUESTION, False)]) == mistral.prompt
+
+
+def test_a_raw_prompt_is_hfs_ids(mistral):
+    hf_tokenizer = AutoTokenizer.from_pretrained(mistral.model.path.parent,
+                                                 gguf_file=mistral.model.path.name)
+    model = load_model(mistral.model.path, num_ctx=64)
+    assert model.tokenize_raw(QUESTION).ids.tolist() == hf_tokenizer(QUESTION)["input_ids"] \
+        == mistral.prompt
+    model.tokenizer.close()
 
 
 def test_reference_equals_hf(mistral):

@@ -22,6 +22,7 @@ from engine.serve.address import find_server
 from engine.serve.keep_alive import BadKeepAlive, parse_keep_alive
 from engine.serve.server import LanternServer
 from engine.store import Store
+from tests.fixtures.scripted_answers import script_answers
 from tests.fixtures.synthetic_gguf import write_model
 
 GREEDY = {"temperature": 0, "num_predict": 8, "num_ctx": 256}
@@ -105,6 +106,43 @@ def test_a_format_reaches_the_model_as_in_process(store, server):
     free, _ = answer(open_chat(local_model, options_for(local_model, GREEDY)),
                      "Some JSON please")
     assert [t.piece for t in free] != [t.piece for t in local_tokens]   # the format mattered
+
+
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+CALL = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+
+
+def ask_weather(server, stream: bool) -> tuple[str, list[dict]]:
+    """The answer's content as the client joins it, and its tool calls."""
+    status, lines = post(server, "/api/chat", {
+        "model": "tiny", "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": WEATHER, "stream": stream, "options": GREEDY})
+    assert status == 200 and lines[-1]["done"]
+    return ("".join(line["message"]["content"] for line in lines),
+            lines[-1]["message"].get("tool_calls", []))
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize(("pieces", "content"), [
+    (["```json\n", CALL[:20], CALL[20:], "\n```"], ""),
+    ([CALL[:1], CALL[1:]], ""),
+    (["Let me check.", "\n<tool", "_call>\n", CALL, "\n</tool_call>"], "Let me check.\n"),
+])
+def test_a_call_is_sent_in_tool_calls_and_not_in_the_content(server, monkeypatch, stream,
+                                                               pieces, content):
+    script_answers(monkeypatch, [pieces])
+    text, calls = ask_weather(server, stream)
+    assert text == content
+    assert calls == [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_prose_answer_that_mentions_json_is_all_content(server, monkeypatch, stream):
+    prose = ['It is sunny. A call looks like ', CALL, ' in JSON.']
+    script_answers(monkeypatch, [prose])
+    assert ask_weather(server, stream) == ("".join(prose), [])
 
 
 def test_a_second_request_reuses_the_loaded_model(server):

@@ -117,7 +117,7 @@ def test_read_file_only_reads_what_the_user_shared(tmp_path):
 
 def test_a_real_mcp_server_over_stdio_is_listed_and_called():
     tools = {t.name: t for t in list_tools(server())}
-    assert set(tools) == {"multiply", "secret_word"}
+    assert set(tools) == {"multiply", "secret_word", "page"}
     assert tools["multiply"].parameters["required"] == ["a", "b"]
     assert call_tool(server(), "multiply", {"a": 6, "b": 7}) == "42"
 
@@ -142,7 +142,7 @@ def test_a_real_mcp_server_over_streamable_http_is_listed_and_called():
                 assert time.monotonic() < deadline, "the MCP server did not start listening"
                 time.sleep(0.2)
         remote = McpServer("web", url=f"http://127.0.0.1:{port}/mcp")
-        assert {t.name for t in list_tools(remote)} == {"multiply", "secret_word"}
+        assert {t.name for t in list_tools(remote)} == {"multiply", "secret_word", "page"}
         assert call_tool(remote, "multiply", {"a": 1.5, "b": 4}) == "6"
     finally:
         process.terminate()
@@ -261,7 +261,7 @@ def test_cli_goes_on_without_a_server_that_cannot_start(tmp_path, capsys):
         run_tool = None
     chat = Chat()
     attach_tools(chat, [str(config), "builtin"], [], yes=False)
-    assert [t.name for t in chat.tools] == ["multiply", "secret_word", "calculator",
+    assert [t.name for t in chat.tools] == ["multiply", "secret_word", "page", "calculator",
                                             "current_time"]
     assert "MCP server gone" in capsys.readouterr().err
     with pytest.raises(ToolFailed, match="did not allow"):   # no terminal, no --yes
