@@ -9,7 +9,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Bottom first: a module imports from its own package or from a lower layer, never up or
 # sideways. The chat core sits below the local runtime and the servers' clients.
 LAYERS = (
-    {"engine", "engine.errors", "engine.paths", "engine.gojson", "engine.cpu", "engine.heap"},
+    {"engine", "engine.errors", "engine.paths", "engine.gojson", "engine.cpu", "engine.heap",
+     "engine.native"},
     {"engine.store"},
     {"engine.chat", "engine.gguf", "engine.prompt"},
     {"engine.tokenizer", "engine.modelmath", "engine.vision", "engine.tools"},

@@ -226,6 +226,7 @@ def _remote_model(args: argparse.Namespace, connection: Connection):
 
 def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
     """MODEL loaded as the flags say, its context from the options it will run with."""
+    from engine.cpu import cpu_info
     from engine.graph.kernels import describe as describe_kernels
     from engine.launch import EngineChoices, load_local, options_for
 
@@ -235,7 +236,11 @@ def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
     if args.requantize or args.verbose:
         print(f"note: weights: {model.weights}", file=sys.stderr)
     if args.verbose:
-        print(f"note: {describe_kernels(model.kernels)}", file=sys.stderr)
+        if model.kernels is None:  # exact mode, Lantern's GGUF matmul or another provider
+            print(f"note: CPU {cpu_info().describe()}; matmul: {model.matmul}", file=sys.stderr)
+        else:  # MatMulNBits in fast CPU mode: the kernel choices made for this CPU
+            print(f"note: matmul: {model.matmul}", file=sys.stderr)
+            print(f"note: {describe_kernels(model.kernels)}", file=sys.stderr)
     return model
 
 

@@ -32,6 +32,7 @@ from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight
 from engine.graph.builder import GraphBuilder
 from engine.graph.fuse import stack_rows
+from engine.graph.linear import GgufWeight
 from engine.graph.norms import head_rms_norm
 
 Linear = Callable[..., str]  # (x, weight, name, bias=None) -> y, see engine.graph.linear
@@ -39,10 +40,10 @@ Linear = Callable[..., str]  # (x, weight, name, bias=None) -> y, see engine.gra
 
 @dataclass(frozen=True)
 class AttentionWeights:
-    q: PackedWeight                   # [n_heads * D, H]
-    k: PackedWeight                   # [kv_heads * D, H]
-    v: PackedWeight                   # [kv_heads * D, H]
-    output: PackedWeight              # [H, n_heads * D]
+    q: PackedWeight | GgufWeight      # [n_heads * D, H]
+    k: PackedWeight | GgufWeight      # [kv_heads * D, H]
+    v: PackedWeight | GgufWeight      # [kv_heads * D, H]
+    output: PackedWeight | GgufWeight  # [H, n_heads * D]
     q_bias: np.ndarray | None = None  # [n_heads * D]   (Qwen2 family)
     k_bias: np.ndarray | None = None  # [kv_heads * D]
     v_bias: np.ndarray | None = None  # [kv_heads * D]

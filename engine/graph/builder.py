@@ -6,6 +6,12 @@ session gets them as OrtValues through ``SessionOptions.add_external_initializer
 model of any size is built without the 2 GB protobuf limit and without a serialized copy
 of its weights. ``save_model`` writes the same model to disk: the offsets already point
 into the weights file it writes next to it.
+
+Weights read in place (``add_file_bytes``: a GGUF tensor's bytes for lantern.GgufMatMul)
+never leave the model file: the graph holds an empty initializer tagged with where the bytes
+lie, and a session gets a view of the memory-mapped file through
+``SessionOptions.add_initializer``, which ONNX Runtime uses without a copy (measured,
+BENCHMARKS.md). A saved model therefore holds no copy of them either.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import onnxruntime as ort
 from numpy.typing import DTypeLike
 from onnx import TensorProto, helper, numpy_helper
 
+from engine import native
+
 OPSET = 21
 MS_OPSET = 1
 IR_VERSION = 10        # onnx.helper stamps a newer one than ONNX Runtime accepts
 INLINE_BYTES = 1024    # smaller initializers stay inside the model (shape constants and such)
 ALIGN = 65536          # offsets in the weights file: mmap-able on every platform
+FILE_BYTES = "lantern.file_bytes"  # doc_string tag of an in-place weight: "<tag> offset length"
 
 Dims = Sequence[int | str | None]
 ValueSpec = onnx.ValueInfoProto | tuple[str, DTypeLike, Dims | None]
@@ -37,6 +46,7 @@ class GraphBuilder:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
         self.external: dict[str, np.ndarray] = {}  # name -> array, in weights-file order
+        self.in_place: dict[str, np.ndarray] = {}  # name -> a view of the model file's bytes
         self._names: set[str] = set()
         self._file_size = 0
 
@@ -71,6 +81,17 @@ class GraphBuilder:
         self._file_size = offset + array.nbytes
         return name
 
+    def add_file_bytes(self, name: str, view: np.ndarray) -> str:
+        """Add bytes of a memory-mapped file (a GGUF tensor) that the session reads where
+        they lie; the graph records only their offset and length in that file."""
+        name = self.unique(name)
+        whole, offset = mapped_bytes(view)
+        tensor = numpy_helper.from_array(np.zeros(0, np.uint8), name)
+        tensor.doc_string = f"{FILE_BYTES} {offset} {view.nbytes}"
+        self.initializers.append(tensor)
+        self.in_place[name] = whole[offset:offset + view.nbytes]
+        return name
+
     def add_node(self, op_type: str, inputs: Sequence[str],
                  outputs: Sequence[str] | int | None = None, domain: str = "",
                  **attrs) -> list[str]:
@@ -91,8 +112,9 @@ class GraphBuilder:
 
     def make_model(self, inputs: Sequence[ValueSpec],
                    outputs: Sequence[ValueSpec]) -> onnx.ModelProto:
-        """The model (opset 21 + com.microsoft 1, IR 10); inputs/outputs as ValueInfoProto
-        or (name, dtype, shape) with None / strings for dynamic dims."""
+        """The model (opset 21 + com.microsoft 1, + lantern 1 when it runs GgufMatMul; IR 10);
+        inputs/outputs as ValueInfoProto or (name, dtype, shape) with None / strings for
+        dynamic dims."""
         graph_inputs = [value_info(spec) for spec in inputs]
         for vi in graph_inputs:
             if vi.name in self._names:
@@ -101,6 +123,8 @@ class GraphBuilder:
                                   [value_info(spec) for spec in outputs],
                                   initializer=self.initializers)
         opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid("com.microsoft", MS_OPSET)]
+        if any(node.domain == native.DOMAIN for node in self.nodes):
+            opsets.append(helper.make_opsetid(native.DOMAIN, 1))
         model = helper.make_model(graph, opset_imports=opsets)
         model.ir_version = IR_VERSION
         return model
@@ -114,6 +138,41 @@ def value_info(spec: ValueSpec) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, elem, None if shape is None else list(shape))
 
 
+def mapped_bytes(view: np.ndarray) -> tuple[np.ndarray, int]:
+    """The whole buffer ``view`` was cut from (a memory-mapped file), as uint8 bytes, and
+    the offset at which ``view`` starts in it."""
+    root = view
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.base is None or not view.flags.c_contiguous:
+        raise ValueError("in-place bytes must be a contiguous view of a mapped buffer")
+    whole = np.frombuffer(root.base, np.uint8)
+    return whole, view.ctypes.data - whole.ctypes.data
+
+
+def in_place_views(model: onnx.ModelProto, file_bytes: np.ndarray) -> dict[str, np.ndarray]:
+    """The in-place weights of ``model`` (add_file_bytes), cut again from ``file_bytes``:
+    the same views a build made, for a model read back from disk."""
+    views = {}
+    for tensor in model.graph.initializer:
+        tag, *place = tensor.doc_string.split() or [""]
+        if tag == FILE_BYTES:
+            offset, length = map(int, place)
+            views[tensor.name] = file_bytes[offset:offset + length]
+    return views
+
+
+def feed_in_place(options: ort.SessionOptions,
+                  in_place: Mapping[str, np.ndarray]) -> list[ort.OrtValue]:
+    """Hand ``in_place`` to sessions made with ``options`` without a copy. ONNX Runtime
+    reads the memory as long as the session lives and does not own it: the caller keeps the
+    returned values (which keep the views, and so the mapping, alive) at least that long."""
+    values = [ort.OrtValue.ortvalue_from_numpy(view) for view in in_place.values()]
+    for name, value in zip(in_place, values, strict=True):
+        options.add_initializer(name, value)
+    return values
+
+
 def create_session(model: onnx.ModelProto, external: Mapping[str, np.ndarray],
                    options: ort.SessionOptions | None = None,
                    providers: Sequence[str] = ("CPUExecutionProvider",)) -> ort.InferenceSession:
@@ -121,7 +180,8 @@ def create_session(model: onnx.ModelProto, external: Mapping[str, np.ndarray],
 
     ONNX Runtime copies them while the session is created (measured: a 256 MB initializer
     adds 256 MB; changing the numpy array afterwards changes nothing), so the arrays may
-    be dropped once this returns. ``options`` is consumed: it holds the weights.
+    be dropped once this returns. ``options`` is consumed: it holds the weights. In-place
+    weights are not among them: see ``feed_in_place``.
     """
     options = options or ort.SessionOptions()
     if external:

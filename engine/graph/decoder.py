@@ -32,12 +32,16 @@ buffers, and with layer_stats the debug output hidden_states [n_layers + 1, H]: 
 residual stream after the embeddings and after each block (the runtime derives
 mean/std/min/max from it and the reference check compares it row by row).
 
-Weights are packed straight from the GGUF memory map (engine.gguf.repack) into numpy
-arrays the session reads as external initializers; no weights file is written.
+With ``native`` (Lantern's custom-op library, engine.native) every matrix of a type the
+op reads stays the GGUF's bytes in the memory map (engine.graph.linear.GgufWeight), which
+the session reads in place; otherwise weights are packed from the memory map
+(engine.gguf.repack) into numpy arrays the session reads as external initializers. No
+weights file is written.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -60,8 +64,9 @@ from engine.graph.attention import (
 from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
-from engine.graph.linear import RowsApart, linear
+from engine.graph.linear import GgufWeight, RowsApart, linear
 from engine.graph.norms import add_rms_norm, rms_norm
+from engine.native import custom_ops
 
 INPUTS_EMBEDS = "inputs_embeds"
 SEQLENS_K = "seqlens_k"
@@ -93,6 +98,7 @@ class DecoderOptions:
     row_invariant: bool = True   # fast CPU mode: row i's logits do not depend on S (below)
     kernels: Kernels = Kernels()  # fast mode's kernel choices (engine.graph.kernels)
     two_way_images: bool = False  # the host's masks let one image's rows see each other
+    native: bool = False         # GgufMatMul over the file's bytes (CPU, library loaded)
 
     @property
     def dtype(self) -> type:
@@ -116,6 +122,7 @@ class DecoderOptions:
 class DecoderGraph:
     model: onnx.ModelProto
     external: dict[str, np.ndarray]   # initializer name -> array, fed from memory
+    in_place: dict[str, np.ndarray]   # initializer name -> the GGUF's bytes (feed_in_place)
     caches: tuple[LayerCache, ...]    # one per block
     cache_shape: tuple[int, int, int, int]  # [1, kv_heads, max_cache_len, D]
     options: DecoderOptions
@@ -123,28 +130,33 @@ class DecoderGraph:
 
 @dataclass(frozen=True)
 class MLPWeights:
-    gate: PackedWeight  # [I, H]
-    up: PackedWeight    # [I, H]
-    down: PackedWeight  # [H, I]
+    gate: PackedWeight | GgufWeight  # [I, H]
+    up: PackedWeight | GgufWeight    # [I, H]
+    down: PackedWeight | GgufWeight  # [H, I]
 
 
 class DecoderWeights:
     """Packs the GGUF's text tensors on demand; the only place this graph spells GGUF names."""
 
     def __init__(self, model: GGUFModel, requantization: Requantization | None = None,
-                 fold_zero_points: bool = False):
+                 fold_zero_points: bool = False, native: bool = False):
         self.model = model
         self.requantization = requantization
         self.fold_zero_points = fold_zero_points  # engine.graph.kernels, 2.
+        self.native = native and requantization is None
 
-    def matrix(self, name: str) -> PackedWeight:
-        """A linear weight as MatMulNBits inputs (or dense). Exact mode needs no other form:
-        with accuracy level 0 ONNX Runtime multiplies float activations by the exact weights
-        (measured on the 0.5B demo model: faster than widening 8-bit weights to fp32 MatMul).
-        With a requantization every matrix is rounded again to 4-bit instead."""
+    def matrix(self, name: str) -> PackedWeight | GgufWeight:
+        """A linear weight: with ``native``, the GGUF's bytes where the op reads the type;
+        else MatMulNBits inputs (or dense). Exact mode needs no other form: with accuracy
+        level 0 ONNX Runtime multiplies float activations by the exact weights (measured on
+        the 0.5B demo model: faster than widening 8-bit weights to fp32 MatMul). With a
+        requantization every matrix is rounded again to 4-bit instead."""
         tensor = self.model.tensors[name]
         if self.requantization is not None:
             return requantize(tensor, self.requantization)
+        n, k = tensor.shape[0], math.prod(tensor.shape[1:])
+        if self.native and custom_ops().reads(tensor.ggml_type, k):
+            return GgufWeight(int(tensor.ggml_type), n, k, tensor.raw.reshape(n, -1))
         return fold_zero_points(pack(tensor)) if self.fold_zero_points else pack(tensor)
 
     def vector(self, name: str) -> np.ndarray:
@@ -194,7 +206,7 @@ class DecoderWeights:
     def output_norm(self) -> np.ndarray:
         return self.vector("output_norm.weight")
 
-    def lm_head(self, cfg: TextConfig) -> PackedWeight:
+    def lm_head(self, cfg: TextConfig) -> PackedWeight | GgufWeight:
         return self.matrix("token_embd.weight" if cfg.tie_embeddings else "output.weight")
 
 
@@ -203,9 +215,13 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     dtype = options.dtype
     g = GraphBuilder("decoder")
     w = DecoderWeights(model, options.requantize,
-                       fold_zero_points=options.kernels.fold_zero_points and not options.exact)
+                       fold_zero_points=options.kernels.fold_zero_points and not options.exact,
+                       native=options.native)
     accuracy = EXACT_ACCURACY if options.exact else FAST_ACCURACY
+    # GgufMatMul computes every row alike whatever their number: no matmul runs row by row
     apart = options.kernels.rows_apart_bits if options.row_invariant_graph else ()
+    if w.native:
+        apart = ()
     project = partial(linear, g, accuracy_level=accuracy, float_dtype=dtype,
                       rows_apart=RowsApart(ROWS_APART, apart) if apart else None)
     step = cache_step(g, options.row_invariant_graph)
@@ -270,7 +286,8 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     if options.layer_stats:
         states = last_token_states(g, hidden_states, dtype)
         outputs.append((states, np.float32, [cfg.n_layers + 1, cfg.hidden_size]))
-    return DecoderGraph(g.make_model(inputs, outputs), g.external, caches, cache_shape, options)
+    return DecoderGraph(g.make_model(inputs, outputs), g.external, g.in_place, caches,
+                        cache_shape, options)
 
 
 def step_inputs(cfg: TextConfig, options: DecoderOptions, apart: bool,

@@ -3,7 +3,8 @@
 One MatMulNBits instead of three quantizes the activations once and gives the threads one
 wide N to split instead of a narrow k/v projection (kv_heads * head_dim rows). Weights fuse
 only when MatMulNBits would treat them alike (bits, block, zero points, offsets); otherwise
-the caller keeps them apart.
+the caller keeps them apart. GGUF bytes read in place (GgufWeight) never stack: that
+would copy them; the op quantizes x once per matrix, which costs little.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine.gguf.repack import PackedWeight
+from engine.graph.linear import GgufWeight
 
 
-def stack_rows(weights: Sequence[PackedWeight]) -> PackedWeight | None:
-    """[n_i, k] weights -> one [sum n_i, k] weight, or None when their layouts differ."""
+def stack_rows(weights: Sequence[PackedWeight | GgufWeight]) -> PackedWeight | None:
+    """[n_i, k] weights -> one [sum n_i, k] weight, or None when their layouts differ (or
+    they are read in place)."""
+    if any(isinstance(w, GgufWeight) for w in weights):
+        return None
     first = weights[0]
     layout = _layout(first)
     if any(_layout(w) != layout for w in weights[1:]):
@@ -35,9 +40,13 @@ def stack_rows(weights: Sequence[PackedWeight]) -> PackedWeight | None:
     )
 
 
-def split_rows(weight: PackedWeight, sizes: Sequence[int]) -> list[PackedWeight]:
+def split_rows(weight: PackedWeight | GgufWeight,
+               sizes: Sequence[int]) -> list[PackedWeight | GgufWeight]:
     """One [sum n_i, k] weight -> [n_i, k] weights (a file that stores q|k|v or gate|up
     fused, as Phi-3's does)."""
+    if isinstance(weight, GgufWeight):
+        bounds = np.cumsum([0, *sizes])
+        return [weight.rows(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     parts, start = [], 0
     for n in sizes:
         rows = {field: _rows(getattr(weight, field), weight.n, slice(start, start + n))

@@ -1,5 +1,8 @@
 """Fast CPU mode's kernel choices: the one place they are made, and why.
 
+They are MatMulNBits' (the fallback of ARCHITECTURE.md §3: no custom-op library, a
+requantization, CUDA/CoreML); Lantern's own GgufMatMul has none of these choices to make.
+
 The choices are kept per CPU class in TABLE (keyed by engine.cpu's features).
 ``python -m benchmarks.kernels`` measures them on the machine at hand, prints the row it
 derives and exits 1 where TABLE says otherwise; BENCHMARKS.md ("fast mode's kernel

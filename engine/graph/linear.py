@@ -1,6 +1,9 @@
-"""The ONNX nodes of one linear layer ``y = x @ W.T (+ bias)`` from a PackedWeight.
+"""The ONNX nodes of one linear layer ``y = x @ W.T (+ bias)``.
 
-Quantized weights go to com.microsoft.MatMulNBits. Formats with a per-sub-block offset
+A GgufWeight (the GGUF tensor's bytes as they lie in the file) goes to Lantern's own op,
+lantern.GgufMatMul (engine/native, ARCHITECTURE.md §3): nothing is repacked or copied.
+Without that library (or on CUDA/CoreML) a PackedWeight goes to com.microsoft.MatMulNBits.
+Quantized PackedWeights go to MatMulNBits. Formats with a per-sub-block offset
 (Q4_1, Q5_1: +m; Q4_K, Q5_K: -dmin*m) add ``sum_sub(x) @ offsets.T``: x is reshaped into
 sub-blocks [..., k/ob, ob], summed over each, and multiplied by the small [k/ob, n] offset
 matrix. Dense weights (F16/BF16/F32 and de-quantized formats) use a plain MatMul.
@@ -14,10 +17,27 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from engine import native
 from engine.gguf.repack import PackedWeight, unpack
 from engine.graph.builder import GraphBuilder
 
 INT8_ACTIVATIONS = 4  # MatMulNBits accuracy_level that quantizes x to int8 per block
+EXACT_MODE, FAST_MODE = 0, 1  # GgufMatMul's modes: float activations / 8-bit per block
+
+
+@dataclass(frozen=True)
+class GgufWeight:
+    """A weight [n, k] as the GGUF stores it: ``raw`` views the memory-mapped file's n rows
+    of blocks (uint8 [n, row_bytes]); GgufMatMul reads it there."""
+
+    ggml_type: int
+    n: int
+    k: int
+    raw: np.ndarray
+
+    def rows(self, start: int, stop: int) -> GgufWeight:
+        """Rows start..stop (a file that stores q|k|v or gate|up as one tensor): a view."""
+        return GgufWeight(self.ggml_type, stop - start, self.k, self.raw[start:stop])
 
 
 @dataclass(frozen=True)
@@ -29,10 +49,13 @@ class RowsApart:
     bits: tuple[int, ...]
 
 
-def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy_level: int,
-           bias: np.ndarray | None = None, float_dtype: type = np.float32,
+def linear(g: GraphBuilder, x: str, weight: PackedWeight | GgufWeight, name: str, *,
+           accuracy_level: int, bias: np.ndarray | None = None, float_dtype: type = np.float32,
            rows_apart: RowsApart | None = None) -> str:
     """Add ``x [..., k] -> [..., n]`` to ``g`` the fastest exact way; return the output name.
+
+    A GgufWeight runs GgufMatMul, fast (accuracy_level 4) or exact (below); every row by the
+    same code whatever the number of rows, so ``rows_apart`` never applies to it.
 
     accuracy_level 4 runs every quantized weight through MatMulNBits with int8 activations.
     Below 4 (float activations), 8-bit MatMulNBits has no kernel on CPU and de-quantizes the
@@ -40,12 +63,34 @@ def linear(g: GraphBuilder, x: str, weight: PackedWeight, name: str, *, accuracy
     benchmarks/matmul_nbits.py), so 8-bit weights become dense float32 there — the same
     values (``unpack`` is bit-exact), at 4 bytes per weight.
     """
+    if isinstance(weight, GgufWeight):
+        return gguf_matmul(g, x, weight, name, fast=accuracy_level == INT8_ACTIVATIONS,
+                           bias=bias)
     if weight.dense is None and (weight.bits == 4 or accuracy_level == INT8_ACTIVATIONS):
         apart = rows_apart if rows_apart and weight.bits in rows_apart.bits else None
         return matmul_nbits(g, x, weight, name, accuracy_level=accuracy_level, bias=bias,
                             float_dtype=float_dtype, rows_apart=apart)
     dense = weight.dense if weight.dense is not None else unpack(weight)
     return dense_matmul(g, x, dense, name, bias=bias, float_dtype=float_dtype)
+
+
+def gguf_matmul(g: GraphBuilder, x: str, weight: GgufWeight, name: str, *, fast: bool,
+                bias: np.ndarray | None = None, expert: str = "", experts: int = 0) -> str:
+    """lantern.GgufMatMul over the file's bytes (float32 x [..., k] -> [..., n]). ``fast``
+    quantizes x to 8 bits per block where the type has such a kernel (float weights keep
+    float activations). ``expert``: an int64 [1] input choosing one of ``experts`` matrices
+    [experts, n, k] stored one after the other in ``weight.raw``."""
+    fast = fast and native.custom_ops().reads(weight.ggml_type, weight.k, fast=True)
+    w = g.add_file_bytes(f"{name}.gguf", weight.raw)
+    inputs = [x, w] + ([expert] if expert else [])
+    [y] = g.add_node(native.OP, inputs, [f"{name}/GgufMatMul"], domain=native.DOMAIN,
+                     type=int(weight.ggml_type), k=weight.k, n=weight.n,
+                     mode=FAST_MODE if fast else EXACT_MODE, experts=experts)
+    if bias is None:
+        return y
+    b = g.add_initializer(f"{name}.bias", bias.astype(np.float32))
+    [y] = g.add_node("Add", [y, b], [f"{name}/Add"])
+    return y
 
 
 def dense_matmul(g: GraphBuilder, x: str, weight: np.ndarray, name: str, *,

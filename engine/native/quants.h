@@ -23,8 +23,10 @@ enum lq_type {
 };
 
 /* Fast mode's activations, quantized once per row of x (as llama.cpp's Q8_0/Q8_1 and Q8_K,
- * with float32 scales). Blocks of 32 serve the 32-element formats, blocks of 256 the
- * K-quants. */
+ * with float32 scales). Blocks of 32 serve the 32-element formats (MXFP4 among them), blocks
+ * of 256 the K-quants. The dense types (F32, F16, BF16) have no integer path: their fast-mode
+ * activations are the float32 row itself (4 k bytes) and fast mode computes what exact mode
+ * computes. */
 typedef struct {
     float d;          /* x[i] ~= d * qs[i] */
     float s;          /* d * sum(qs): the block's sum, for formats with a minimum (Q4_1, Q5_1) */
@@ -46,6 +48,10 @@ size_t lq_act_bytes(int type, int64_t k);
 
 /* Quantize one row x[k] into xq (lq_act_bytes(type, k) bytes). */
 void lq_quantize_act(int type, int64_t k, const float *x, void *xq);
+
+/* W's row w of k values (lq_row_bytes(type, k) > 0) de-quantized into out[k]: exactly
+ * gguf.quants.dequantize's float32 values, the ones exact mode multiplies with. */
+void lq_dequantize_row(int type, int64_t k, const void *w, float *out);
 
 /* y[i * ldy + j] = x[i, :] . W[j, :] for i < m and j0 <= j < j1; W's row j starts at
  * w + j * lq_row_bytes(type, k).

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 from gguf.quants import dequantize
 
@@ -24,11 +25,12 @@ from engine.errors import GenerationError
 from engine.gguf import GGUFModel
 from engine.gguf.requantize import Requantization
 from engine.graph import decoder as graph
-from engine.graph.builder import create_session
+from engine.graph.builder import create_session, feed_in_place, in_place_views, mapped_bytes
 from engine.graph.kernels import Kernels, kernels_for
 from engine.heap import give_back_freed_memory
 from engine.modelmath.rope import long_rope, rope_amplitude, text_rope_angles
 from engine.modelmath.stats import layer_stats
+from engine.native import custom_ops
 from engine.runtime.cancel import Cancelled, stop_hook
 from engine.runtime.graph_cache import GraphCache, entry_key
 
@@ -66,8 +68,11 @@ class DecoderSession:
     """Runs the decoder graph of ``model`` step by step (batch 1).
 
     exact: fp32 activations and float-exact weights (logits within ~1e-3 of the numpy
-    reference); otherwise int8 activations on CPU (the kernel choices of this CPU class,
-    engine.graph.kernels; ``kernels`` says which, None in exact mode and off the CPU).
+    reference); otherwise int8 activations on CPU. On CPU, Lantern's GgufMatMul multiplies
+    by the GGUF's bytes where they lie (engine.native; ``matmul`` says what runs and, when
+    the library is absent, why); without it, or on another provider, MatMulNBits runs with
+    the kernel choices of this CPU class (engine.graph.kernels; ``kernels`` says which, None
+    in exact mode, with GgufMatMul and off the CPU).
     provider: "cpu", "cuda" (fp16 graph), "coreml" (contrib ops stay on CPU) or "auto";
     an unavailable one falls back to CPU and ``provider`` says which ran.
     requantize: opt-in speed over exactness, e.g. "q4" (engine.gguf.requantize); ``weights``
@@ -76,8 +81,9 @@ class DecoderSession:
     steps (engine.graph.kernels, 3.), to measure its cost (benchmarks/batch_invariance.py).
     Not for a run without drafts: that graph rounds differently, so `--speculate off` would
     answer some prompts otherwise than the default (measured, BENCHMARKS.md).
-    cache: reuse the built graph from disk (engine.runtime.graph_cache; not in exact mode,
-    whose fp32 weights are 4x the GGUF); ``cache_state`` says "hit", "stored" or "off".
+    cache: reuse the built graph from disk (engine.runtime.graph_cache; with GgufMatMul the
+    entry holds no weights; without it not in exact mode, whose fp32 weights are 4x the
+    GGUF); ``cache_state`` says "hit", "stored" or "off".
     """
 
     def __init__(self, model: GGUFModel, *, exact: bool = False, provider: str = "cpu",
@@ -98,15 +104,17 @@ class DecoderSession:
                                   "re-quantizes them; choose one of exact and requantize")
         self.requantization = requantize
         self.weights = "exact GGUF weights" if requantize is None else requantize.label
+        native, self.matmul = matmul_path(self.provider, requantize)
         # fast CPU mode's kernel choices (None where they do not apply; other providers
         # keep explicit zero points, unmeasured there)
-        self.kernels = (kernels or kernels_for()) if self.provider == "cpu" and not exact else None
+        self.kernels = ((kernels or kernels_for()) if self.provider == "cpu" and not exact
+                        and not native else None)
         options = graph.DecoderOptions(exact=exact, float16=self.provider == "cuda",
                                        max_cache_len=max_cache_len, layer_stats=layer_stats,
                                        all_logits=all_logits, requantize=requantize,
                                        row_invariant=row_invariant and self.provider == "cpu",
                                        kernels=self.kernels or Kernels(fold_zero_points=False),
-                                       two_way_images=two_way_images(model))
+                                       two_way_images=two_way_images(model), native=native)
         self._dtype = np.dtype(options.dtype)
         # a verify step's rows equal one-token steps': to the bit in fast CPU mode, to ~1e-5
         # in exact mode (speculative decoding relies on it; engine.graph.kernels, 3.)
@@ -125,10 +133,12 @@ class DecoderSession:
         # (BENCHMARKS.md, 'What was wrong with the reported 10 tok/s').
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session_options.add_session_config_entry("session.dynamic_block_base", "4")
+        if native:
+            session_options.register_custom_ops_library(str(custom_ops().path))
         providers = [PROVIDERS[self.provider]] + (["CPUExecutionProvider"]
                                                   if self.provider != "cpu" else [])
-        # exact mode's fp32 weights are 4x the GGUF: built in memory, never cached
-        store = GraphCache() if cache and not exact else None
+        # without GgufMatMul exact mode's fp32 weights are 4x the GGUF: never cached
+        store = GraphCache() if cache and (native or not exact) else None
         self._session = self._open(model, options, store, session_options, providers, started)
         self.load_seconds = time.perf_counter() - started
 
@@ -163,6 +173,7 @@ class DecoderSession:
         free with the GIL held (BENCHMARKS.md, 'Dropping a session'). (``give_back`` is
         bound here: at the interpreter's exit the module's names may be gone.)"""
         self._binding = self._kv_buffers = self._session = None
+        self._in_place = None  # after the session: it reads them to the end
         give_back()
 
     @property
@@ -195,7 +206,9 @@ class DecoderSession:
               session_options: ort.SessionOptions, providers: list[str],
               started: float) -> ort.InferenceSession:
         """The session, from the graph cache when it holds this build; sets build_seconds and
-        cache_state ("hit", "stored", "off" or "off (why)")."""
+        cache_state ("hit", "stored", "off" or "off (why)"), and _in_place: the GGUF's bytes
+        that GgufMatMul reads, kept as long as the session."""
+        self._in_place: list[ort.OrtValue] = []
         key = None if store is None or not store.enabled else entry_key(
             model.path, options, self._deepstack)
         path = store.lookup(key) if key else None
@@ -210,8 +223,13 @@ class DecoderSession:
                     self.cache_state = f"off ({error})"
             if path is None:
                 self.build_seconds = time.perf_counter() - started
+                self._in_place = feed_in_place(session_options, built.in_place)
                 return create_session(built.model, built.external, session_options, providers)
             del built  # the session maps the stored weights instead
+        if options.native:  # the entry says where the GGUF's bytes lie; hand them over
+            stored = onnx.load(str(path), load_external_data=False)
+            file_bytes, _ = mapped_bytes(self._token_embd.raw)
+            self._in_place = feed_in_place(session_options, in_place_views(stored, file_bytes))
         self.build_seconds = time.perf_counter() - started
         return ort.InferenceSession(str(path), session_options, providers=providers)
 
@@ -415,6 +433,17 @@ class _RotaryRows:
 
 class _Unmatched:
     """The key of a slot fed as an embedding without keys: equal to nothing but itself."""
+
+
+def matmul_path(provider: str, requantize: Requantization | None) -> tuple[bool, str]:
+    """Whether Lantern's GGUF matmul multiplies by the weights (the CPU, the library loaded,
+    the GGUF's own weights), and what does, in words."""
+    if provider != "cpu":
+        return False, "ONNX Runtime's MatMulNBits (Lantern's GGUF matmul runs on the CPU only)"
+    if requantize is not None:
+        return False, f"ONNX Runtime's MatMulNBits ({requantize.spec} weights)"
+    ops = custom_ops()
+    return ops.available, ops.describe()
 
 
 def two_way_images(model: GGUFModel) -> bool:

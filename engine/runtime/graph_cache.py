@@ -2,7 +2,9 @@
 
 An entry is a directory ``<cache_dir>/decoders/<key>/`` holding ``decoder.onnx`` and the
 weights file its external tensors point into (64 KiB-aligned, so ONNX Runtime memory-maps
-it: a session made from the entry holds no second, anonymous copy of the weights).
+it: a session made from the entry holds no second, anonymous copy of the weights). With
+Lantern's GgufMatMul the matrices are not in it at all: the graph says where their bytes lie
+in the GGUF, which the session reads in place; the weights file holds only small vectors.
 The key digests everything the graph depends on: the GGUF's identity (its sha256 when it
 is an Ollama blob ``sha256-<hex>``, else path, size and mtime), the graph options and the
 source of the code that builds the graph, so a changed engine never reads a stale entry.
@@ -40,6 +42,10 @@ GRAPH_SOURCES = (  # the code that shapes an entry, relative to the repository r
     *(f"engine/gguf/quants/{m}.py" for m in ("__init__", "base", "dense", "kquants", "legacy")),
     "engine/gguf/repack.py",
     "engine/gguf/requantize.py",
+    # which GGUF types GgufMatMul reads (and in fast mode) decides which matrices use it
+    "engine/native/__init__.py",
+    "engine/native/quants.h",
+    "engine/native/quants.c",
 )
 
 

@@ -150,8 +150,14 @@ class LoadedModel:
         return self.decoder.row_invariant
 
     @property
+    def matmul(self) -> str:
+        """What multiplies by the weights: Lantern's GGUF matmul, or MatMulNBits and why."""
+        return self.decoder.matmul
+
+    @property
     def kernels(self) -> Kernels | None:
-        """Fast CPU mode's kernel choices; None in exact mode and off the CPU."""
+        """Fast CPU mode's MatMulNBits kernel choices; None in exact mode, with Lantern's
+        GGUF matmul and off the CPU."""
         return self.decoder.kernels
 
     def vision_encoder(self) -> VisionEncoder:

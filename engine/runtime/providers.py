@@ -9,6 +9,7 @@ from __future__ import annotations
 import onnxruntime as ort
 
 from engine.graph.kernels import describe, kernels_for
+from engine.native import custom_ops
 from engine.runtime.decoder import PROVIDERS
 
 
@@ -26,3 +27,9 @@ def runtime_version() -> str:
 def cpu_kernels() -> str:
     """This CPU's features and fast mode's kernel choices for it (engine.graph.kernels)."""
     return describe(kernels_for())
+
+
+def cpu_matmul() -> str:
+    """What multiplies by the weights on the CPU: Lantern's GGUF matmul (and its kernels),
+    or MatMulNBits and why the library is not used (engine.native)."""
+    return custom_ops().describe()

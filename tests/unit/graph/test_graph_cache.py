@@ -11,6 +11,7 @@ import pytest
 
 from engine.gguf import open_model
 from engine.graph import decoder as graph
+from engine.native import ENV, custom_ops
 from engine.runtime import graph_cache
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.graph_cache import GraphCache, cache_limit, entry_key, source_identity
@@ -27,7 +28,7 @@ def model(tmp_path, monkeypatch):
     return open_model(write_model(tmp_path / "m.gguf", "qwen2", SPEC, default_type=T.Q4_K))
 
 
-def test_second_session_loads_from_the_cache_with_the_same_logits(model, tmp_path):
+def test_second_session_loads_from_the_cache_with_the_same_logits(model, tmp_path, monkeypatch):
     first = DecoderSession(model, max_cache_len=16)
     assert first.cache_state == "stored"
     second = DecoderSession(model, max_cache_len=32)  # another cache length: same entry
@@ -35,6 +36,10 @@ def test_second_session_loads_from_the_cache_with_the_same_logits(model, tmp_pat
     np.testing.assert_array_equal(second.forward(input_ids=PROMPT).logits,
                                   first.forward(input_ids=PROMPT).logits)
     assert len(GraphCache().entries()) == 1
+    # GgufMatMul reads the weights in place, so exact mode's graph is as small and cached
+    exact = DecoderSession(model, exact=True, max_cache_len=16).cache_state
+    assert exact == ("stored" if custom_ops().available else "off")
+    monkeypatch.setenv(ENV, "off")  # MatMulNBits: exact mode's fp32 weights are never cached
     assert DecoderSession(model, exact=True, max_cache_len=16).cache_state == "off"
     assert DecoderSession(model, max_cache_len=16, cache=False).cache_state == "off"
     assert not [p for p in (tmp_path / "cache" / "decoders").iterdir()

@@ -16,6 +16,7 @@ from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.cli import main
 from engine.cpu import cpu_info
+from engine.native import ENV, custom_ops
 from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
 from tests.fixtures.synthetic_gguf import TextSpec
@@ -159,18 +160,25 @@ def test_jsonl_stream_schema(tiny, capsys):
     assert final["eval_count"] == len(tokens)
 
 
-def test_run_speculates_by_default_in_both_modes(tiny, capsys):
+def test_run_speculates_by_default_in_both_modes(tiny, capsys, monkeypatch):
     """auto is prompt lookup on the CPU, fast and exact mode alike: no note about answers
     that may differ (the CUDA note is engine.runtime.speculation's, tested there).
-    --verbose names the CPU and, in fast mode, the kernel choices made for it."""
+    --verbose names the CPU and what multiplies by the weights: Lantern's GGUF matmul, or
+    MatMulNBits with (in fast mode) the kernel choices made for this CPU."""
     args = ["run", str(tiny), "Hello", "--num-predict", "4", "--temperature", "0"]
-    for mode, kernels in (([], "kernels: int8 activations"), (["--exact"], "exact mode")):
+    modes = (([], "matmul: Lantern's GGUF matmul"), (["--exact"], "matmul: Lantern's GGUF matmul"))
+    if not custom_ops().available:
+        modes = (([], "kernels: int8 activations"), (["--exact"], "weights repacked"))
+    for mode, kernels in modes:
         assert main([*args, *mode, "--verbose"]) == 0
         err = capsys.readouterr().err
         assert "speculative decoding: ngram" in err and "may differ" not in err
         assert f"note: CPU {cpu_info().model}" in err and kernels in err
         assert main([*args, *mode, "--speculate", "off", "--verbose"]) == 0
         assert "speculative decoding: off" in capsys.readouterr().err
+    monkeypatch.setenv(ENV, "off")  # the library's absence is said, with why
+    assert main([*args, "--verbose"]) == 0
+    assert f"MatMulNBits, weights repacked (turned off by {ENV})" in capsys.readouterr().err
 
 
 def test_image_flag_without_vision_is_a_clear_message(tiny, capsys, tmp_path):

