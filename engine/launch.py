@@ -10,13 +10,16 @@ model.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.chat.answer_format import Format
 from engine.chat.backend import Capability, ChatBackend
+from engine.chat.messages import Message
 from engine.chat.options import Options
+from engine.chat.tools import Tool
 from engine.errors import ControlVectorMismatch, GenerationError
 from engine.remote.session import RemoteChatSession, RemoteModel
 from engine.store import LocalModel, Store
@@ -59,8 +62,13 @@ def options_for(source: Model | LocalModel | Path,
 
 
 def open_chat(model: Model, options: Options, *, system: str | None = None,
-              num_top: int = 5, think: bool | str | None = None) -> ChatBackend:
-    """A conversation with ``model``, wherever it runs (no drafter yet: ``speculate``)."""
+              num_top: int = 5, think: bool | str | None = None,
+              messages: Sequence[Message] = (), answer_format: Format | None = None,
+              tools: Sequence[Tool] = ()) -> ChatBackend:
+    """A conversation with ``model``, wherever it runs (no drafter yet: ``speculate``):
+    the CLI, the window and ``lantern serve`` all open their chats here. ``messages`` are
+    the turns so far, ``answer_format`` the structured output, ``tools`` the tools offered
+    through the model's template (a caller that runs them attaches their runner)."""
     if isinstance(model, RemoteModel):
         chat: ChatBackend = RemoteChatSession(model, options, system, num_top=num_top)
     else:
@@ -68,6 +76,9 @@ def open_chat(model: Model, options: Options, *, system: str | None = None,
 
         chat = ChatSession(model, options, system, num_top=num_top)
     chat.think = think
+    chat.messages = list(messages)
+    chat.format = answer_format
+    chat.tools = list(tools)
     return chat
 
 

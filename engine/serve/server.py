@@ -21,7 +21,7 @@ from engine.chat.events import Event
 from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.errors import GenerationError, ImageError, InvalidName, LanternError, ModelNotFound
-from engine.launch import EngineChoices, speculate
+from engine.launch import EngineChoices, open_chat, speculate
 from engine.runtime.chat import ChatSession
 from engine.runtime.embed import embed_text, unit_length
 from engine.runtime.loader import LoadedModel
@@ -325,9 +325,9 @@ def _session(model: LoadedModel, options: Options, request: AnswerRequest) -> Ch
         m = messages[index]
         messages[index] = Message(m.role, m.content, tuple(preprocess(i) for i in images),
                                   m.thinking, m.tool_calls, m.tool_name)
-    session = ChatSession(model, options, request.system, messages=messages,
-                          num_top=max(1, request.top_logprobs), think=request.think,
-                          format=request.format, tools=request.tools)
+    session = open_chat(model, options, system=request.system, messages=messages,
+                        num_top=max(1, request.top_logprobs), think=request.think,
+                        answer_format=request.format, tools=request.tools)
     # prompt lookup only: a draft model would be loaded again for every request
     speculate(session, "ngram" if model.row_invariant else "off", None)
     return session
