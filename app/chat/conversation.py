@@ -299,6 +299,10 @@ class ConversationController(QObject):
     def continue_answer(self) -> Turn:
         """Go on with the last answer (stopped, cut off or interrupted) in its own row."""
         self._require_idle()
+        if not isinstance(self.model, LoadedModel):    # a server starts each answer anew
+            raise GenerationError(f"Continue needs a model on this computer: "
+                                  f"{self.model_name} runs on {self.where}. Regenerate the "
+                                  "answer instead, or load a local model")
         last = self._last_answer()
         if last is None:
             raise GenerationError("there is no answer to continue: send a message first")
