@@ -426,6 +426,8 @@ class ConversationController(QObject):
         self.answer_text, self.answer_thinking = self._so_far
         self.thinking_ns = so_far.thinking_ms * 1_000_000 if so_far else 0
         self._logprobs = list(self.history.logprobs(answer_id)) if so_far else []
+        if so_far:
+            self.history.set_done_reason(self.answer_id, "")     # being written again
         self._sent = None
         self._first_token = True
         self._decode_ns = self._decoded = 0
@@ -567,6 +569,7 @@ class ConversationController(QObject):
         self.answer_text, self.answer_thinking = text + event.text, thinking + event.thinking
         self.answer_steering = event.steering
         shown = self._shown()
+        self.history.set_done_reason(self.answer_id, event.done_reason)
         self._finish(complete=event.done_reason != "cancel")
         if shown:
             self.answerDone.emit(event)

@@ -187,8 +187,10 @@ class ChatPage(QWidget):
         widget.read_tokens_with(partial(self._saved_tokens, stored))
         widget.set_steering(stored.steering)
         widget.set_versions(stored.version, stored.versions)
-        widget.unfinished = not stored.complete
-        widget.set_status("" if stored.complete else "interrupted")
+        cut_short = stored.done_reason in DONE_NOTES       # stopped, or at the length limit
+        widget.unfinished = cut_short or not stored.complete
+        widget.set_status(DONE_NOTES[stored.done_reason] if cut_short else
+                          "" if stored.complete else "interrupted")
         if self.color_tokens:
             widget.set_color_tokens(True)
 

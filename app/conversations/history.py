@@ -47,6 +47,7 @@ CREATE TABLE IF NOT EXISTS answer_versions (
     model TEXT NOT NULL,
     produced_by TEXT NOT NULL,
     complete INTEGER NOT NULL,
+    done_reason TEXT NOT NULL,
     PRIMARY KEY (message, number)
 );
 """
@@ -65,6 +66,7 @@ ADDED_COLUMNS = (
     ("messages", "model", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "produced_by", "TEXT NOT NULL DEFAULT '{}'"),
     ("messages", "version", "INTEGER NOT NULL DEFAULT 1"),
+    ("messages", "done_reason", "TEXT NOT NULL DEFAULT ''"),
 )
 
 FTS_SCHEMA = """
@@ -90,10 +92,10 @@ INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
 MESSAGE_COLUMNS = ("id, role, content, images, complete, thinking, thinking_ms, logprobs, "
                    "steering, model, produced_by, version, 1 + (SELECT COUNT(*) FROM "
-                   "answer_versions WHERE message = messages.id)")
+                   "answer_versions WHERE message = messages.id), done_reason")
 # an answer's own columns, kept whole for each of its versions (regenerate keeps them)
 VERSION_COLUMNS = ("content, thinking, thinking_ms, logprobs, steering, model, produced_by, "
-                   "complete")
+                   "complete, done_reason")
 NO_LOGPROBS = MESSAGE_COLUMNS.replace("logprobs", "'[]'")   # the same, the rows left unread
 
 
@@ -126,6 +128,7 @@ class StoredMessage:
     produced_by: dict = field(default_factory=dict, compare=False)  # its weights, options, engine
     version: int = 1            # an answer: which of its versions this is (regenerate adds one)
     versions: int = 1           # ...of how many
+    done_reason: str = ""       # how the answer ended: "stop", "length", "cancel" ("" not yet)
 
 
 @dataclass(frozen=True)
@@ -348,6 +351,11 @@ class History:
             self._db.execute("UPDATE messages SET logprobs = ? WHERE id = ?",
                              (json.dumps(logprobs, ensure_ascii=False), message))
 
+    def set_done_reason(self, message: int, reason: str) -> None:
+        """How the answer ended ("length", "cancel"...; "" while it is being written): a
+        reopened one cut short offers to go on."""
+        self._db.execute("UPDATE messages SET done_reason = ? WHERE id = ?", (reason, message))
+
     def set_produced_by(self, message: int, produced_by: dict) -> None:
         """What an answer ran with (known once its session is open)."""
         self._db.execute("UPDATE messages SET produced_by = ? WHERE id = ?",
@@ -399,7 +407,8 @@ class History:
             (f"INSERT INTO answer_versions (message, number, {VERSION_COLUMNS}) "
              f"SELECT id, version, {VERSION_COLUMNS} FROM messages WHERE id = ?", (message,)),
             ("UPDATE messages SET content = '', thinking = '', thinking_ms = 0, "
-             "logprobs = '[]', steering = '', complete = 0, model = ?, version = 1 + "
+             "logprobs = '[]', steering = '', complete = 0, done_reason = '', model = ?, "
+             "version = 1 + "
              "(SELECT COUNT(*) FROM answer_versions WHERE message = ?) WHERE id = ?",
              (model, message, message)),
             ("UPDATE conversations SET model = ?, updated = ? WHERE id = "
@@ -450,12 +459,12 @@ class History:
                         message_id: int | None = None) -> int:
         cursor = self._db.execute(
             "INSERT INTO messages (id, conversation, role, content, images, complete, "
-            "thinking, thinking_ms, logprobs, steering, model, produced_by) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "thinking, thinking_ms, logprobs, steering, model, produced_by, done_reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (message_id, conversation, m.role, m.content, json.dumps(list(m.images)),
              int(m.complete), m.thinking, m.thinking_ms,
              json.dumps(list(m.logprobs), ensure_ascii=False), m.steering, m.model,
-             json.dumps(m.produced_by, ensure_ascii=False)))
+             json.dumps(m.produced_by, ensure_ascii=False), m.done_reason))
         return int(cursor.lastrowid)
 
     def _touch(self, conversation: int) -> None:
@@ -503,7 +512,8 @@ def _lead_with_match(snippet: str) -> str:
 def _stored(row: tuple) -> StoredMessage:
     return StoredMessage(row[0], row[1], row[2], _listed(row[3]), bool(row[4]), row[5],
                          row[6], _listed(row[7]), row[8], row[9],
-                         {} if row[10] == "{}" else json.loads(row[10]), row[11], row[12])
+                         {} if row[10] == "{}" else json.loads(row[10]), row[11], row[12],
+                         row[13])
 
 
 def _listed(text: str) -> tuple:

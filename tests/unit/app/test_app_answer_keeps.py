@@ -183,7 +183,7 @@ def test_continue_goes_on_in_the_same_bubble_and_row(qtbot, tmp_path, store):
     window.new_chat()
     window.open_conversation(conversation)
     bubble = window.chat.view.messages[-1]
-    assert bubble.status.text() == "interrupted" and bubble.buttons["Continue"].isVisibleTo(bubble)
+    assert bubble.status.text() == "stopped" and bubble.buttons["Continue"].isVisibleTo(bubble)
     window.controller.settings.options["num_predict"] = 2
     stopped = bubble.text
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
@@ -191,6 +191,13 @@ def test_continue_goes_on_in_the_same_bubble_and_row(qtbot, tmp_path, store):
     assert bubble.text == stopped + done.args[0].text
     stored = window.history.messages(conversation)[-1]
     assert stored.complete and stored.content == bubble.text
+
+    # cut at the length limit, then reopened: still offered
+    window.new_chat()
+    window.open_conversation(conversation)
+    bubble = window.chat.view.messages[-1]
+    assert bubble.status.text() == "cut off at the length limit"
+    assert bubble.buttons["Continue"].isVisibleTo(bubble)
 
 
 def test_regenerate_keeps_every_version_and_goes_on_from_the_one_shown(qtbot, tmp_path,
