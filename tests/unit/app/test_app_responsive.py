@@ -64,10 +64,11 @@ def send(window: MainWindow, text: str) -> None:
     window.chat.input.submit()
 
 
-def start_long_answer(qtbot, window: MainWindow) -> GenerateJob:
-    """A new chat whose answer is busy prefilling a long prompt."""
+def start_long_answer(qtbot, window: MainWindow, topic: str = "") -> GenerateJob:
+    """A new chat whose answer is busy prefilling a long prompt (``topic`` makes it one the
+    model's cache does not already hold: an answer left to finish leaves its prompt there)."""
     window.new_chat()
-    send(window, LONG_PROMPT)
+    send(window, topic + LONG_PROMPT)
     job = window.controller.job
     assert job is not None
     qtbot.wait(300)                    # the worker is inside the prefill now
@@ -127,7 +128,7 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
     assert answer.role == "assistant" and answer.complete
 
     # Ctrl+N mid-answer: the same
-    job = start_long_answer(qtbot, window)
+    job = start_long_answer(qtbot, window, topic="Again: ")
     assert timed(window.new_chat) < busy(RETURNS_WITHIN_S)
     assert window.controller.conversation_id is None and not window.chat.view.messages
     qtbot.waitUntil(lambda: window.controller.answering is None, timeout=TIMEOUT_MS)
@@ -139,7 +140,7 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
     assert done.args[0].done_reason == "length"
 
     # closing the window mid-answer
-    job = start_long_answer(qtbot, window)
+    job = start_long_answer(qtbot, window, topic="Once more: ")
     assert timed(window.close) < busy(RETURNS_WITHIN_S)
     assert_ends(qtbot, job)
 
