@@ -303,6 +303,9 @@ class ConversationController(QObject):
             raise GenerationError(f"Continue needs a model on this computer: "
                                   f"{self.model_name} runs on {self.where}. Regenerate the "
                                   "answer instead, or load a local model")
+        if self.conversation_format():
+            raise GenerationError("a structured answer cannot be continued: its format "
+                                  "would start again. Regenerate it instead")
         last = self._last_answer()
         if last is None:
             raise GenerationError("there is no answer to continue: send a message first")

@@ -199,6 +199,13 @@ def test_continue_goes_on_in_the_same_bubble_and_row(qtbot, tmp_path, store):
     assert bubble.status.text() == "cut off at the length limit"
     assert bubble.buttons["Continue"].isVisibleTo(bubble)
 
+    # a structured answer's format would start again: said, and nothing changes
+    said = []
+    window.chat.message.connect(lambda _level, text: said.append(text))
+    window.controller.set_conversation_format("json")
+    bubble.buttons["Continue"].click()
+    assert "structured answer cannot be continued" in said[-1] and not window.controller.busy
+
 
 def test_regenerate_keeps_every_version_and_goes_on_from_the_one_shown(qtbot, tmp_path,
                                                                       store):
