@@ -252,6 +252,7 @@ class MainWindow(QMainWindow):
         self.banner.cancelRequested.connect(self._cancel_banner_job)
         controller.conversationChanged.connect(self._conversation_changed)
         controller.listChanged.connect(self._refresh_conversations)
+        controller.answeringChanged.connect(self.conversations.set_answering)
         controller.token.connect(self._token)
         controller.answerDone.connect(self._done)
         controller.notice.connect(lambda text: self.banner.show_message("info", text))
@@ -548,7 +549,8 @@ class MainWindow(QMainWindow):
         self.sidebar.search.selectAll()
 
     def escape(self) -> None:
-        """Esc: stop the answer; else leave editing; else clear the search."""
+        """Esc: stop the answer (of the chat shown); else leave editing; else clear the
+        search."""
         if self.controller.busy:
             self.controller.stop()
         elif self.chat.input.waiting or self.chat.input.editing:

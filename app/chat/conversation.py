@@ -88,6 +88,7 @@ class ConversationController(QObject):
     answerInterrupted = Signal(str)          # the answer was given up; why, in a word or two
     sendRejected = Signal(str, object)       # text, images of a message taken back unanswered
     toolCall = Signal(object)                # ToolCallEvent of the answer in progress
+    answeringChanged = Signal(object)        # the conversation being answered, or None
 
     def __init__(self, history: History, settings: Settings, runner: JobRunner,
                  parent: QObject | None = None) -> None:
@@ -100,6 +101,11 @@ class ConversationController(QObject):
         self.session: ChatBackend | None = None
         self.conversation_id: int | None = None
         self.job: GenerateJob | None = None
+        # the conversation the job answers: it goes on when another one is shown (the
+        # signals that show it are sent only while its conversation is the one shown)
+        self.answering: int | None = None
+        self._answer_session: ChatBackend | None = None
+        self._so_far = ("", "")      # what the answer held before this job (Continue)
         self.check_job: CallJob | None = None
         self.answer_id: int | None = None
         self.answer_text = ""
@@ -122,8 +128,12 @@ class ConversationController(QObject):
 
     @property
     def busy(self) -> bool:
-        """An answer is being generated (Stop applies)."""
-        return self.job is not None
+        """An answer of the conversation shown is being generated (Stop applies)."""
+        return self.job is not None and self._shown()
+
+    def _shown(self) -> bool:
+        """The answer in progress belongs to the conversation shown."""
+        return self.answering is not None and self.answering == self.conversation_id
 
     @property
     def checking(self) -> bool:
@@ -219,26 +229,35 @@ class ConversationController(QObject):
             self._pending = self.history.messages(self.conversation_id, logprobs=False)
 
     def new_chat(self) -> None:
-        self.interrupt("interrupted")
+        """An empty chat; an answer in progress goes on in the background."""
         self.give_up_check()
         self.conversation_id, self.session, self._pending = None, None, None
         self.draft_system, self.draft_options = "", {}
         self.draft_format = ""
         self.draft_vectors = []
         self.conversationChanged.emit(None)
+        self.busyChanged.emit(self.busy)
 
     def open(self, conversation_id: int) -> list[StoredMessage]:
         """Switch to a stored conversation; returns its messages for the view (without
-        their token rows: the view reads each answer's as it builds its bubble)."""
-        self.interrupt("interrupted")
+        their token rows: the view reads each answer's as it builds its bubble). An answer
+        in progress goes on in the background; back on its conversation, its session
+        is the one that answers it."""
         self.give_up_check()
         messages = self.history.messages(conversation_id, logprobs=False)
-        self.conversation_id, self.session, self._pending = conversation_id, None, messages
+        self.conversation_id = conversation_id
+        if conversation_id == self.answering:
+            self.session, self._pending = self._answer_session, None
+        else:
+            self.session, self._pending = None, messages
         self.conversationChanged.emit(conversation_id)
+        self.busyChanged.emit(self.busy)
         return messages
 
     def delete(self, conversation_id: int) -> Snapshot | None:
         """Delete a conversation; the snapshot returned puts it back (`undelete`)."""
+        if conversation_id == self.answering:
+            self.interrupt("interrupted")
         if conversation_id == self.conversation_id:
             self.new_chat()
         snapshot = self.history.delete(conversation_id)
@@ -270,10 +289,44 @@ class ConversationController(QObject):
         self._require_idle()
         if self.conversation_id is None:
             raise GenerationError("there is no message to answer again: send one first")
+        last = self._last_answer()
+        if last is None:
+            return Turn(None, self._start_answer(lambda session, _: session.regenerate()))
+        self.history.keep_version(last.id, self.model_name)     # the earlier one stays
+        return Turn(None, self._start_answer(lambda session, _: session.regenerate(),
+                                             answer_id=last.id))
+
+    def continue_answer(self) -> Turn:
+        """Go on with the last answer (stopped, cut off or interrupted) in its own row."""
+        self._require_idle()
+        if not isinstance(self.model, LoadedModel):    # a server starts each answer anew
+            raise GenerationError(f"Continue needs a model on this computer: "
+                                  f"{self.model_name} runs on {self.where}. Regenerate the "
+                                  "answer instead, or load a local model")
+        if self.conversation_format():
+            raise GenerationError("a structured answer cannot be continued: its format "
+                                  "would start again. Regenerate it instead")
+        last = self._last_answer()
+        if last is None:
+            raise GenerationError("there is no answer to continue: send a message first")
+        return Turn(None, self._start_answer(lambda session, _: session.continue_answer(),
+                                             answer_id=last.id, so_far=last))
+
+    def show_version(self, message_id: int, number: int) -> StoredMessage | None:
+        """Show another version of an answer: the conversation goes on from it (its
+        session is restored from the history on the next turn)."""
+        if self.busy:
+            raise GenerationError("the answer is still being written: wait for it or "
+                                  "press Stop")
+        self.history.show_version(message_id, number)
+        self.session = None
+        self._pending = self.history.messages(self.conversation_id, logprobs=False)
+        return self.history.message(message_id)
+
+    def _last_answer(self) -> StoredMessage | None:
+        """The answer to the last user message, if it has one."""
         last = self._last_stored("assistant")
-        if last is not None and last.id > (self._last_id("user") or 0):
-            self.history.truncate_from(self.conversation_id, last.id)
-        return Turn(None, self._start_answer(lambda session, _: session.regenerate()))
+        return last if last is not None and last.id > (self._last_id("user") or 0) else None
 
     def edit_last_user(self, text: str) -> Turn:
         self._require_idle()
@@ -313,8 +366,10 @@ class ConversationController(QObject):
             return
         job.cancel()
         self._draining.append(job.ended)
+        shown = self._shown()
         self._finish(complete=False)
-        self.answerInterrupted.emit(note)
+        if shown:
+            self.answerInterrupted.emit(note)
 
     def give_up_check(self) -> None:
         """Cancel the reference check or cross-check (its conversation or model is left);
@@ -339,6 +394,11 @@ class ConversationController(QObject):
             raise GenerationError("the reference check is still running: wait for its verdict")
         if self.busy:
             raise GenerationError("the model is still busy: wait for it or press Stop")
+        if self.job is not None:       # one answer at a time: never two jobs on one model
+            other = self.history.conversation(self.answering)
+            title = f" (“{other.title}”)" if other else ""
+            raise GenerationError(f"another chat{title} is still answering: wait for it, "
+                                  "or open it and press Stop")
 
     def last_user_message(self) -> StoredMessage | None:
         """The conversation's latest message from the user (causal tracing's clean text)."""
@@ -359,11 +419,18 @@ class ConversationController(QObject):
         return last.id if last is not None else None
 
     def _start_answer(self, turn: Callable[[ChatBackend, tuple], Iterator[Event]],
-                      images: tuple[str, ...] = ()) -> int:
-        self.answer_id = self.history.add(self.conversation_id, "assistant", "", complete=False,
-                                          model=self.model_name)
-        self.answer_text, self.answer_thinking, self.thinking_ns = "", "", 0
-        self._logprobs = []
+                      images: tuple[str, ...] = (), answer_id: int | None = None,
+                      so_far: StoredMessage | None = None) -> int:
+        """Answer into a new row, or into ``answer_id``'s (a regenerated version; going on
+        from ``so_far``, the answer as it stands)."""
+        self.answer_id = answer_id if answer_id is not None else self.history.add(
+            self.conversation_id, "assistant", "", complete=False, model=self.model_name)
+        self._so_far = (so_far.content, so_far.thinking) if so_far else ("", "")
+        self.answer_text, self.answer_thinking = self._so_far
+        self.thinking_ns = so_far.thinking_ms * 1_000_000 if so_far else 0
+        self._logprobs = list(self.history.logprobs(answer_id)) if so_far else []
+        if so_far:
+            self.history.set_done_reason(self.answer_id, "")     # being written again
         self._sent = None
         self._first_token = True
         self._decode_ns = self._decoded = 0
@@ -404,9 +471,10 @@ class ConversationController(QObject):
         job.done.connect(self._on_done)
         job.toolCall.connect(self._on_tool_call)
         job.failed.connect(self._on_failed)
-        self.job = job
+        self.job, self.answering, self._answer_session = job, self.conversation_id, session
         self.busyChanged.emit(True)
         self.runner.start(job)
+        self.answeringChanged.emit(self.answering)
         self.listChanged.emit()
         return self.answer_id
 
@@ -473,13 +541,15 @@ class ConversationController(QObject):
         for event in events:
             self._take(event)
         self._save(complete=False)       # saved before shown: nothing shown can be lost
-        for event in events:
+        for event in events if self._shown() else ():
             self.token.emit(event)
 
     def _take(self, event: TokenEvent) -> None:
-        if self._first_token and self.session is not None and self.session.last_prompt:
+        session = self._answer_session
+        if self._first_token and session is not None and session.last_prompt:
             self._first_token = False
-            self.promptReady.emit(self.session.last_prompt, self.model.tokenizer.id_to_piece)
+            if self._shown():
+                self.promptReady.emit(session.last_prompt, self.model.tokenizer.id_to_piece)
         if event.index > 0:
             self._decode_ns += event.elapsed_ns
             self._decoded += 1
@@ -492,32 +562,44 @@ class ConversationController(QObject):
     def _on_tool_call(self, event: ToolCallEvent) -> None:
         if self._current(self.job):
             self.answer_text = ""     # the call's text; the next round's answer follows
-            self.toolCall.emit(event)
+            if self._shown():
+                self.toolCall.emit(event)
 
     def _on_done(self, event: DoneEvent) -> None:
         if not self._current(self.job):
             return
-        self.answer_text, self.answer_thinking = event.text, event.thinking
+        text, thinking = self._so_far
+        self.answer_text, self.answer_thinking = text + event.text, thinking + event.thinking
         self.answer_steering = event.steering
+        shown = self._shown()
+        self.history.set_done_reason(self.answer_id, event.done_reason)
         self._finish(complete=event.done_reason != "cancel")
-        self.answerDone.emit(event)
+        if shown:
+            self.answerDone.emit(event)
 
     def _on_failed(self, message: str) -> None:
         if not self._current(self.job):
             return
-        if self.answer_id is not None and not self.answer_text and \
-                self.conversation_id is not None:
-            self.history.truncate_from(self.conversation_id, self.answer_id)
-            self.answer_id = None
-            if self._sent is not None:
+        shown = self._shown()
+        if self.answer_id is not None and not self.answer_text and self._so_far == ("", ""):
+            if self.history.drop_shown_version(self.answer_id):    # the earlier one again
+                self.answer_id = None
+                self._sent = None
+            else:
+                self.history.truncate_from(self.answering, self.answer_id)
+                self.answer_id = None
+            if self._sent is not None and shown:
                 self._take_back(*self._sent)
                 if "num_ctx" in message:
                     message += ("; in Lantern the context size is in Settings → Conversation "
                                 "(num_ctx, for every chat)")
         self._finish(complete=False)
-        self.answerFailed.emit(message)
-        if self._sent is not None:
-            self.sendRejected.emit(self._sent[1], self._sent[2])
+        if not shown:
+            self.notice.emit(f"An answer in another chat failed: {message}")
+        else:
+            self.answerFailed.emit(message)
+            if self._sent is not None:
+                self.sendRejected.emit(self._sent[1], self._sent[2])
         self._sent = None
 
     def _take_back(self, user_id: int, text: str, images: tuple[str, ...]) -> None:
@@ -537,7 +619,9 @@ class ConversationController(QObject):
     def _finish(self, complete: bool) -> None:
         self._save(complete, final=True)
         self.job, self.answer_id = None, None
+        self.answering, self._answer_session = None, None
         self.busyChanged.emit(False)
+        self.answeringChanged.emit(None)
         self.listChanged.emit()
 
     def _save(self, complete: bool, final: bool = False) -> None:

@@ -108,6 +108,22 @@ class ChatPage(QWidget):
         self._unbuilt, self._model_name = list(messages), model_name
         self._wanted = KEPT_MESSAGES
         self._build_older(floor=latest_exchange(messages))
+        self._resume_answer()
+
+    def _resume_answer(self) -> None:
+        """Back on a conversation still being answered (in the background meanwhile): its
+        bubble streams on from what was written so far."""
+        controller = self.controller
+        if not controller.busy:
+            return
+        self.answer = next((w for w in self.view.messages
+                            if w.message_id == controller.answer_id), None)
+        if self.answer is not None:
+            self.answer.tokens = []
+            self.answer.unfinished = False
+            self.answer.set_text(controller.answer_text, immediate=True)
+            self.answer.set_status("writing…")
+            self._update_actions()
 
     def _build_older(self, floor: int | None = None) -> None:
         """Bubbles for the newest unbuilt messages: down to ``floor`` (an index: the
@@ -163,13 +179,20 @@ class ChatPage(QWidget):
         if stored.thinking:
             widget.thinking.finish(stored.thinking, stored.thinking_ms)
         if stored.role == "assistant":
-            widget.read_tokens_with(partial(self._saved_tokens, stored))
-            widget.set_steering(stored.steering)
-            if self.color_tokens:
-                widget.set_color_tokens(True)
-            if not stored.complete:
-                widget.set_status("interrupted")
+            self._show_answer(widget, stored)
         return widget
+
+    def _show_answer(self, widget: MessageWidget, stored: StoredMessage) -> None:
+        """A stored answer (or another of its versions) in its bubble."""
+        widget.read_tokens_with(partial(self._saved_tokens, stored))
+        widget.set_steering(stored.steering)
+        widget.set_versions(stored.version, stored.versions)
+        cut_short = stored.done_reason in DONE_NOTES       # stopped, or at the length limit
+        widget.unfinished = cut_short or not stored.complete
+        widget.set_status(DONE_NOTES[stored.done_reason] if cut_short else
+                          "" if stored.complete else "interrupted")
+        if self.color_tokens:
+            widget.set_color_tokens(True)
 
     def _saved_tokens(self, stored: StoredMessage) -> list:
         """An answer's saved tokens, its rows read from the history now (a reopened
@@ -250,6 +273,8 @@ class ChatPage(QWidget):
         widget.copyRequested.connect(self._copy)
         widget.editRequested.connect(self._edit)
         widget.regenerateRequested.connect(self._regenerate)
+        widget.continueRequested.connect(self._continue)
+        widget.versionRequested.connect(self._show_version)
         widget.tokenHovered.connect(self._hovered)
         widget.tokenClicked.connect(
             lambda w, i: self.tokenClicked.emit(w.tokens[i]) if 0 <= i < len(w.tokens) else None)
@@ -282,6 +307,9 @@ class ChatPage(QWidget):
 
     def _start_answer(self, turn: Turn, images: int = 0) -> None:
         self.answer = self._add("assistant", "", (), turn.answer_id)
+        stored = self.controller.history.message(turn.answer_id)
+        if stored is not None:
+            self.answer.set_versions(stored.version, stored.versions)
         # the vision tower runs before the first token (built on first use: seconds)
         self.answer.set_status("looking at the image…" if images == 1 else
                                f"looking at {images} images…" if images else "writing…")
@@ -295,6 +323,32 @@ class ChatPage(QWidget):
             return
         self.view.remove_from(widget)
         self._start_answer(turn)
+
+    def _continue(self, widget: MessageWidget) -> None:
+        """The answer goes on where it stopped, in the same bubble."""
+        try:
+            self.controller.continue_answer()
+        except LanternError as error:
+            self.message.emit("error", str(error))
+            return
+        self.answer, widget.unfinished = widget, False
+        widget.set_status("writing…")
+        self._update_actions()
+
+    def _show_version(self, widget: MessageWidget, number: int) -> None:
+        """‹ ›: another version of the answer, which the conversation then goes on from."""
+        try:
+            stored = self.controller.show_version(widget.message_id, number)
+        except LanternError as error:
+            self.message.emit("error", str(error))
+            return
+        if stored is None:
+            return
+        widget.set_title(stored.model or self.controller.model_name or "Assistant")
+        widget.thinking.finish(stored.thinking, stored.thinking_ms)   # (none: hidden)
+        widget.set_text(stored.content, immediate=True)
+        self._show_answer(widget, stored)
+        self._update_actions()
 
     def _edit(self, widget: MessageWidget) -> None:
         self.input.begin_edit(widget.text)
@@ -329,10 +383,12 @@ class ChatPage(QWidget):
     def _on_done(self, event: DoneEvent) -> None:
         if self.answer is None:
             return
-        self.answer.set_text(event.text, immediate=True)
-        if event.thinking:
-            self.answer.thinking.finish(event.thinking, self.controller.thinking_ms)
+        controller = self.controller          # (a continued answer: all of it)
+        self.answer.set_text(controller.answer_text, immediate=True)
+        if controller.answer_thinking:
+            self.answer.thinking.finish(controller.answer_thinking, controller.thinking_ms)
         self.answer.set_status(DONE_NOTES.get(event.done_reason, ""))
+        self.answer.unfinished = event.done_reason in DONE_NOTES
         self.answer.set_steering(event.steering)
         self.answer = None
         self._update_actions()
@@ -345,14 +401,19 @@ class ChatPage(QWidget):
             return
         self.answer.set_text(self.controller.answer_text, immediate=True)
         self.answer.set_status(note)
+        self.answer.unfinished = True
         self.answer = None
         self._update_actions()
         self._let_go_of_oldest()
 
     def _on_failed(self, message: str) -> None:
         if self.answer is not None:
+            earlier = self.controller.history.message(self.answer.message_id)
             if self.answer.text:
                 self.answer.set_status("failed")
+            elif earlier is not None:         # a regenerated version failed: the one before
+                self.answer.set_text(earlier.content, immediate=True)
+                self._show_answer(self.answer, earlier)
             else:
                 self.view.remove_from(self.answer)
             self.answer = None
@@ -384,3 +445,5 @@ class ChatPage(QWidget):
             widget.set_action_enabled("Edit", widget is last_user and not busy)
             widget.set_action_enabled("Regenerate", widget is last and
                                       widget.role == "assistant" and not busy)
+            widget.set_action_enabled("Continue", widget is last and widget.unfinished
+                                      and widget.role == "assistant" and not busy)

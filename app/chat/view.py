@@ -169,6 +169,8 @@ class MessageWidget(QFrame):
     copyRequested = Signal(object)
     editRequested = Signal(object)
     regenerateRequested = Signal(object)
+    continueRequested = Signal(object)
+    versionRequested = Signal(object, int)   # (this widget, the version to show)
 
     def __init__(self, role: str, title: str, text: str = "",
                  images: tuple[str, ...] = (), message_id: int | None = None) -> None:
@@ -177,6 +179,7 @@ class MessageWidget(QFrame):
         self.text = text
         self.images = images
         self.message_id = message_id         # row in History
+        self.unfinished = False              # an answer that stopped short (Continue applies)
         self._tokens: list = []
         self._read_tokens: Callable[[], list] | None = None
         self.color_tokens = False
@@ -186,9 +189,9 @@ class MessageWidget(QFrame):
         layout.setSpacing(6)
         header = QHBoxLayout()
         header.setSpacing(6)
-        name = ElidedLabel(title, keep=NAME_KEPT)    # (none of the three widens the bubble)
-        name.setObjectName("messageRole")
-        header.addWidget(name)
+        self.name = ElidedLabel(title, keep=NAME_KEPT)  # (none of the three widens the bubble)
+        self.name.setObjectName("messageRole")
+        header.addWidget(self.name)
         self.status = ElidedLabel("")
         self.status.setObjectName("messageStatus")
         header.addWidget(self.status)
@@ -198,17 +201,15 @@ class MessageWidget(QFrame):
         header.addWidget(self.steered)
         header.addStretch(1)
         self.buttons: dict[str, QPushButton] = {}
-        actions = [("Copy", self.copyRequested)]
-        actions.append(("Edit", self.editRequested) if role == "user"
-                       else ("Regenerate", self.regenerateRequested))
-        for label, signal in actions:
-            button = QPushButton(label)
-            button.setObjectName("messageAction")
-            button.setCursor(Qt.PointingHandCursor)
-            button.clicked.connect(lambda _=False, s=signal: s.emit(self))
-            header.addWidget(button)
-            self.buttons[label] = button
         layout.addLayout(header)
+        # an answer's actions go under it, which leaves its header room for its note
+        actions = header if role == "user" else self._answer_actions()
+        for label, signal in ([("Copy", self.copyRequested), ("Edit", self.editRequested)]
+                              if role == "user" else
+                              [("Continue", self.continueRequested), ("Copy", self.copyRequested),
+                               ("Regenerate", self.regenerateRequested)]):
+            actions.addWidget(self._action(label, signal))
+        self.set_action_enabled("Continue", False)
         if images:
             layout.addLayout(_image_strip(images))
         self.thinking = ThinkingSection()
@@ -221,11 +222,55 @@ class MessageWidget(QFrame):
         self.body = QVBoxLayout()
         self.body.setSpacing(6)
         layout.addLayout(self.body)
+        if role != "user":
+            layout.addLayout(actions)
         self._blocks: list[QWidget] = []
         self._coloured: list = []       # the tokens the coloured view holds, in order
         self._render_timer = QTimer(self, singleShot=True, interval=40)
         self._render_timer.timeout.connect(self.render)
         self.render()
+
+    def _action(self, label: str, signal: Signal) -> QPushButton:
+        button = QPushButton(label)
+        button.setObjectName("messageAction")
+        button.setCursor(Qt.PointingHandCursor)
+        button.clicked.connect(lambda _=False: signal.emit(self))
+        self.buttons[label] = button
+        return button
+
+    def _answer_actions(self) -> QHBoxLayout:
+        """The row under an answer: ‹ 2/3 › between its versions, then its actions."""
+        row = QHBoxLayout()
+        row.setSpacing(4)
+        self.version, self.versions = 1, 1
+        self.previous = QPushButton("‹")
+        self.next = QPushButton("›")
+        self.version_label = QLabel("")
+        self.version_label.setObjectName("versionLabel")
+        for widget, step in ((self.previous, -1), (self.version_label, 0), (self.next, 1)):
+            widget.setVisible(False)
+            row.addWidget(widget)
+            if step:
+                widget.setObjectName("versionStep")
+                widget.setCursor(Qt.PointingHandCursor)
+                widget.setToolTip("Earlier version" if step < 0 else "Later version")
+                widget.clicked.connect(
+                    lambda _=False, s=step: self.versionRequested.emit(self, self.version + s))
+        row.addStretch(1)
+        return row
+
+    def set_versions(self, version: int, versions: int) -> None:
+        """Which of the answer's versions this is (regenerate keeps the earlier ones);
+        the switcher shows from two on."""
+        self.version, self.versions = version, versions
+        self.version_label.setText(f"{version}/{versions}")
+        for widget in (self.previous, self.version_label, self.next):
+            widget.setVisible(versions > 1)
+        self.previous.setEnabled(version > 1)
+        self.next.setEnabled(version < versions)
+
+    def set_title(self, title: str) -> None:
+        self.name.setText(title)
 
     @property
     def tokens(self) -> list:

@@ -36,6 +36,20 @@ CREATE TABLE IF NOT EXISTS messages (
     complete INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation, id);
+CREATE TABLE IF NOT EXISTS answer_versions (
+    message INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    number INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    thinking TEXT NOT NULL,
+    thinking_ms INTEGER NOT NULL,
+    logprobs TEXT NOT NULL,
+    steering TEXT NOT NULL,
+    model TEXT NOT NULL,
+    produced_by TEXT NOT NULL,
+    complete INTEGER NOT NULL,
+    done_reason TEXT NOT NULL,
+    PRIMARY KEY (message, number)
+);
 """
 
 # columns added since the first release: (table, column, declaration)
@@ -51,6 +65,8 @@ ADDED_COLUMNS = (
     ("conversations", "control_vectors", "TEXT NOT NULL DEFAULT '[]'"),
     ("messages", "model", "TEXT NOT NULL DEFAULT ''"),
     ("messages", "produced_by", "TEXT NOT NULL DEFAULT '{}'"),
+    ("messages", "version", "INTEGER NOT NULL DEFAULT 1"),
+    ("messages", "done_reason", "TEXT NOT NULL DEFAULT ''"),
 )
 
 FTS_SCHEMA = """
@@ -75,7 +91,11 @@ INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 
 CONVERSATION_COLUMNS = "id, title, model, updated, pinned, system, options, created, format"
 MESSAGE_COLUMNS = ("id, role, content, images, complete, thinking, thinking_ms, logprobs, "
-                   "steering, model, produced_by")
+                   "steering, model, produced_by, version, 1 + (SELECT COUNT(*) FROM "
+                   "answer_versions WHERE message = messages.id), done_reason")
+# an answer's own columns, kept whole for each of its versions (regenerate keeps them)
+VERSION_COLUMNS = ("content, thinking, thinking_ms, logprobs, steering, model, produced_by, "
+                   "complete, done_reason")
 NO_LOGPROBS = MESSAGE_COLUMNS.replace("logprobs", "'[]'")   # the same, the rows left unread
 
 
@@ -106,6 +126,9 @@ class StoredMessage:
     steering: str = ""          # the control vectors that steered the answer ("" none)
     model: str = ""             # an answer: the model that wrote it
     produced_by: dict = field(default_factory=dict, compare=False)  # its weights, options, engine
+    version: int = 1            # an answer: which of its versions this is (regenerate adds one)
+    versions: int = 1           # ...of how many
+    done_reason: str = ""       # how the answer ended: "stop", "length", "cancel" ("" not yet)
 
 
 @dataclass(frozen=True)
@@ -114,6 +137,7 @@ class Snapshot:
 
     conversation: Conversation
     messages: list[StoredMessage]
+    versions: list[tuple] = field(default_factory=list)   # answer_versions rows
 
 
 class History:
@@ -229,7 +253,9 @@ class History:
         found = self.conversation(conversation)
         if found is None:
             return None
-        snapshot = Snapshot(found, self.messages(conversation))
+        snapshot = Snapshot(found, self.messages(conversation), self._db.execute(
+            "SELECT * FROM answer_versions WHERE message IN "
+            "(SELECT id FROM messages WHERE conversation = ?)", (conversation,)).fetchall())
         self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation,))
         return snapshot
 
@@ -245,6 +271,11 @@ class History:
                  json.dumps(c.options), c.format))
             for m in snapshot.messages:
                 self._insert_message(c.id, m, message_id=m.id)
+                self._db.execute("UPDATE messages SET version = ? WHERE id = ?",
+                                 (m.version, m.id))
+            for row in snapshot.versions:
+                self._db.execute(f"INSERT INTO answer_versions VALUES "
+                                 f"({', '.join('?' * len(row))})", row)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise
@@ -320,6 +351,11 @@ class History:
             self._db.execute("UPDATE messages SET logprobs = ? WHERE id = ?",
                              (json.dumps(logprobs, ensure_ascii=False), message))
 
+    def set_done_reason(self, message: int, reason: str) -> None:
+        """How the answer ended ("length", "cancel"...; "" while it is being written): a
+        reopened one cut short offers to go on."""
+        self._db.execute("UPDATE messages SET done_reason = ? WHERE id = ?", (reason, message))
+
     def set_produced_by(self, message: int, produced_by: dict) -> None:
         """What an answer ran with (known once its session is open)."""
         self._db.execute("UPDATE messages SET produced_by = ? WHERE id = ?",
@@ -356,16 +392,79 @@ class History:
             "ORDER BY id DESC LIMIT 1", (conversation, role)).fetchone()
         return None if row is None else _stored(row)
 
+    def message(self, message: int) -> StoredMessage | None:
+        """One message (token rows left unread)."""
+        row = self._db.execute(f"SELECT {NO_LOGPROBS} FROM messages WHERE id = ?",
+                               (message,)).fetchone()
+        return None if row is None else _stored(row)
+
+    # -- an answer's versions: the row holds the one shown, answer_versions the others ------
+
+    def keep_version(self, message: int, model: str) -> None:
+        """Regenerate: the answer shown is kept as a version and the row, emptied, becomes
+        its newest version, which ``model`` writes."""
+        self._transaction(
+            (f"INSERT INTO answer_versions (message, number, {VERSION_COLUMNS}) "
+             f"SELECT id, version, {VERSION_COLUMNS} FROM messages WHERE id = ?", (message,)),
+            ("UPDATE messages SET content = '', thinking = '', thinking_ms = 0, "
+             "logprobs = '[]', steering = '', complete = 0, done_reason = '', model = ?, "
+             "version = 1 + "
+             "(SELECT COUNT(*) FROM answer_versions WHERE message = ?) WHERE id = ?",
+             (model, message, message)),
+            ("UPDATE conversations SET model = ?, updated = ? WHERE id = "
+             "(SELECT conversation FROM messages WHERE id = ?)", (model, time.time(), message)))
+
+    def show_version(self, message: int, number: int) -> None:
+        """Show version ``number`` of an answer (the one the conversation goes on from):
+        it takes the row, and the one shown so far is kept among the others."""
+        stored = self.message(message)
+        if stored is None or stored.version == number:
+            return
+        self._transaction(
+            (f"INSERT INTO answer_versions (message, number, {VERSION_COLUMNS}) "
+             f"SELECT id, version, {VERSION_COLUMNS} FROM messages WHERE id = ?", (message,)),
+            *self._take_version(message, number))
+
+    def drop_shown_version(self, message: int) -> bool:
+        """An answer that came to nothing gives way to its newest other version; False
+        when it has none (the row is then the caller's to remove)."""
+        row = self._db.execute("SELECT MAX(number) FROM answer_versions WHERE message = ?",
+                               (message,)).fetchone()
+        if row[0] is None:
+            return False
+        self._transaction(*self._take_version(message, row[0]))
+        return True
+
+    def _take_version(self, message: int, number: int) -> tuple[tuple[str, tuple], ...]:
+        """The statements that move a kept version into its answer's row."""
+        columns = VERSION_COLUMNS.split(", ")
+        assigned = ", ".join(f"{c} = v.{c}" for c in columns)
+        return ((f"UPDATE messages SET {assigned}, version = v.number FROM "
+                 "(SELECT * FROM answer_versions WHERE message = ? AND number = ?) AS v "
+                 "WHERE messages.id = v.message", (message, number)),
+                ("DELETE FROM answer_versions WHERE message = ? AND number = ?",
+                 (message, number)))
+
+    def _transaction(self, *statements: tuple[str, tuple]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            for sql, arguments in statements:
+                self._db.execute(sql, arguments)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
     def _insert_message(self, conversation: int, m: StoredMessage,
                         message_id: int | None = None) -> int:
         cursor = self._db.execute(
             "INSERT INTO messages (id, conversation, role, content, images, complete, "
-            "thinking, thinking_ms, logprobs, steering, model, produced_by) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "thinking, thinking_ms, logprobs, steering, model, produced_by, done_reason) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (message_id, conversation, m.role, m.content, json.dumps(list(m.images)),
              int(m.complete), m.thinking, m.thinking_ms,
              json.dumps(list(m.logprobs), ensure_ascii=False), m.steering, m.model,
-             json.dumps(m.produced_by, ensure_ascii=False)))
+             json.dumps(m.produced_by, ensure_ascii=False), m.done_reason))
         return int(cursor.lastrowid)
 
     def _touch(self, conversation: int) -> None:
@@ -413,7 +512,8 @@ def _lead_with_match(snippet: str) -> str:
 def _stored(row: tuple) -> StoredMessage:
     return StoredMessage(row[0], row[1], row[2], _listed(row[3]), bool(row[4]), row[5],
                          row[6], _listed(row[7]), row[8], row[9],
-                         {} if row[10] == "{}" else json.loads(row[10]))
+                         {} if row[10] == "{}" else json.loads(row[10]), row[11], row[12],
+                         row[13])
 
 
 def _listed(text: str) -> tuple:

@@ -33,6 +33,7 @@ class ConversationListModel(QAbstractListModel):
         self.history = history
         self.query = ""
         self.conversations: list[Conversation] = []
+        self.answering: int | None = None     # the conversation being answered (marked)
         self.refresh()
 
     def roleNames(self) -> dict[int, bytes]:  # noqa: N802 (Qt override)
@@ -50,6 +51,14 @@ class ConversationListModel(QAbstractListModel):
         self.query = query
         self.refresh()
 
+    def set_answering(self, conversation_id: int | None) -> None:
+        """Mark the conversation whose answer is being written (None: none is)."""
+        marked = {self.answering, conversation_id} - {None}
+        self.answering = conversation_id
+        for row in (self.row_of(c) for c in marked):
+            if row >= 0:
+                self.dataChanged.emit(self.index(row), self.index(row), [self.DetailsRole])
+
     def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802, B008
         return 0 if parent.isValid() else len(self.conversations)
 
@@ -63,6 +72,8 @@ class ConversationListModel(QAbstractListModel):
             if conversation.snippet:
                 return conversation.snippet
             pin = "★ " if conversation.pinned else ""
+            if conversation.id == self.answering:
+                return f"{pin}● answering… · {conversation.model}"
             return f"{pin}{conversation.model} · {when(conversation.updated)}"
         if role == Qt.ToolTipRole:
             return f"{conversation.title}\n{conversation.model}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,6 +33,17 @@ class PromptTokens:
         array = np.asarray(ids, dtype=np.int64)
         return cls(array, np.arange(len(array), dtype=np.int64), tuple(int(i) for i in array),
                    len(array))
+
+    def extended(self, ids: Sequence[int]) -> PromptTokens:
+        """This prompt with text tokens after it (an answer so far that the model goes on
+        from): each at the next position, on every M-RoPE axis alike."""
+        added = np.asarray(ids, dtype=np.int64)
+        steps = self.next_position + np.arange(len(added), dtype=np.int64)
+        positions = (np.concatenate([self.positions, steps]) if self.positions.ndim == 1 else
+                     np.concatenate([self.positions, np.tile(steps, (3, 1))], axis=1))
+        return replace(self, ids=np.concatenate([self.ids, added]), positions=positions,
+                       keys=self.keys + tuple(int(i) for i in added),
+                       next_position=self.next_position + len(added))
 
     def image_groups(self) -> np.ndarray | None:
         """int64 [S]: for each row the image it belongs to (-1: none) where rows of one

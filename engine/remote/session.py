@@ -144,6 +144,11 @@ class RemoteChatSession:
         replace_last_user(self.messages, text)
         return self._answer()
 
+    def continue_answer(self) -> Iterator[Event]:
+        raise GenerationError("continuing an answer needs a model on this computer: a "
+                              "server is sent whole turns and starts its answer anew. "
+                              "Regenerate the answer, or run the model locally")
+
     def raw(self, text: str) -> Iterator[Event]:
         raise GenerationError("raw prompts need a local model: a server applies its own "
                               "template. Send it through the template, or run the model "

@@ -32,7 +32,12 @@ from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import Drafter
 from engine.runtime.generate import Generator
 from engine.runtime.loader import LoadedModel
-from engine.runtime.thinking import CLOSE_TAG, ThinkingSplitter, prompt_opens_thinking
+from engine.runtime.thinking import (
+    CLOSE_TAG,
+    OPEN_TAG,
+    ThinkingSplitter,
+    prompt_opens_thinking,
+)
 from engine.vision.preprocess import ImageInput
 from engine.vision.video import VideoInput
 
@@ -79,6 +84,21 @@ class ChatSession:
         replace_last_user(self.messages, text)
         return self._answer()
 
+    def continue_answer(self) -> Iterator[Event]:
+        """Go on with the last answer from where it stopped (stopped, cut at the length
+        limit, interrupted): the model's turn is opened with the answer so far and more
+        tokens follow it; the message then holds the whole answer. The events carry only
+        the new text (the DoneEvent's too). Refused for a structured answer, whose format
+        would start again."""
+        if not self.messages or self.messages[-1].role != "assistant":
+            raise GenerationError("there is no answer to continue: the conversation does "
+                                  "not end with one")
+        if self.format is not None:
+            raise GenerationError("a structured answer cannot be continued: its format "
+                                  "would start again; regenerate it instead")
+        self.cancel_event.clear()
+        return self._one_answer(continuing=True)
+
     def answer_once(self) -> Iterator[Event]:
         """Answer the conversation as it stands, once: tool calls the answer makes are
         recorded on its message, not run (a server hands them back to its client)."""
@@ -104,7 +124,7 @@ class ChatSession:
         self.model.decoder.steer(self.steering_table())
         prompt = self.model.tokenize_raw(text)
         self.last_prompt = prompt
-        return self._split_thinking(prompt, self._generator.run(
+        return self._split_thinking(prompt, None, self._generator.run(
             prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
             load_duration=self._take_load_duration(),
             max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter,
@@ -162,20 +182,27 @@ class ChatSession:
         return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
                                  self.max_tool_rounds, self._fit_tool_result)
 
-    def _one_answer(self) -> collections.abc.Generator[Event, None, DoneEvent | None]:
+    def _one_answer(self, continuing: bool = False
+                    ) -> collections.abc.Generator[Event, None, DoneEvent | None]:
+        """One answer; ``continuing``: the last message is the answer so far, which this
+        one goes on from (out of ``messages`` meanwhile, then back with what came added)."""
         # the decoder is shared by every chat on the model: each answer sets its own vectors
         self.model.decoder.steer(self.steering_table())
-        prompt, dropped = self._fit()
-        self.last_prompt = prompt
-        if dropped:
-            yield NoticeEvent(
-                f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
-                f"conversation no longer fits num_ctx={self.options.num_ctx}"
-            )
+        partial = self.messages.pop() if continuing else None
         reply, thinking, started, done = "", "", False, None
-        holder = CallHolder(tool.name for tool in self.tools)
         try:
-            for event in self._split_thinking(prompt, self._generator.run(
+            prompt, dropped = self._fit()
+            opened = None
+            if partial is not None:
+                prompt, opened = self._opened_with(prompt, partial)
+            self.last_prompt = prompt
+            if dropped:
+                yield NoticeEvent(
+                    f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
+                    f"conversation no longer fits num_ctx={self.options.num_ctx}"
+                )
+            holder = CallHolder(tool.name for tool in self.tools)
+            for event in self._split_thinking(prompt, opened, self._generator.run(
                 prompt,
                 self.options,
                 cancel=self.cancel_event,
@@ -194,15 +221,38 @@ class ChatSession:
                 yield holder.apply(event)
         finally:
             # whatever was generated stays in the conversation, even when cancelled
-            if started:
-                self.messages.append(Message("assistant", reply, thinking=thinking))
+            if started or partial is not None:
+                before = partial or Message("assistant", "")
+                self.messages.append(Message("assistant", before.content + reply,
+                                             thinking=before.thinking + thinking))
         return done
 
-    def _split_thinking(self, prompt: PromptTokens, events: Iterator[Event]) -> Iterator[Event]:
-        """Tag each token's text as thinking or answer (engine.runtime.thinking); the
-        DoneEvent's text is the answer alone and its `thinking` the thinking section."""
+    def _opened_with(self, prompt: PromptTokens, partial: Message) -> tuple[PromptTokens, bool]:
+        """The prompt with the model's turn opened by the answer so far (its thinking in
+        the model's own tags); True when that leaves the answer inside its thinking."""
         tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
-        splitter = ThinkingSplitter(opened=prompt_opens_thinking(tail))
+        text, thinking_open = partial.content, False
+        if partial.thinking:
+            text = ("" if prompt_opens_thinking(tail) else OPEN_TAG) + partial.thinking
+            thinking_open = not partial.content
+            if partial.content:
+                text += CLOSE_TAG + "\n\n" + partial.content
+        prompt = prompt.extended(self.model.tokenizer.encode(text))
+        if len(prompt) >= self._limit():
+            raise GenerationError(f"the answer so far fills the context of {self._limit()} "
+                                  "tokens (num_ctx): it cannot go on; raise num_ctx")
+        return prompt, thinking_open
+
+    def _split_thinking(self, prompt: PromptTokens, opened: bool | None,
+                        events: Iterator[Event]) -> Iterator[Event]:
+        """Tag each token's text as thinking or answer (engine.runtime.thinking); the
+        DoneEvent's text is the answer alone and its `thinking` the thinking section.
+        ``opened``: whether the answer starts inside its thinking (None: as the prompt's
+        end says)."""
+        if opened is None:
+            tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+            opened = prompt_opens_thinking(tail)
+        splitter = ThinkingSplitter(opened=opened)
         answer, thinking = [], []
         for event in events:
             if isinstance(event, TokenEvent):

@@ -19,7 +19,7 @@ from engine.chat.backend import Capability, ChatBackend
 from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
 from engine.chat.options import Options
 from engine.cli import main
-from engine.errors import Remedy, RemoteError, StreamCut
+from engine.errors import GenerationError, Remedy, RemoteError, StreamCut
 from engine.launch import open_chat
 from engine.remote import openai_api
 from engine.remote.connection import Connection
@@ -46,6 +46,13 @@ def closed_port() -> int:
 def answer(session, text="hi"):
     events = list(session.send(text))
     return [e for e in events if isinstance(e, TokenEvent)], events[-1]
+
+
+def test_a_server_answer_is_not_continued_and_says_what_to_do(ollama):
+    session = open_chat(open_remote_model(Connection(ollama.url), "tiny"), GREEDY)
+    answer(session)
+    with pytest.raises(GenerationError, match="needs a model on this computer.*Regenerate"):
+        session.continue_answer()
 
 
 def test_ollama_kind_is_detected_and_models_described(ollama):

@@ -16,6 +16,7 @@ from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.cli import main
 from engine.cpu import cpu_info
+from engine.errors import GenerationError
 from engine.native import ENV, custom_ops
 from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
@@ -232,3 +233,24 @@ def test_sessions_sharing_a_model_never_reuse_each_others_cache(tiny):
     answer(fresh.send("and then?"))
     assert done.prompt_eval_count > 1
     assert first.messages[-1].content == fresh.messages[-1].content
+
+
+def test_continue_goes_on_from_the_answer_so_far_with_the_cache_kept(tiny):
+    model = load_model(tiny, num_ctx=512)
+    chat = ChatSession(model, Options(temperature=0, num_predict=6))
+    _, first, _ = answer(chat.send("Hello world"))
+    _, more, _ = answer(chat.continue_answer())
+    assert [m.role for m in chat.messages] == ["user", "assistant"]
+    assert chat.messages[-1].content == first.text + more.text
+    # the answer so far is the end of the prompt: only what the cache lacks is evaluated
+    assert more.prompt_eval_count < len(chat.last_prompt) // 2
+    whole = ChatSession(load_model(tiny, num_ctx=512), Options(temperature=0, num_predict=12))
+    _, once, _ = answer(whole.send("Hello world"))
+    assert once.text.startswith(first.text)
+
+
+def test_continue_needs_an_answer_to_go_on_from(tiny):
+    chat = ChatSession(load_model(tiny, num_ctx=512), GREEDY,
+                       messages=[Message("user", "Hello")])
+    with pytest.raises(GenerationError, match="no answer to continue"):
+        answer(chat.continue_answer())

@@ -102,6 +102,13 @@ def test_stop_closes_the_request_and_keeps_the_answer(qtbot, window, ollama):
     [conversation] = window.history.conversations()
     answer = window.history.messages(conversation.id)[-1]
     assert answer.content.startswith("Hello") and not answer.complete
+    # Continue is offered, and says why a server's answer cannot go on
+    said = []
+    window.chat.message.connect(lambda _level, text: said.append(text))
+    bubble = window.chat.view.messages[-1]
+    bubble.buttons["Continue"].click()
+    assert "Continue needs a model on this computer" in said[-1] and "Regenerate" in said[-1]
+    assert not window.controller.busy and bubble.text == answer.content
 
 
 def test_cut_stream_is_a_message_and_the_partial_answer_stays(qtbot, window, ollama):
