@@ -47,6 +47,10 @@ enum { LQ_Q4_0_BYTES = 18, LQ_Q5_0_BYTES = 22, LQ_Q8_0_BYTES = 34, LQ_Q4_K_BYTES
 /* Rows of activations one pass over W serves: they stay in L2 while W's rows stream. */
 enum { LQ_CHUNK_BYTES = 192 * 1024 };
 
+/* The many-row K-quant kernels (AVX-512 VNNI): LQ_WROWS rows of W interleaved, each
+ * decoded superblock serving LQ_XROWS rows of x; used from LQ_ROWS16_MIN rows of x. */
+enum { LQ_WROWS = 16, LQ_XROWS = 64, LQ_ROWS16_MIN = 16 };
+
 static int64_t lq_chunk_rows(size_t row_bytes, int tile) {
     int64_t rows = (int64_t)(LQ_CHUNK_BYTES / row_bytes);
     rows -= rows % tile;
@@ -146,6 +150,7 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_KJT 1 /* rows of W per tile (K-quants) */
 #define LQ_VNNI 0
 #define F(name) name##_1
+#define LQ_Q4_K_ROWS16 NULL
 #else
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define LQ_IT 8
@@ -154,6 +159,7 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_KJT 2
 #define LQ_VNNI 1
 #define F(name) name##_2
+#define LQ_Q4_K_ROWS16 F(q4_k_rows16)
 #endif
 #define LQ_FN LQ_INLINE LQ_TARGET
 
@@ -313,18 +319,162 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
 }
 
 #if LQ_VNNI
+/* The integer sum of 8 int32 lanes. */
+LQ_FN int F(sum8)(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* A Q4_K superblock's float work for one (row of x, row of W), on lane 0: acc plus
+ * (d * xd) * total minus (dmin * xd) * msum, as two fused multiply-adds of the two exact
+ * integer sums. The 16-row kernel below does these same operations per lane, so every
+ * path gives the same bits. */
+LQ_FN __m128 F(q4_k_scale)(__m128 acc, float dxd, int total, float mxd, int msum) {
+    acc = _mm_fmadd_ss(_mm_set_ss(dxd), _mm_cvtsi32_ss(_mm_setzero_ps(), total), acc);
+    return _mm_fnmadd_ss(_mm_set_ss(mxd), _mm_cvtsi32_ss(_mm_setzero_ps(), msum), acc);
+}
+
+/* Many rows of x (prefill): 16 rows of W at once, interleaved so that lane j of a register
+ * holds row j's 4 codes of one 4-weight group; VPDPBUSD multiplies them by 4 bytes of one
+ * activation row broadcast, so one instruction makes 16 outputs' group sums. */
+
+/* One superblock of 16 rows of W, interleaved. */
+typedef struct {
+    __m512i q[8][8]; /* lane j of q[s][g]: codes 4g .. 4g + 3 of sub-block s, row j (bytes) */
+    __m512i sc[8];   /* lane j of sc[s]: sub-block s's scale (int32) */
+    __m512i mn[4];   /* lane j of mn[p]: minimums of sub-blocks 2p, 2p + 1 (int16 pair) */
+    __m512 d, dmin;
+} F(q4_k_rows);
+
+LQ_FN void F(q4_k_interleave)(const uint8_t *w, const size_t rb, const int64_t sb,
+                              F(q4_k_rows) *o) {
+    const __m512i rows = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)rb));
+    const uint8_t *b = w + sb * LQ_Q4_K_BYTES;
+    const __m512i nib = _mm512_set1_epi8(0x0F), low6 = _mm512_set1_epi8(0x3F);
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++)
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i v = _mm512_i32gather_epi32(rows, b + 16 + 32 * p + 4 * g, 1);
+            o->q[2 * p][g] = _mm512_and_si512(v, nib);
+            o->q[2 * p + 1][g] = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
+        }
+    const __m512i dd = _mm512_i32gather_epi32(rows, b, 1);
+    o->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    o->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    /* q4_k_scales_vec, lane-wise */
+    const __m512i u0 = _mm512_i32gather_epi32(rows, b + 4, 1);
+    const __m512i u1 = _mm512_i32gather_epi32(rows, b + 8, 1);
+    const __m512i u2 = _mm512_i32gather_epi32(rows, b + 12, 1);
+    const __m512i three = _mm512_set1_epi8(0x03);
+    const __m512i sc03 = _mm512_and_si512(u0, low6), mn03 = _mm512_and_si512(u1, low6);
+    const __m512i sc47 = _mm512_or_si512(
+        _mm512_and_si512(u2, nib),
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), three), 4));
+    const __m512i mn47 = _mm512_or_si512(
+        _mm512_and_si512(_mm512_srli_epi32(u2, 4), nib),
+        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), three), 4));
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) {
+        o->sc[s] = _mm512_and_si512(_mm512_srli_epi32(sc03, 8 * s), _mm512_set1_epi32(0xFF));
+        o->sc[s + 4] = _mm512_and_si512(_mm512_srli_epi32(sc47, 8 * s), _mm512_set1_epi32(0xFF));
+    }
+    /* bytes m0 m1 m2 m3 as int16 pairs (m0, m1) and (m2, m3) */
+    const __m512i lo = _mm512_set1_epi32(0xFF), hi = _mm512_set1_epi32(0xFF0000);
+    o->mn[0] = _mm512_or_si512(_mm512_and_si512(mn03, lo),
+                               _mm512_and_si512(_mm512_slli_epi32(mn03, 8), hi));
+    o->mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mn03, 16), lo),
+                               _mm512_and_si512(_mm512_srli_epi32(mn03, 8), hi));
+    o->mn[2] = _mm512_or_si512(_mm512_and_si512(mn47, lo),
+                               _mm512_and_si512(_mm512_slli_epi32(mn47, 8), hi));
+    o->mn[3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(mn47, 16), lo),
+                               _mm512_and_si512(_mm512_srli_epi32(mn47, 8), hi));
+}
+
+/* nt rows of x (xstride superblocks apart) against one interleaved superblock: each
+ * output's exact integer sums, then q4_k_scale's float operations, lane-wise. */
+LQ_FN void F(q4_k_dot_rows)(const int nt, const F(q4_k_rows) *wd, const lq_act256 *x,
+                            const int64_t xstride, __m512 *acc) {
+    __m512i tot[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) tot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int s = 0; s < 8; s++) {
+        __m512i dot[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) dot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const __m512i q = wd->q[s][g];
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                int32_t xv;
+                memcpy(&xv, x[t * xstride].qs + 32 * s + 4 * g, 4);
+                dot[t] = _mm512_dpbusd_epi32(dot[t], q, _mm512_set1_epi32(xv));
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++)
+            tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(dot[t], wd->sc[s]));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+        const lq_act256 *xb = x + t * xstride;
+        const __m256i bs = F(load)(xb->bsums);
+        /* int16 pairs (sum of sub-block 2p's 32 activations, of 2p + 1's) */
+        const __m128i sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                            _mm256_extracti128_si256(bs, 1));
+        __m512i msum = _mm512_setzero_si512();
+        msum = _mm512_dpwssd_epi32(msum, wd->mn[0], _mm512_broadcastd_epi32(sums));
+        msum = _mm512_dpwssd_epi32(msum, wd->mn[1],
+                                   _mm512_broadcastd_epi32(_mm_srli_si128(sums, 4)));
+        msum = _mm512_dpwssd_epi32(msum, wd->mn[2],
+                                   _mm512_broadcastd_epi32(_mm_srli_si128(sums, 8)));
+        msum = _mm512_dpwssd_epi32(msum, wd->mn[3],
+                                   _mm512_broadcastd_epi32(_mm_srli_si128(sums, 12)));
+        const __m512 xd = _mm512_set1_ps(xb->d);
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(wd->d, xd), _mm512_cvtepi32_ps(tot[t]), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(wd->dmin, xd), _mm512_cvtepi32_ps(msum),
+                                  acc[t]);
+    }
+}
+
+/* W's rows 0 .. 15 (rb bytes apart) against x's rows 0 .. ni - 1 (nsb superblocks apart). */
+static LQ_TARGET void F(q4_k_rows16)(const int64_t nsb, const uint8_t *w, const size_t rb,
+                                     const lq_act256 *x, const int64_t ni, float *y,
+                                     const int64_t ldy) {
+    F(q4_k_rows) wd;
+    __m512 acc[LQ_XROWS];
+    for (int64_t i0 = 0; i0 < ni; i0 += LQ_XROWS) {
+        const int nt = (int)(ni - i0 < LQ_XROWS ? ni - i0 : LQ_XROWS);
+        for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            F(q4_k_interleave)(w, rb, sb, &wd);
+            const lq_act256 *xs = x + i0 * nsb + sb;
+            int t = 0;
+            for (; t + 4 <= nt; t += 4) F(q4_k_dot_rows)(4, &wd, xs + t * nsb, nsb, acc + t);
+            for (; t < nt; t++) F(q4_k_dot_rows)(1, &wd, xs + t * nsb, nsb, acc + t);
+        }
+        for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + (i0 + t) * ldy, acc[t]);
+    }
+}
+
 /* 512 bits: one pair of sub-blocks (64 weights) per instruction, VPDPWSSD applying the
  * scales; each superblock's 16 int32 lanes folded to 8 before the float work; nj rows of W share each activation
  * load, ni rows of x each decoded weight. */
 LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m256 acc[LQ_KJT][LQ_KIT];
+    __m128 acc[LQ_KJT][LQ_KIT]; /* lane 0: one float per (row of x, row of W) */
     __m512i sumi[LQ_KJT][LQ_KIT];
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int t = 0; t < ni; t++) acc[r][t] = _mm_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
 #pragma GCC unroll 8
@@ -369,18 +519,17 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) {
                 const lq_act256 *xb = x + t * xstride + sb;
-                const __m256i msum = _mm256_madd_epi16(mins, F(load)(xb->bsums));
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d),
-                                            _mm256_cvtepi32_ps(F(halves)(sumi[r][t])), acc[r][t]);
-                acc[r][t] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xb->d),
-                                             _mm256_cvtepi32_ps(msum), acc[r][t]);
+                const int msum =
+                    F(sum8)(_mm256_madd_epi16(mins, F(load)(xb->bsums)));
+                acc[r][t] = F(q4_k_scale)(acc[r][t], d * xb->d, _mm512_reduce_add_epi32(sumi[r][t]),
+                                          dmin * xb->d, msum);
             }
         }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = _mm_cvtss_f32(acc[r][t]);
 }
 
 #else
@@ -581,16 +730,25 @@ LQ_FN void F(q6_k_tile)(const int nj, const int nt, const int64_t nsb, const uin
 typedef void (*F(tile256_fn))(int, int, int64_t, const uint8_t *, size_t, const lq_act256 *,
                               int64_t, float *, int64_t);
 
-LQ_FN void F(fast256)(F(tile256_fn) tile, const size_t bbytes, int64_t k, int64_t m,
-                      const lq_act256 *xq, const uint8_t *w, int64_t j0, int64_t j1,
-                      float *y, int64_t ldy) {
+/* Rows of W 0 .. 15 against ni rows of x, for the many-row products (NULL: none). */
+typedef void (*F(rows16_fn))(int64_t, const uint8_t *, size_t, const lq_act256 *, int64_t,
+                             float *, int64_t);
+
+LQ_FN void F(fast256)(F(tile256_fn) tile, F(rows16_fn) rows16, const size_t bbytes,
+                      int64_t k, int64_t m, const lq_act256 *xq, const uint8_t *w, int64_t j0,
+                      int64_t j1, float *y, int64_t ldy) {
     const int64_t nsb = k / 256;
     const size_t rb = (size_t)nsb * bbytes;
     const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_KIT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
-        const int64_t tiled = i0 + (i1 - i0) / LQ_KIT * LQ_KIT;
         int64_t j = j0;
+        if (rows16 && i1 - i0 >= LQ_ROWS16_MIN)
+            for (; j + LQ_WROWS <= j1; j += LQ_WROWS)
+                rows16(nsb, w + j * rb, rb, xq + i0 * nsb, i1 - i0, y + i0 * ldy + j, ldy);
+        /* the rest: the same float operations per output, in tiles */
+        const int64_t jr = j;
+        const int64_t tiled = i0 + (i1 - i0) / LQ_KIT * LQ_KIT;
         for (; j + LQ_KJT <= j1; j += LQ_KJT)
             for (int64_t i = i0; i < tiled; i += LQ_KIT)
                 tile(LQ_KJT, LQ_KIT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
@@ -599,7 +757,7 @@ LQ_FN void F(fast256)(F(tile256_fn) tile, const size_t bbytes, int64_t k, int64_
                 tile(1, LQ_KIT, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
         /* rows left over (all of them in a one-row decode step): one weight row at a time */
         for (int64_t i = tiled; i < i1; i++)
-            for (j = j0; j < j1; j++)
+            for (j = jr; j < j1; j++)
                 tile(1, 1, nsb, w + j * rb, rb, xq + i * nsb, nsb, y + i * ldy + j, ldy);
     }
 }
@@ -622,11 +780,11 @@ LQ_TARGET static int F(lq_fast)(int type, int64_t k, int64_t m, const void *xq,
         return 1;
     case LQ_Q4_K:
         if (k % 256) return 0;
-        F(fast256)(F(q4_k_tile), LQ_Q4_K_BYTES, k, m, xq, w, j0, j1, y, ldy);
+        F(fast256)(F(q4_k_tile), LQ_Q4_K_ROWS16, LQ_Q4_K_BYTES, k, m, xq, w, j0, j1, y, ldy);
         return 1;
     case LQ_Q6_K:
         if (k % 256) return 0;
-        F(fast256)(F(q6_k_tile), LQ_Q6_K_BYTES, k, m, xq, w, j0, j1, y, ldy);
+        F(fast256)(F(q6_k_tile), NULL, LQ_Q6_K_BYTES, k, m, xq, w, j0, j1, y, ldy);
         return 1;
     default:
         return 0;
@@ -769,6 +927,7 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
 #undef LQ_KJT
 #undef LQ_KIT
 #undef LQ_VNNI
+#undef LQ_Q4_K_ROWS16
 #undef F
 #undef LQ_FN
 
