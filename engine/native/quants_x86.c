@@ -304,11 +304,13 @@ LQ_FN void F(fast32)(F(codes32_fn) codes, const size_t bbytes, int64_t k, int64_
 /* ggml's unpacking: 12 bytes of 6-bit values into bytes sc[0..7] then mn[0..7], built in
  * registers (bytes stored as words and read back as one vector would stall the load). */
 LQ_FN __m128i F(q4_k_scales_vec)(const uint8_t *s) {
-    uint32_t u[3];
-    memcpy(u, s, 12);
-    const uint32_t sc03 = u[0] & 0x3f3f3f3f, mn03 = u[1] & 0x3f3f3f3f;
-    const uint32_t sc47 = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    const uint32_t mn47 = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    uint32_t u0, u1, u2; /* three words, not an array: an array goes through the stack */
+    memcpy(&u0, s, 4);
+    memcpy(&u1, s + 4, 4);
+    memcpy(&u2, s + 8, 4);
+    const uint32_t sc03 = u0 & 0x3f3f3f3f, mn03 = u1 & 0x3f3f3f3f;
+    const uint32_t sc47 = (u2 & 0x0f0f0f0f) | (((u0 >> 6) & 0x03030303) << 4);
+    const uint32_t mn47 = ((u2 >> 4) & 0x0f0f0f0f) | (((u1 >> 6) & 0x03030303) << 4);
     return _mm_set_epi32((int)mn47, (int)mn03, (int)sc47, (int)sc03);
 }
 
@@ -319,23 +321,6 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
 }
 
 #if LQ_VNNI
-/* The integer sum of 8 int32 lanes. */
-LQ_FN int F(sum8)(__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-    return _mm_cvtsi128_si32(s);
-}
-
-/* A Q4_K superblock's float work for one (row of x, row of W), on lane 0: acc plus
- * (d * xd) * total minus (dmin * xd) * msum, as two fused multiply-adds of the two exact
- * integer sums. The 16-row kernel below does these same operations per lane, so every
- * path gives the same bits. */
-LQ_FN __m128 F(q4_k_scale)(__m128 acc, float dxd, int total, float mxd, int msum) {
-    acc = _mm_fmadd_ss(_mm_set_ss(dxd), _mm_cvtsi32_ss(_mm_setzero_ps(), total), acc);
-    return _mm_fnmadd_ss(_mm_set_ss(mxd), _mm_cvtsi32_ss(_mm_setzero_ps(), msum), acc);
-}
-
 /* Many rows of x (prefill): 16 rows of W at once, interleaved so that lane j of a register
  * holds row j's 4 codes of one 4-weight group; VPDPBUSD multiplies them by 4 bytes of one
  * activation row broadcast, so one instruction makes 16 outputs' group sums. */
@@ -464,72 +449,101 @@ static LQ_TARGET void F(q4_k_rows16)(const int64_t nsb, const uint8_t *w, const 
 }
 
 /* 512 bits: one pair of sub-blocks (64 weights) per instruction, VPDPWSSD applying the
- * scales; each superblock's 16 int32 lanes folded to 8 before the float work; nj rows of W share each activation
- * load, ni rows of x each decoded weight. */
+ * scales. For superblock sb, h[r][t] gets hadd(total's 8 lanes, msum's 8 lanes): the two
+ * exact integer sums of (row t of x, row r of W), 4 lanes each. nj rows of W share each
+ * activation load, ni rows of x each decoded weight. */
+LQ_FN void F(q4_k_sums)(const int nj, const int ni, const int64_t sb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride,
+                        __m256i h[LQ_KJT][LQ_KIT]) {
+    __m512i sumi[LQ_KJT][LQ_KIT];
+    __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++) {
+        scm[r] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
+            _mm256_setzero_si256(), F(q4_k_scales_vec)(w + r * rb + sb * LQ_Q4_K_BYTES + 4),
+            0));
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        /* scale of sub-block 2p for the low 32 products, 2p + 1 for the high ones */
+        const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * p)),
+                                                _mm256_set1_epi16((short)(2 * p + 1)), 1);
+        __m512i q[LQ_KJT], s[LQ_KJT];
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++) {
+            const __m256i q4 = F(load)(w + r * rb + sb * LQ_Q4_K_BYTES + 16 + 32 * p);
+            const __m256i nib = _mm256_set1_epi8(0x0F);
+            q[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q4, nib)),
+                                      _mm256_and_si256(_mm256_srli_epi16(q4, 4), nib), 1);
+            s[r] = _mm512_permutexvar_epi16(pick, scm[r]);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) {
+            const __m512i xs = _mm512_loadu_si512(x[t * xstride + sb].qs + 64 * p);
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++)
+                sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(q[r], xs), s[r]);
+        }
+    }
+    /* [m0, m0, m1, m1, ...]: against the 16 bsums, m_s times its sub-block's sum */
+    const __m512i minpick = _mm512_castsi256_si512(
+        _mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15));
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++) {
+        const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(minpick, scm[r]));
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++)
+            h[r][t] = _mm256_hadd_epi32(
+                F(halves)(sumi[r][t]), _mm256_madd_epi16(mins, F(load)(x[t * xstride + sb].bsums)));
+    }
+}
+
+/* A Q4_K superblock's float work for one (row of x, row of W): acc plus (d * xd) * total
+ * minus (dmin * xd) * msum, two fused multiply-adds of the exact integer sums. The 16-row
+ * kernel above does these same operations per lane, so every path gives the same bits. */
+LQ_FN float F(q4_k_scale)(float acc, const uint8_t *blk, float xd, float total, float msum) {
+    acc = __builtin_fmaf(F(half)(blk) * xd, total, acc);
+    return __builtin_fmaf(-(F(half)(blk + 2) * xd), msum, acc);
+}
+
+/* Superblocks two at a time: their four sums come out of one reduction. */
 LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
-    __m128 acc[LQ_KJT][LQ_KIT]; /* lane 0: one float per (row of x, row of W) */
-    __m512i sumi[LQ_KJT][LQ_KIT];
+    float acc[LQ_KJT][LQ_KIT];
+    __m256i ha[LQ_KJT][LQ_KIT], hb[LQ_KJT][LQ_KIT];
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) acc[r][t] = _mm_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        __m512i scm[LQ_KJT]; /* int16 lanes: the 8 scales, then the 8 minimums */
+        for (int t = 0; t < ni; t++) acc[r][t] = 0.0f;
+    for (int64_t sb = 0; sb < nsb; sb += 2) {
+        const int two = sb + 1 < nsb;
+        F(q4_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
+        if (two) F(q4_k_sums)(nj, ni, sb + 1, w, rb, x, xstride, hb);
 #pragma GCC unroll 8
-        for (int r = 0; r < nj; r++) {
-            scm[r] = _mm512_cvtepu8_epi16(_mm256_inserti128_si256(
-                _mm256_setzero_si256(), F(q4_k_scales_vec)(w + r * rb + sb * LQ_Q4_K_BYTES + 4),
-                0));
-#pragma GCC unroll 8
-            for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
-        }
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            /* scale of sub-block 2p for the low 32 products, 2p + 1 for the high ones */
-            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * p)),
-                                                    _mm256_set1_epi16((short)(2 * p + 1)), 1);
-            __m512i q[LQ_KJT], s[LQ_KJT];
-#pragma GCC unroll 8
-            for (int r = 0; r < nj; r++) {
-                const __m256i q4 = F(load)(w + r * rb + sb * LQ_Q4_K_BYTES + 16 + 32 * p);
-                const __m256i nib = _mm256_set1_epi8(0x0F);
-                q[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(q4, nib)),
-                                          _mm256_and_si256(_mm256_srli_epi16(q4, 4), nib), 1);
-                s[r] = _mm512_permutexvar_epi16(pick, scm[r]);
-            }
+        for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) {
-                const __m512i xs = _mm512_loadu_si512(x[t * xstride + sb].qs + 64 * p);
-#pragma GCC unroll 8
-                for (int r = 0; r < nj; r++)
-                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(q[r], xs), s[r]);
-            }
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < nj; r++) {
-            const uint8_t *blk = w + r * rb + sb * LQ_Q4_K_BYTES;
-            const float d = F(half)(blk), dmin = F(half)(blk + 2);
-            /* [m0, m0, m1, m1, ...]: against the 16 bsums, m_s times its sub-block's sum */
-            const __m256i mins = _mm512_castsi512_si256(_mm512_permutexvar_epi16(
-                _mm512_castsi256_si512(_mm256_setr_epi16(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13,
-                                                         13, 14, 14, 15, 15)),
-                scm[r]));
-#pragma GCC unroll 8
-            for (int t = 0; t < ni; t++) {
+                const __m256i hh = _mm256_hadd_epi32(ha[r][t], two ? hb[r][t] : ha[r][t]);
+                /* total, msum of superblock sb, then of sb + 1 */
+                const __m128 f = _mm_cvtepi32_ps(_mm_add_epi32(
+                    _mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1)));
+                const uint8_t *blk = w + r * rb + sb * LQ_Q4_K_BYTES;
                 const lq_act256 *xb = x + t * xstride + sb;
-                const int msum =
-                    F(sum8)(_mm256_madd_epi16(mins, F(load)(xb->bsums)));
-                acc[r][t] = F(q4_k_scale)(acc[r][t], d * xb->d, _mm512_reduce_add_epi32(sumi[r][t]),
-                                          dmin * xb->d, msum);
+                acc[r][t] = F(q4_k_scale)(acc[r][t], blk, xb->d, _mm_cvtss_f32(f),
+                                          _mm_cvtss_f32(_mm_movehdup_ps(f)));
+                if (two)
+                    acc[r][t] = F(q4_k_scale)(acc[r][t], blk + LQ_Q4_K_BYTES, xb[1].d,
+                                              _mm_cvtss_f32(_mm_movehl_ps(f, f)),
+                                              _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)));
             }
-        }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) y[t * ldy + r] = _mm_cvtss_f32(acc[r][t]);
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = acc[r][t];
 }
 
 #else
