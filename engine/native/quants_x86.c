@@ -151,6 +151,7 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_VNNI 0
 #define F(name) name##_1
 #define LQ_Q4_K_ROWS16 NULL
+#define LQ_Q6_K_ROWS16 NULL
 #else
 #define LQ_TARGET __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
 #define LQ_IT 8
@@ -160,6 +161,7 @@ int lq_x86_matmul_exact(int type, int64_t k, int64_t m, const float *x, const ui
 #define LQ_VNNI 1
 #define F(name) name##_2
 #define LQ_Q4_K_ROWS16 F(q4_k_rows16)
+#define LQ_Q6_K_ROWS16 F(q6_k_rows16)
 #endif
 #define LQ_FN LQ_INLINE LQ_TARGET
 
@@ -521,12 +523,18 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
     for (int64_t sb = 0; sb < nsb; sb += 2) {
         const int two = sb + 1 < nsb;
         F(q4_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
-        if (two) F(q4_k_sums)(nj, ni, sb + 1, w, rb, x, xstride, hb);
+        if (two)
+            F(q4_k_sums)(nj, ni, sb + 1, w, rb, x, xstride, hb);
+        else /* the last, alone */
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < ni; t++) hb[r][t] = ha[r][t];
 #pragma GCC unroll 8
         for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
             for (int t = 0; t < ni; t++) {
-                const __m256i hh = _mm256_hadd_epi32(ha[r][t], two ? hb[r][t] : ha[r][t]);
+                const __m256i hh = _mm256_hadd_epi32(ha[r][t], hb[r][t]);
                 /* total, msum of superblock sb, then of sb + 1 */
                 const __m128 f = _mm_cvtepi32_ps(_mm_add_epi32(
                     _mm256_castsi256_si128(hh), _mm256_extracti128_si256(hh, 1)));
@@ -624,10 +632,11 @@ LQ_FN __m512i F(q6_k_scales4)(__m512i sc16, int g) {
     return _mm512_permutexvar_epi16(idx, sc16);
 }
 
-LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
-                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
-                        const int64_t ldy) {
-    __m256 acc[LQ_KJT][LQ_KIT];
+/* For superblock sb, h[r][t] gets the exact integer sum of (row t of x, row r of W) in 8
+ * lanes: the codes' products, scaled, less their offset 32. */
+LQ_FN void F(q6_k_sums)(const int nj, const int ni, const int64_t sb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride,
+                        __m256i h8[LQ_KJT][LQ_KIT]) {
     __m512i sumi[LQ_KJT][LQ_KIT];
     const __m512i nib = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(0x03);
     const __m512i shift_a = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
@@ -635,63 +644,202 @@ LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
 #pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t sb = 0; sb < nsb; sb++) {
-#pragma GCC unroll 8
-        for (int r = 0; r < nj; r++)
-#pragma GCC unroll 8
-            for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            /* a: elements 128h .. + 63, b: 128h + 64 .. + 127, as unsigned codes 0..63 */
-            __m512i a[LQ_KJT], b[LQ_KJT], sa[LQ_KJT], sb4[LQ_KJT];
-#pragma GCC unroll 8
-            for (int r = 0; r < nj; r++) {
-                const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
-                const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
-                const __m512i qh = _mm512_broadcast_i64x4(F(load)(blk + 128 + 32 * h));
-                const __m512i sc16 = _mm512_castsi256_si512(
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
-                a[r] = _mm512_or_si512(
-                    _mm512_and_si512(ql, nib),
-                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), two), 4));
-                b[r] = _mm512_or_si512(
-                    _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib),
-                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), two), 4));
-                sa[r] = F(q6_k_scales4)(sc16, 8 * h);
-                sb4[r] = F(q6_k_scales4)(sc16, 8 * h + 4);
-            }
-#pragma GCC unroll 8
-            for (int t = 0; t < ni; t++) {
-                const int8_t *xs = x[t * xstride + sb].qs + 128 * h;
-                const __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 64);
-#pragma GCC unroll 8
-                for (int r = 0; r < nj; r++) {
-                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(a[r], x0), sa[r]);
-                    sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(b[r], x1), sb4[r]);
-                }
-            }
-        }
+        for (int t = 0; t < ni; t++) sumi[r][t] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        /* a: elements 128h .. + 63, b: 128h + 64 .. + 127, as unsigned codes 0..63 */
+        __m512i a[LQ_KJT], b[LQ_KJT], sa[LQ_KJT], sb4[LQ_KJT];
 #pragma GCC unroll 8
         for (int r = 0; r < nj; r++) {
             const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
-            const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
-            const float d = F(half)(blk + 208);
+            const __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(F(load)(blk + 128 + 32 * h));
+            const __m512i sc16 = _mm512_castsi256_si512(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
+            a[r] = _mm512_or_si512(
+                _mm512_and_si512(ql, nib),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_a), two), 4));
+            b[r] = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi16(ql, 4), nib),
+                _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift_b), two), 4));
+            sa[r] = F(q6_k_scales4)(sc16, 8 * h);
+            sb4[r] = F(q6_k_scales4)(sc16, 8 * h + 4);
+        }
 #pragma GCC unroll 8
-            for (int t = 0; t < ni; t++) {
-                const lq_act256 *xb = x + t * xstride + sb;
-                /* the codes' offset: 32 * sum over sub-blocks of scale * activation sum */
-                const __m256i off =
-                    _mm256_slli_epi32(_mm256_madd_epi16(scales, F(load)(xb->bsums)), 5);
-                const __m256i total = _mm256_sub_epi32(F(halves)(sumi[r][t]), off);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d), _mm256_cvtepi32_ps(total),
-                                            acc[r][t]);
+        for (int t = 0; t < ni; t++) {
+            const int8_t *xs = x[t * xstride + sb].qs + 128 * h;
+            const __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 64);
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++) {
+                sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(a[r], x0), sa[r]);
+                sumi[r][t] = _mm512_dpwssd_epi32(sumi[r][t], _mm512_maddubs_epi16(b[r], x1), sb4[r]);
             }
         }
     }
 #pragma GCC unroll 8
+    for (int r = 0; r < nj; r++) {
+        const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
+        const __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) {
+            /* the codes' offset: 32 * sum over sub-blocks of scale * activation sum */
+            const __m256i off = _mm256_slli_epi32(
+                _mm256_madd_epi16(scales, F(load)(x[t * xstride + sb].bsums)), 5);
+            h8[r][t] = _mm256_sub_epi32(F(halves)(sumi[r][t]), off);
+        }
+    }
+}
+
+/* Superblocks two at a time, their two sums out of one reduction; per superblock one
+ * float operation, acc + (d * xd) * total, as the 16-row kernel does per lane. */
+LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
+                        const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
+                        const int64_t ldy) {
+    float acc[LQ_KJT][LQ_KIT];
+    __m256i ha[LQ_KJT][LQ_KIT], hb[LQ_KJT][LQ_KIT];
+#pragma GCC unroll 8
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
-        for (int t = 0; t < ni; t++) y[t * ldy + r] = F(hsum)(acc[r][t]);
+        for (int t = 0; t < ni; t++) acc[r][t] = 0.0f;
+    for (int64_t sb = 0; sb < nsb; sb += 2) {
+        const int two = sb + 1 < nsb;
+        F(q6_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
+        if (two)
+            F(q6_k_sums)(nj, ni, sb + 1, w, rb, x, xstride, hb);
+        else /* the last, alone */
+#pragma GCC unroll 8
+            for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+                for (int t = 0; t < ni; t++) hb[r][t] = ha[r][t];
+#pragma GCC unroll 8
+        for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+            for (int t = 0; t < ni; t++) {
+                const __m256i hh = _mm256_hadd_epi32(ha[r][t], hb[r][t]);
+                const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(hh),
+                                                _mm256_extracti128_si256(hh, 1));
+                /* total of superblock sb, of sb + 1, again */
+                const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(q, q));
+                const uint8_t *blk = w + r * rb + sb * LQ_Q6_K_BYTES;
+                const lq_act256 *xb = x + t * xstride + sb;
+                acc[r][t] = __builtin_fmaf(F(half)(blk + 208) * xb->d, _mm_cvtss_f32(f),
+                                           acc[r][t]);
+                if (two)
+                    acc[r][t] = __builtin_fmaf(F(half)(blk + LQ_Q6_K_BYTES + 208) * xb[1].d,
+                                               _mm_cvtss_f32(_mm_movehdup_ps(f)), acc[r][t]);
+            }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nj; r++)
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) y[t * ldy + r] = acc[r][t];
+}
+
+/* One superblock of 16 rows of W, interleaved (as F(q4_k_rows)). */
+typedef struct {
+    __m512i q[16][4]; /* lane j of q[s][g]: codes 4g .. 4g + 3 of sub-block s (0..63) */
+    __m512i sc[16];   /* lane j of sc[s]: sub-block s's scale (int32) */
+    __m512i scp[8];   /* lane j of scp[p]: scales of sub-blocks 2p, 2p + 1 (int16 pair) */
+    __m512 d;
+} F(q6_k_rows);
+
+LQ_FN void F(q6_k_interleave)(const uint8_t *w, const size_t rb, const int64_t sb,
+                              F(q6_k_rows) *o) {
+    const __m512i rows = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)rb));
+    const uint8_t *b = w + sb * LQ_Q6_K_BYTES;
+    const __m512i nib = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(0x03);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            /* elements 128h + 32n + 4g .. + 3, n = 0..3: sub-block 8h + 2n + g / 4 */
+            const __m512i l0 = _mm512_i32gather_epi32(rows, b + 64 * h + 4 * g, 1);
+            const __m512i l1 = _mm512_i32gather_epi32(rows, b + 64 * h + 32 + 4 * g, 1);
+            const __m512i hi = _mm512_i32gather_epi32(rows, b + 128 + 32 * h + 4 * g, 1);
+#pragma GCC unroll 4
+            for (int n = 0; n < 4; n++) {
+                __m512i lo = n & 1 ? l1 : l0;
+                if (n >= 2) lo = _mm512_srli_epi32(lo, 4);
+                const __m512i top = _mm512_slli_epi32(
+                    _mm512_and_si512(_mm512_srli_epi32(hi, 2 * n), three), 4);
+                o->q[8 * h + 2 * n + g / 4][g % 4] = _mm512_or_si512(_mm512_and_si512(lo, nib), top);
+            }
+        }
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; u++) {
+        const __m512i v = _mm512_i32gather_epi32(rows, b + 192 + 4 * u, 1); /* 4 int8 scales */
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++)
+            o->sc[4 * u + s] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * s), 24);
+        /* int16 pairs: (scale 4u, 4u + 1), (4u + 2, 4u + 3) */
+        const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+        o->scp[2 * u] = _mm512_or_si512(_mm512_and_si512(o->sc[4 * u], low16),
+                                        _mm512_slli_epi32(o->sc[4 * u + 1], 16));
+        o->scp[2 * u + 1] = _mm512_or_si512(_mm512_and_si512(o->sc[4 * u + 2], low16),
+                                            _mm512_slli_epi32(o->sc[4 * u + 3], 16));
+    }
+    o->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(
+        _mm512_i32gather_epi32(rows, b + 208, 1)));
+}
+
+LQ_FN void F(q6_k_dot_rows)(const int nt, const F(q6_k_rows) *wd, const lq_act256 *x,
+                            const int64_t xstride, __m512 *acc) {
+    __m512i tot[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) tot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int s = 0; s < 16; s++) {
+        __m512i dot[4];
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) dot[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            const __m512i q = wd->q[s][g];
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                int32_t xv;
+                memcpy(&xv, x[t * xstride].qs + 16 * s + 4 * g, 4);
+                dot[t] = _mm512_dpbusd_epi32(dot[t], q, _mm512_set1_epi32(xv));
+            }
+        }
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++)
+            tot[t] = _mm512_add_epi32(tot[t], _mm512_mullo_epi32(dot[t], wd->sc[s]));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+        const lq_act256 *xb = x + t * xstride;
+        __m512i off = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; p++) {
+            int32_t pair;
+            memcpy(&pair, xb->bsums + 2 * p, 4);
+            off = _mm512_dpwssd_epi32(off, wd->scp[p], _mm512_set1_epi32(pair));
+        }
+        const __m512i total = _mm512_sub_epi32(tot[t], _mm512_slli_epi32(off, 5));
+        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(wd->d, _mm512_set1_ps(xb->d)),
+                                 _mm512_cvtepi32_ps(total), acc[t]);
+    }
+}
+
+static LQ_TARGET void F(q6_k_rows16)(const int64_t nsb, const uint8_t *w, const size_t rb,
+                                     const lq_act256 *x, const int64_t ni, float *y,
+                                     const int64_t ldy) {
+    F(q6_k_rows) wd;
+    __m512 acc[LQ_XROWS];
+    for (int64_t i0 = 0; i0 < ni; i0 += LQ_XROWS) {
+        const int nt = (int)(ni - i0 < LQ_XROWS ? ni - i0 : LQ_XROWS);
+        for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t sb = 0; sb < nsb; sb++) {
+            F(q6_k_interleave)(w, rb, sb, &wd);
+            const lq_act256 *xs = x + i0 * nsb + sb;
+            int t = 0;
+            for (; t + 4 <= nt; t += 4) F(q6_k_dot_rows)(4, &wd, xs + t * nsb, nsb, acc + t);
+            for (; t < nt; t++) F(q6_k_dot_rows)(1, &wd, xs + t * nsb, nsb, acc + t);
+        }
+        for (int t = 0; t < nt; t++) _mm512_storeu_ps(y + (i0 + t) * ldy, acc[t]);
+    }
 }
 
 #else
@@ -754,14 +902,17 @@ LQ_FN void F(fast256)(F(tile256_fn) tile, F(rows16_fn) rows16, const size_t bbyt
     const int64_t nsb = k / 256;
     const size_t rb = (size_t)nsb * bbytes;
     const int64_t chunk = lq_chunk_rows((size_t)nsb * sizeof(lq_act256), LQ_KIT);
+    /* many rows: whole groups of LQ_WROWS rows of W by the 16-row kernel, LQ_XROWS rows of
+     * x at a time (they stay in L2 while W's rows stream) */
+    const int64_t jr = rows16 && m >= LQ_ROWS16_MIN ? j0 + (j1 - j0) / LQ_WROWS * LQ_WROWS : j0;
+    for (int64_t i0 = 0; i0 < m && jr > j0; i0 += LQ_XROWS)
+        for (int64_t j = j0; j < jr; j += LQ_WROWS)
+            rows16(nsb, w + j * rb, rb, xq + i0 * nsb, m - i0 < LQ_XROWS ? m - i0 : LQ_XROWS,
+                   y + i0 * ldy + j, ldy);
+    /* the rest: the same float operations per output, in tiles */
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
-        int64_t j = j0;
-        if (rows16 && i1 - i0 >= LQ_ROWS16_MIN)
-            for (; j + LQ_WROWS <= j1; j += LQ_WROWS)
-                rows16(nsb, w + j * rb, rb, xq + i0 * nsb, i1 - i0, y + i0 * ldy + j, ldy);
-        /* the rest: the same float operations per output, in tiles */
-        const int64_t jr = j;
+        int64_t j = jr;
         const int64_t tiled = i0 + (i1 - i0) / LQ_KIT * LQ_KIT;
         for (; j + LQ_KJT <= j1; j += LQ_KJT)
             for (int64_t i = i0; i < tiled; i += LQ_KIT)
@@ -798,7 +949,7 @@ LQ_TARGET static int F(lq_fast)(int type, int64_t k, int64_t m, const void *xq,
         return 1;
     case LQ_Q6_K:
         if (k % 256) return 0;
-        F(fast256)(F(q6_k_tile), NULL, LQ_Q6_K_BYTES, k, m, xq, w, j0, j1, y, ldy);
+        F(fast256)(F(q6_k_tile), LQ_Q6_K_ROWS16, LQ_Q6_K_BYTES, k, m, xq, w, j0, j1, y, ldy);
         return 1;
     default:
         return 0;
@@ -942,6 +1093,7 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
 #undef LQ_KIT
 #undef LQ_VNNI
 #undef LQ_Q4_K_ROWS16
+#undef LQ_Q6_K_ROWS16
 #undef F
 #undef LQ_FN
 
