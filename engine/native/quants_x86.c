@@ -49,7 +49,7 @@ enum { LQ_CHUNK_BYTES = 192 * 1024 };
 
 /* The many-row K-quant kernels (AVX-512 VNNI): LQ_WROWS rows of W interleaved, each
  * decoded superblock serving LQ_XROWS rows of x; used from LQ_ROWS16_MIN rows of x. */
-enum { LQ_WROWS = 16, LQ_XROWS = 64, LQ_ROWS16_MIN = 16 };
+enum { LQ_WROWS = 16, LQ_XROWS = 256, LQ_ROWS16_MIN = 16 };
 
 static int64_t lq_chunk_rows(size_t row_bytes, int tile) {
     int64_t rows = (int64_t)(LQ_CHUNK_BYTES / row_bytes);
