@@ -15,10 +15,20 @@
  * share each activation load, but each (row of x, row of W) keeps its own accumulators,
  * and a tile of any size runs the same per-pair code.
  *
+ * Many rows of x (prefill, from LQ_ROWS16_MIN rows), AVX-512 VNNI, Q4_K and Q6_K: 16 rows
+ * of W are interleaved per register (lane j: 4 codes of row j, gathered once per
+ * superblock and reused by 256 rows of x), and one VPDPBUSD against 4 activation bytes
+ * broadcast makes 16 outputs' group sums; scales and float work follow per lane.
+ *
  * Fast mode: the integer sums of a block are exact (as the portable kernels'); the float
- * order differs: each block's scaled sum is added lane-wise into 8 float lanes (fused
- * multiply-add), summed across lanes once at the end of the row, where the portable
- * kernel adds one float per block in order. Results agree to float rounding.
+ * order differs from the portable kernels'. Q4_K and Q6_K on AVX-512 VNNI: each
+ * superblock's exact integer sums (Q4_K: the scaled products and the minimums' sum)
+ * become one float each, added to the output's one float accumulator by fused
+ * multiply-adds in superblock order, in the one-row path and, lane-wise, in the 16-row
+ * kernel alike (hence the same bits). The rest: each block's scaled sum is added
+ * lane-wise into 8 float lanes (fused multiply-add), summed across lanes once at the end
+ * of the row. The portable kernel adds one float per block in order. Results agree to
+ * float rounding.
  * Exact mode: weights are de-quantized with gguf.quants.dequantize's float32 operations in
  * its order (no fused multiply-add there), then multiplied into float32 accumulators.
  *

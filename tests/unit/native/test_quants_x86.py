@@ -278,16 +278,17 @@ def test_simd_equals_the_portable_kernels(library, portable, qtype, mode):
 
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
 def test_many_row_kernels_give_the_one_row_bits(kernels, qtype):
-    """Prefill's many-row kernels (16 rows of W interleaved, from 16 rows of x) give every
-    y[i, j] the bits of one-row products: at and around the row threshold, odd row counts,
-    and column ranges that cut across groups of 16 rows of W."""
-    n, k = 53, 512
+    """Prefill's many-row kernels (16 rows of W interleaved, from 16 rows of x, 256 rows of
+    x per pass) give every y[i, j] the bits of one-row products: at and around the row
+    threshold, odd row counts, more rows than one pass takes, and column ranges that cut
+    across groups of 16 rows of W."""
+    n, k, rows = 53, 512, 300
     w = _weights(qtype, n, k, seed=9)
-    x = _activations(qtype, 70, k, seed=10)
-    one_row = np.zeros((70, n), np.float32)
-    for i in range(70):
+    x = _activations(qtype, rows, k, seed=10)
+    one_row = np.zeros((rows, n), np.float32)
+    for i in range(rows):
         kernels.matmul("fast", qtype, k, x[i:i + 1], w, 0, n, one_row[i:i + 1])
-    for m in (15, 16, 17, 33, 70):
+    for m in (15, 16, 17, 33, 257, rows):
         for j0, j1 in ((0, n), (5, 48), (16, 32), (3, 20)):
             y = np.zeros((m, n), np.float32)
             kernels.matmul("fast", qtype, k, x[:m], w, j0, j1, y)
