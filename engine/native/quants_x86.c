@@ -520,7 +520,7 @@ LQ_FN float F(q4_k_scale)(float acc, const uint8_t *blk, float xd, float total, 
     return __builtin_fmaf(-(F(half)(blk + 2) * xd), msum, acc);
 }
 
-/* Superblocks two at a time: their four sums come out of one reduction. */
+/* Each (row of x, row of W) adds one float per superblock, q4_k_scale. */
 LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
@@ -530,7 +530,25 @@ LQ_FN void F(q4_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < ni; t++) acc[r][t] = 0.0f;
-    for (int64_t sb = 0; sb < nsb; sb += 2) {
+    /* two rows of W: their four sums of one superblock come out of one reduction */
+    for (int64_t sb = 0; nj == 2 && sb < nsb; sb++) {
+        F(q4_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) {
+            const __m256i hh = _mm256_hadd_epi32(ha[0][t], ha[1][t]);
+            /* total, msum of row 0 of W, then of row 1 */
+            const __m128 f = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(hh),
+                                                           _mm256_extracti128_si256(hh, 1)));
+            const uint8_t *blk = w + sb * LQ_Q4_K_BYTES;
+            const float xd = x[t * xstride + sb].d;
+            acc[0][t] = F(q4_k_scale)(acc[0][t], blk, xd, _mm_cvtss_f32(f),
+                                      _mm_cvtss_f32(_mm_movehdup_ps(f)));
+            acc[1][t] = F(q4_k_scale)(acc[1][t], blk + rb, xd, _mm_cvtss_f32(_mm_movehl_ps(f, f)),
+                                      _mm_cvtss_f32(_mm_shuffle_ps(f, f, 3)));
+        }
+    }
+    /* one row of W: two superblocks' four sums out of one reduction */
+    for (int64_t sb = 0; nj == 1 && sb < nsb; sb += 2) {
         const int two = sb + 1 < nsb;
         F(q4_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
         if (two)
@@ -699,8 +717,8 @@ LQ_FN void F(q6_k_sums)(const int nj, const int ni, const int64_t sb, const uint
     }
 }
 
-/* Superblocks two at a time, their two sums out of one reduction; per superblock one
- * float operation, acc + (d * xd) * total, as the 16-row kernel does per lane. */
+/* Per superblock one float operation per (row of x, row of W), acc + (d * xd) * total,
+ * as the 16-row kernel does per lane. */
 LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uint8_t *w,
                         const size_t rb, const lq_act256 *x, const int64_t xstride, float *y,
                         const int64_t ldy) {
@@ -710,7 +728,25 @@ LQ_FN void F(q6_k_tile)(const int nj, const int ni, const int64_t nsb, const uin
     for (int r = 0; r < nj; r++)
 #pragma GCC unroll 8
         for (int t = 0; t < ni; t++) acc[r][t] = 0.0f;
-    for (int64_t sb = 0; sb < nsb; sb += 2) {
+    /* two rows of W: their sums of one superblock out of one reduction */
+    for (int64_t sb = 0; nj == 2 && sb < nsb; sb++) {
+        F(q6_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
+#pragma GCC unroll 8
+        for (int t = 0; t < ni; t++) {
+            const __m256i hh = _mm256_hadd_epi32(ha[0][t], ha[1][t]);
+            const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(hh),
+                                            _mm256_extracti128_si256(hh, 1));
+            /* total of row 0 of W, of row 1, again */
+            const __m128 f = _mm_cvtepi32_ps(_mm_hadd_epi32(q, q));
+            const uint8_t *blk = w + sb * LQ_Q6_K_BYTES;
+            const float xd = x[t * xstride + sb].d;
+            acc[0][t] = __builtin_fmaf(F(half)(blk + 208) * xd, _mm_cvtss_f32(f), acc[0][t]);
+            acc[1][t] = __builtin_fmaf(F(half)(blk + rb + 208) * xd,
+                                       _mm_cvtss_f32(_mm_movehdup_ps(f)), acc[1][t]);
+        }
+    }
+    /* one row of W: two superblocks' sums out of one reduction */
+    for (int64_t sb = 0; nj == 1 && sb < nsb; sb += 2) {
         const int two = sb + 1 < nsb;
         F(q6_k_sums)(nj, ni, sb, w, rb, x, xstride, ha);
         if (two)
