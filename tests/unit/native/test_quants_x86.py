@@ -274,3 +274,23 @@ def test_simd_equals_the_portable_kernels(library, portable, qtype, mode):
         want = portable.matmul(mode, qtype, xin, w.raw).astype(np.float64)
         assert_within(got, want, 1e-5 * (np.abs(x) @ w.bound.T),
                       f"{qtype.name} {mode} m={m} {library.isa()} vs portable")
+
+
+@pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
+def test_many_row_kernels_give_the_one_row_bits(kernels, qtype):
+    """Prefill's many-row kernels (16 rows of W interleaved, from 16 rows of x, 256 rows of
+    x per pass) give every y[i, j] the bits of one-row products: at and around the row
+    threshold, odd row counts, more rows than one pass takes, and column ranges that cut
+    across groups of 16 rows of W."""
+    n, k, rows = 53, 512, 300
+    w = _weights(qtype, n, k, seed=9)
+    x = _activations(qtype, rows, k, seed=10)
+    one_row = np.zeros((rows, n), np.float32)
+    for i in range(rows):
+        kernels.matmul("fast", qtype, k, x[i:i + 1], w, 0, n, one_row[i:i + 1])
+    for m in (15, 16, 17, 33, 257, rows):
+        for j0, j1 in ((0, n), (5, 48), (16, 32), (3, 20)):
+            y = np.zeros((m, n), np.float32)
+            kernels.matmul("fast", qtype, k, x[:m], w, j0, j1, y)
+            assert np.array_equal(y[:, j0:j1].view(np.uint32),
+                                  one_row[:m, j0:j1].view(np.uint32)), (m, j0, j1)
