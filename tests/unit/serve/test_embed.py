@@ -5,7 +5,6 @@ on a tiny synthetic model, through the official ``ollama`` and ``openai`` client
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -20,6 +19,7 @@ from engine.reference.weights import ReferenceWeights
 from engine.runtime.embed import embed_text, unit_length
 from engine.serve.server import LanternServer
 from engine.store import Store
+from tests.fixtures.serving import running_server
 from tests.unit.serve.test_serve import post
 
 TEXTS = ("Hello there", "Another, longer text to embed: with punctuation!")
@@ -38,15 +38,8 @@ def store(tmp_path_factory, synthetic_gguf) -> Store:
 @pytest.fixture(scope="module")
 def server(store) -> Iterator[LanternServer]:
     """Exact mode: fp32 activations, so the engine's states match the reference closely."""
-    server = LanternServer(("127.0.0.1", 0), store, EXACT)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running_server(store, EXACT) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def reference_states(store: Store, name: str, text: str) -> np.ndarray:

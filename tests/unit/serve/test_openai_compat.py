@@ -5,7 +5,6 @@ sampling fields, stop, seed, usage, logprobs, tool calls, and OpenAI's error sha
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,9 +12,9 @@ import openai
 import pytest
 
 from engine.catalog.importer import import_gguf
-from engine.launch import EngineChoices
 from engine.serve.server import LanternServer
 from engine.store import Store
+from tests.fixtures.serving import running_server
 from tests.fixtures.synthetic_gguf import TextSpec, vocabulary
 from tests.unit.serve.test_serve import post
 
@@ -48,15 +47,8 @@ def store(tmp_path_factory, synthetic_gguf) -> Store:
 
 @pytest.fixture(scope="module")
 def server(store) -> Iterator[LanternServer]:
-    server = LanternServer(("127.0.0.1", 0), store, EngineChoices())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running_server(store) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.fixture

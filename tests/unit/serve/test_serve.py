@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 import time
 from collections.abc import Iterator
 
@@ -23,6 +22,7 @@ from engine.serve.keep_alive import BadKeepAlive, parse_keep_alive
 from engine.serve.server import LanternServer
 from engine.store import Store
 from tests.fixtures.scripted_answers import script_answers
+from tests.fixtures.serving import running_server
 from tests.fixtures.synthetic_gguf import write_model
 
 GREEDY = {"temperature": 0, "num_predict": 8, "num_ctx": 256}
@@ -38,15 +38,8 @@ def store(tmp_path_factory) -> Store:
 
 @pytest.fixture
 def server(store) -> Iterator[LanternServer]:
-    server = LanternServer(("127.0.0.1", 0), store, EngineChoices())
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running_server(store) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def post(server: LanternServer, path: str, body: bytes | dict) -> tuple[int, list[dict]]:
