@@ -1,5 +1,6 @@
 """Help > About Lantern: the versions a bug report needs (Lantern, ONNX Runtime and the
-providers this build can run, the CPU's features and fast mode's kernel choices for it,
+providers this build can run, the CPU's features and fast mode's kernel choices for it, which
+matmul multiplies by the weights (Lantern's in place, or MatMulNBits and why),
 Qt/PySide6, Python) and where Lantern keeps its files."""
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from app.desktop.logging_setup import log_file
 from app.settings.store import Settings
 from engine import __version__
 from engine.paths import cache_dir
-from engine.runtime.providers import available_providers, cpu_kernels, runtime_version
+from engine.runtime.providers import (
+    available_providers,
+    cpu_kernels,
+    cpu_matmul,
+    runtime_version,
+)
 
 MAX_WIDTH = 720
 
@@ -39,6 +45,7 @@ def about_facts(store_root: Path, history: Path) -> AboutFacts:
         ("Lantern", f"{__version__} ({build})"),
         ("ONNX Runtime", f"{runtime_version()}, providers: {', '.join(available_providers())}"),
         ("CPU", cpu_kernels()),
+        ("Weights", cpu_matmul()),
         ("Qt", f"{qVersion()} (PySide6 {PySide6.__version__})"),
         ("Python", f"{platform.python_version()} on {platform.platform()}"),
     )

@@ -13,6 +13,7 @@ from app.settings.store import Settings
 from app.window import MainWindow
 from engine import __version__
 from engine.cpu import cpu_info
+from engine.native import custom_ops
 from engine.paths import cache_dir
 
 
@@ -26,6 +27,8 @@ def test_about_box_shows_versions_and_places(qtbot, tmp_path):
                      PySide6.__version__, platform.python_version(), str(store),
                      str(cache_dir()), str(Settings.path()), str(history), str(log_file())):
         assert expected in text, expected
+    # which matmul multiplies by the weights, and why when it is not Lantern's own
+    assert custom_ops().describe() in dialog.facts.plain_text()
     plain = dialog.facts.plain_text()
     assert f"Lantern: {__version__}" in plain and f"Log: {log_file()}" in plain
 
