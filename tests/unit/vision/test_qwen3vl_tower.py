@@ -24,6 +24,7 @@ from engine.gguf import open_model
 from engine.graph.kernels import kernels_for
 from engine.inspect.inspection import inspect_context
 from engine.modelmath.vision_grid import position_interpolation
+from engine.native import ENV
 from engine.reference import qwen3vl_tower
 from engine.reference.text import forward
 from engine.runtime.chat import ChatSession
@@ -184,10 +185,12 @@ def test_image_prompt_logits_and_greedy_tokens_are_hfs(qwen, image):
     assert tokens == hf_tokens.tolist()
 
 
-def test_a_last_row_run_apart_keeps_its_deepstack_row(qwen):
-    """Where a many-token forward runs its last row alone (engine.graph.kernels, 3.), that
-    row still takes its own DeepStack features: logits as one run's and the reference's,
+def test_a_last_row_run_apart_keeps_its_deepstack_row(qwen, monkeypatch):
+    """Where a many-token forward runs its last row alone (engine.graph.kernels, 3.: the
+    MatMulNBits path; the in-place op computes every row alike by construction), that row
+    still takes its own DeepStack features: logits as one run's and the reference's,
     unlike the reference's without that row's features."""
+    monkeypatch.setenv(ENV, "off")
     model = qwen.paired
     n, k = 6, len(model.config.vision.deepstack_layers)
     ids = np.asarray(qwen.prompt[:n])
