@@ -111,6 +111,7 @@ def test_on_a_real_display_qt_aborts_where_lantern_says_what_to_install(tmp_path
     assert "`sudo apt install libxcb-cursor0`" in result.stderr
 
 
+@pytest.mark.timing
 def test_a_normal_start_costs_less_than_starting_python() -> None:
     # judged against a yardstick timed here, so a slow or busy machine slows both
     listener, display = fake_x_server()

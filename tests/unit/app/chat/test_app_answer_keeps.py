@@ -5,7 +5,6 @@ A stopped, cut-off or interrupted answer offers Continue, which goes on in the s
 and history row. Regenerate keeps the earlier answer as a version (‹ 1/2 ›), and the version
 shown is the one the conversation goes on from."""
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from app.settings.store import Settings
 from app.window import MainWindow
 from engine.catalog.importer import import_gguf
 from engine.store import Store
+from tests.fixtures.old_history import write_first_release_history
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 TIMEOUT_MS = 60_000
@@ -267,21 +267,7 @@ def test_undo_of_a_delete_puts_every_version_back(tmp_path):
 
 
 def test_an_older_database_gets_versions_and_loses_nothing(tmp_path):
-    path = tmp_path / "old.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL,
-            model TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL);
-        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            role TEXT NOT NULL, content TEXT NOT NULL, images TEXT NOT NULL DEFAULT '[]',
-            complete INTEGER NOT NULL DEFAULT 1);
-        INSERT INTO conversations VALUES (1, 'Old', 'qwen:0.5b', 1.0, 2.0);
-        INSERT INTO messages (conversation, role, content) VALUES (1, 'user', 'Hi');
-        INSERT INTO messages (conversation, role, content) VALUES (1, 'assistant', 'Hello!');
-    """)
-    db.commit()
-    db.close()
+    path = write_first_release_history(tmp_path / "old.sqlite3")
     history = History(path)
     user, answer = history.messages(1)
     assert (answer.content, answer.version, answer.versions) == ("Hello!", 1, 1)

@@ -6,7 +6,6 @@ nothing lost."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from app.settings.store import Settings
 from app.window import MainWindow
 from engine.catalog.importer import import_gguf
 from engine.store import Store
+from tests.fixtures.old_history import write_first_release_history
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 TIMEOUT_MS = 60_000
@@ -69,21 +69,7 @@ def test_a_regenerated_answer_keeps_the_model_that_wrote_it(qtbot, tmp_path, two
 
 
 def test_an_older_database_keeps_every_message_and_credits_its_answers(tmp_path):
-    path = tmp_path / "old.sqlite3"
-    db = sqlite3.connect(path)
-    db.executescript("""
-        CREATE TABLE conversations (id INTEGER PRIMARY KEY AUTOINCREMENT, title TEXT NOT NULL,
-            model TEXT NOT NULL, created REAL NOT NULL, updated REAL NOT NULL);
-        CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-            role TEXT NOT NULL, content TEXT NOT NULL, images TEXT NOT NULL DEFAULT '[]',
-            complete INTEGER NOT NULL DEFAULT 1);
-        INSERT INTO conversations VALUES (1, 'Old', 'qwen:0.5b', 1.0, 2.0);
-        INSERT INTO messages (conversation, role, content) VALUES (1, 'user', 'Hi');
-        INSERT INTO messages (conversation, role, content) VALUES (1, 'assistant', 'Hello!');
-    """)
-    db.commit()
-    db.close()
+    path = write_first_release_history(tmp_path / "old.sqlite3")
     history = History(path)
     user, answer = history.messages(1)
     assert (user.content, user.model) == ("Hi", "")
