@@ -14,10 +14,16 @@ CONTROLS = {
                        "with Export layer dump…",
     Remedy.PROJECTOR: "import the model as a text GGUF with its projector: lantern import "
                       "FILE.gguf NAME --projector MMPROJ.gguf",
+    Remedy.OLLAMA: "run it with Ollama; pick another model on the left to chat here",
 }
 
 
 def explain(error: LanternError) -> str:
     """The error's line with the control that fixes it, where the app has one."""
-    hint = CONTROLS.get(error.remedy)
-    return f"{error} ({hint})" if hint else str(error)
+    return with_hint(str(error), error.remedy)
+
+
+def with_hint(message: str, remedy: Remedy | None) -> str:
+    """``message`` with the remedy's hint, where there is one."""
+    hint = CONTROLS.get(remedy) if remedy is not None else None
+    return f"{message} ({hint})" if hint else message

@@ -21,6 +21,7 @@ class Remedy(Enum):
     PROMPT = "give a prompt"
     DUMP_MODEL = "compare a dump with the model it was written for"
     PROJECTOR = "keep the vision tower in a separate projector file"
+    OLLAMA = "run the model with Ollama, or choose one Lantern runs"
 
 
 class LanternError(Exception):

@@ -14,16 +14,15 @@ from pathlib import Path
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, Qt, Signal
 
-from app.hints import explain
+from app.hints import explain, with_hint
 from app.workers import Job
+from engine.catalog.runnable import open_checked
 from engine.errors import LanternError
-from engine.gguf import open_model
 from engine.prompt import template_kind
 from engine.remote.connection import Connection
 from engine.remote.session import RemoteModel, list_remote_models
-from engine.store import LocalModel, ModelName, Store
+from engine.store import LocalModel, Store, StoreProblem
 from engine.store.humanize import human_bytes
-from engine.tokenizer.load import check_tokenizer
 
 COMPLETION_ONLY = "completion only"
 COMPLETION_ONLY_WHY = ("Completion only: the model has no chat template (a base model), so "
@@ -105,11 +104,9 @@ def described_entry(entry: ModelEntry) -> ModelEntry:
     if entry.model is None:          # a broken manifest: nothing to open
         return entry
     try:
-        model = open_model(entry.model.model_path, entry.model.projector_path)
-        config = model.config
-        check_tokenizer(model.metadata, entry.model.model_path)
+        config = open_checked(entry.model).config
     except LanternError as error:
-        return replace(entry, problem=str(error), checked=True)
+        return replace(entry, problem=explain(error), checked=True)
     return replace(
         entry,
         family=config.architecture,
@@ -123,12 +120,12 @@ def described_entry(entry: ModelEntry) -> ModelEntry:
     )
 
 
-def problem_name(store: Store, path: Path) -> str:
-    """The model name a broken manifest path stands for (its path when not a valid name)."""
-    try:
-        return ModelName.from_parts(*path.relative_to(store.manifests_dir).parts).display
-    except (LanternError, ValueError, TypeError):
-        return str(path)
+def problem_entry(problem: StoreProblem) -> ModelEntry:
+    """A manifest that does not load as a model: damaged, or a sound model in a form Lantern
+    does not run (then with its size, and what to do)."""
+    size = problem.listing.size if problem.listing is not None else 0
+    return ModelEntry(problem.name, size=size,
+                      problem=with_hint(problem.message, problem.remedy), checked=True)
 
 
 class StoreScanJob(Job):
@@ -144,8 +141,7 @@ class StoreScanJob(Job):
     def work(self) -> None:
         models, problems = self.store.scan()
         entries = [listed_entry(m) for m in models]
-        entries += [ModelEntry(problem_name(self.store, p.path), problem=p.message, checked=True)
-                    for p in problems]
+        entries += [problem_entry(p) for p in problems]
         self.listed.emit(entries)
         for row, entry in enumerate(entries):
             if self.cancel_event.is_set():

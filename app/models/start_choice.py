@@ -15,11 +15,12 @@ PICK_ANOTHER = "Pick another on the left (Ctrl+K)."
 
 def start_model(entries: Sequence[ModelEntry], last_model: str | None,
                 conversations: Sequence[Conversation]) -> tuple[str | None, str]:
-    """The model's name (None: none to load) and a note to show ("" when obvious)."""
-    names = [e.name for e in entries]
+    """The model's name (None: none to load) and a note to show ("" when obvious). A model
+    known not to run is never chosen."""
+    names = [e.name for e in entries if e.problem is None]
     if last_model in names:
         return last_model, ""
-    if len(entries) == 1:
+    if len(entries) == 1 and names:
         return names[0], ""
     local = [e for e in entries if e.remote is None and e.problem is None]
     if not local:

@@ -17,10 +17,16 @@ FLAGS = {
                        "MODEL with --dump",
     Remedy.PROJECTOR: "import the model as a text GGUF with its projector: lantern import "
                       "FILE.gguf NAME --projector MMPROJ.gguf",
+    Remedy.OLLAMA: "run it with `ollama run`; lantern list notes the models Lantern cannot run",
 }
 
 
 def explain(error: LanternError) -> str:
     """The error's line with the flag that fixes it, where one does."""
-    hint = FLAGS.get(error.remedy)
-    return f"{error} ({hint})" if hint else str(error)
+    return with_hint(str(error), error.remedy)
+
+
+def with_hint(message: str, remedy: Remedy | None) -> str:
+    """``message`` with the remedy's hint, where there is one."""
+    hint = FLAGS.get(remedy) if remedy is not None else None
+    return f"{message} ({hint})" if hint else message

@@ -23,7 +23,7 @@ from engine.cli.hints import explain
 from engine.cli.server_options import add_server, connection_of
 from engine.cli.steering_args import add_control_vector_args, control_vector_specs
 from engine.cli.tools_option import HELP as TOOLS_HELP
-from engine.errors import GenerationError, ImageError, LanternError
+from engine.errors import GenerationError, ImageError, LanternError, UnsupportedModel
 from engine.remote.connection import Connection
 from engine.remote.records import chosen_options
 from engine.store import LocalModel, Store
@@ -232,7 +232,14 @@ def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
 
     source = resolve_source(args.model, args.models_dir)
     choices = EngineChoices(exact=args.exact, provider=args.provider, requantize=args.requantize)
-    model = load_local(source, choices, options_for(source, overrides).num_ctx)
+    try:
+        model = load_local(source, choices, options_for(source, overrides).num_ctx)
+    except UnsupportedModel as error:       # the user knows the model by name, not by blob
+        if isinstance(source, LocalModel):
+            from engine.catalog.runnable import by_name
+
+            raise by_name(error, source) from None
+        raise
     if args.requantize or args.verbose:
         print(f"note: weights: {model.weights}", file=sys.stderr)
     if args.verbose:

@@ -16,12 +16,13 @@ import numpy as np
 
 from engine.catalog.describe import show_info, tags_entry
 from engine.catalog.importer import import_gguf
+from engine.catalog.runnable import open_checked, without_path
 from engine.cli import add_models_dir
 from engine.cli.server_options import add_server, list_remote
 from engine.cli.tables import table
 from engine.errors import LanternError
 from engine.gguf.labels import human_number
-from engine.store import Store
+from engine.store import LocalModel, Store
 from engine.store.humanize import human_bytes, human_time
 from engine.store.params import parse_params
 
@@ -79,15 +80,41 @@ def cmd_list(args: argparse.Namespace) -> int:
     store = Store.open(args.models_dir)
     models, problems = store.scan()
     for problem in problems:
-        print(f"warning: skipped {problem.path}: {problem.message}", file=sys.stderr)
+        if not problem.unsupported:
+            print(f"warning: skipped {problem.path}: {problem.message}", file=sys.stderr)
     if args.json:
         _print_json({"models": [tags_entry(m) for m in models]})
         return 0
-    rows = [["NAME", "ID", "SIZE", "MODIFIED"]]
-    rows += [[m.name.display, m.short_id, human_bytes(m.size), human_time(m.modified)]
-             for m in models]
-    print(table(rows))
+    rows = [(m.name.display, m.short_id, m.size, m.modified) for m in models]
+    rows += [(p.name, p.listing.short_id, p.listing.size,
+              p.listing.modified) for p in problems if p.listing is not None]
+    rows.sort(key=lambda row: (-int(row[3].timestamp()), row[0]))
+    print(table([["NAME", "ID", "SIZE", "MODIFIED"]]
+                + [[name, short_id, human_bytes(size), human_time(modified)]
+                   for name, short_id, size, modified in rows]))
+    cannot = [(p.name, _without_name(p.message))
+              for p in problems if p.unsupported]
+    cannot += [(m.name.display, reason) for m in models
+               if (reason := cannot_run(m)) is not None]
+    if cannot:
+        print(f"\nLantern cannot run {len(cannot)} of these:")
+        print(table([["", name, reason] for name, reason in sorted(cannot)]))
+        print("Run those with `ollama run`; `lantern run` takes the others.")
     return 0
+
+
+def cannot_run(model: LocalModel) -> str | None:
+    """Why a load of ``model`` would fail (the model's name, not its blob, says where)."""
+    try:
+        open_checked(model)
+    except LanternError as error:
+        return without_path(str(error), model)
+    return None
+
+
+def _without_name(message: str) -> str:
+    head, sep, tail = message.partition(": ")
+    return tail if sep else message
 
 
 def _section(title: str, rows: list[list[str]]) -> str:

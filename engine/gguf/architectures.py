@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from engine.errors import CorruptModel, UnsupportedModel
+from engine.errors import CorruptModel, Remedy, UnsupportedModel
 from engine.gguf.config import TextConfig
 from engine.gguf.keys import Keys
 from engine.gguf.reader import TensorInfo
@@ -71,14 +71,22 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
-def architecture(name: str | None, path: object) -> Architecture:
-    """The registry entry for ``general.architecture``; unknown -> UnsupportedModel."""
-    if name not in ARCHITECTURES:
-        known = ", ".join(sorted(ARCHITECTURES))
-        raise UnsupportedModel(
-            f"{path}: architecture {name!r} is not supported by Lantern (supported: {known})"
-        )
-    return ARCHITECTURES[name]
+def architecture(keys: Keys) -> Architecture:
+    """The registry entry for ``general.architecture``; one it lacks -> UnsupportedModel
+    saying what the file is (an embedding model when it names a pooling, as Ollama tells
+    them apart) and which architectures Lantern runs."""
+    name = keys.string("general.architecture")
+    if name in ARCHITECTURES:
+        return ARCHITECTURES[name]
+    known = ", ".join(sorted(ARCHITECTURES))
+    if keys.has(f"{name}.pooling_type"):
+        what = f"an embedding model (GGUF, architecture {name!r})"
+        why = (f"Lantern does not run this encoder; it serves embeddings from the "
+               f"architectures it runs ({known})")
+    else:
+        what = f"a GGUF model of architecture {name!r}"
+        why = f"Lantern does not run this architecture yet (it runs {known})"
+    raise UnsupportedModel(f"{keys.path}: {what}: {why}", remedy=Remedy.OLLAMA)
 
 
 def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:

@@ -62,7 +62,7 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     path = Path(path)
     text_file = read_gguf(path)
     keys = Keys(text_file.metadata, path)
-    arch = architecture(keys.string("general.architecture"), path)
+    arch = architecture(keys)
     text = text_config(arch, keys, text_file.tensors)
     tensors = dict(text_file.tensors)
 

@@ -29,6 +29,10 @@ MEDIA_SYSTEM = _PREFIX + "system"          # plain text
 MEDIA_PARAMS = _PREFIX + "params"          # JSON object: option -> value
 MEDIA_MESSAGES = _PREFIX + "messages"      # JSON list of {role, content}
 MEDIA_LICENSE = _PREFIX + "license"        # plain text; may repeat
+# Ollama's MLX engine keeps a model as safetensors blobs (one per tensor group, each layer
+# named) and the model's JSON files (config.json, tokenizer.json...) as named layers
+MEDIA_TENSOR = _PREFIX + "tensor"
+MEDIA_JSON = _PREFIX + "json"
 
 _DIGEST = re.compile(r"^sha256[:-]([0-9a-fA-F]{64})$")
 
@@ -45,6 +49,7 @@ class Layer:
     digest: str          # "sha256:<hex>"
     size: int
     source: str = ""     # JSON "from": the file or model it was created from
+    name: str = ""       # JSON "name": a tensor group or file of an MLX model
 
     @property
     def hex(self) -> str:
@@ -57,6 +62,8 @@ class Layer:
         }
         if self.source:
             record["from"] = self.source
+        if self.name:
+            record["name"] = self.name
         return record
 
 
@@ -93,11 +100,13 @@ def _layer(record: object, where: str, path: Path) -> Layer:
         raise CorruptModel(f"manifest {path}: {where} has size {size!r}, expected a byte count")
     media_type = record.get("mediaType", "")
     source = record.get("from", "")
+    name = record.get("name", "")
     return Layer(
         media_type=media_type if isinstance(media_type, str) else "",
         digest=digest,
         size=size,
         source=source if isinstance(source, str) else "",
+        name=name if isinstance(name, str) else "",
     )
 
 

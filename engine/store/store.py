@@ -16,9 +16,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engine.errors import CorruptModel, InvalidName, LanternError, ModelNotFound, Remedy
+from engine.errors import (
+    CorruptModel,
+    InvalidName,
+    LanternError,
+    ModelNotFound,
+    Remedy,
+    UnsupportedModel,
+)
 from engine.store import manifest as mf
 from engine.store.blobs import require_blob, verify_blob
+from engine.store.formats import HF_CONFIG, foreign_format
 from engine.store.names import ModelName
 
 
@@ -67,10 +75,38 @@ class LocalModel:
 
 @dataclass(frozen=True)
 class StoreProblem:
-    """A manifest that could not be read while listing: shown, never fatal to the listing."""
+    """A manifest that could not be read while listing: shown, never fatal to the listing.
+    A ``listing`` says the model is sound but in a form Lantern does not run (an MLX or a
+    cloud model), not damaged: what ``ollama list`` shows of it."""
 
     path: Path
+    name: str                            # the model's name (the path when not a valid name)
     message: str
+    remedy: Remedy | None = None
+    listing: Listing | None = None
+
+    @property
+    def unsupported(self) -> bool:
+        return self.listing is not None
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A manifest's line in ``ollama list``: its id, size and time."""
+
+    digest: str                          # sha256 hex of the manifest bytes
+    size: int
+    modified: datetime
+
+    @property
+    def short_id(self) -> str:
+        return self.digest[:12]
+
+
+def listing_of(path: Path) -> Listing:
+    data = path.read_bytes()
+    return Listing(hashlib.sha256(data).hexdigest(), mf.parse_manifest(data, path).size,
+                   datetime.fromtimestamp(path.stat().st_mtime, tz=UTC).astimezone())
 
 
 class Store:
@@ -109,11 +145,18 @@ class Store:
         self._require_root()
         models, problems = [], []
         for path in self._manifest_files():
+            shown = str(path)
             try:
                 name = ModelName.from_parts(*path.relative_to(self.manifests_dir).parts)
+                shown = name.display
                 models.append(self._load(name, path))
-            except (LanternError, OSError) as error:
-                problems.append(StoreProblem(path, str(error)))
+            except UnsupportedModel as error:
+                problems.append(StoreProblem(path, shown, str(error), error.remedy,
+                                             listing_of(path)))
+            except LanternError as error:
+                problems.append(StoreProblem(path, shown, str(error), error.remedy))
+            except OSError as error:
+                problems.append(StoreProblem(path, shown, str(error)))
         models.sort(key=lambda m: (-int(m.modified.timestamp()), m.name.display))
         return models, problems
 
@@ -194,6 +237,9 @@ class Store:
             elif kind == mf.MEDIA_MESSAGES:
                 messages = self._json_of(layer, path, list, "messages")
         if model_path is None:
+            foreign = foreign_format(manifest, config, self._hf_config(manifest, path))
+            if foreign is not None:
+                raise UnsupportedModel(f"{name.display}: {foreign}", remedy=Remedy.OLLAMA)
             raise CorruptModel(f"manifest {path} has no model layer ({mf.MEDIA_MODEL})")
         return LocalModel(
             name=name,
@@ -213,6 +259,17 @@ class Store:
             messages=messages,
             license=licenses,
         )
+
+    def _hf_config(self, manifest: mf.Manifest, path: Path) -> dict | None:
+        """An MLX model's config.json, when its layer is there and reads as an object."""
+        layer = next((layer for layer in manifest.layers
+                      if layer.media_type == mf.MEDIA_JSON and layer.name == HF_CONFIG), None)
+        if layer is None:
+            return None
+        try:
+            return self._json_of(layer, path, dict, HF_CONFIG)
+        except CorruptModel:      # the family goes unnamed; the model is still what it is
+            return None
 
     def _json_of(self, layer: mf.Layer, path: Path, kind: type, what: str) -> Any:
         """A small JSON layer (config, params, messages) that must hold a ``kind``."""

@@ -36,7 +36,7 @@ def test_one_line_says_what_each_model_is_and_why_it_cannot_run(tmp_path):
     assert vision.runnable and vision.vision
     for name, why in (("t5-vocab:test", "unsupported tokenizer 't5'"),
                       ("mislabelled:test", "tokenizer.ggml.model says llama"),
-                      ("unknown:test", "architecture 'mamba' is not supported")):
+                      ("unknown:test", "architecture 'mamba': Lantern does not run")):
         entry = found[name]
         assert not entry.runnable, name
         assert entry.line.startswith(entry.details + " — ") and why in entry.line, entry.line
