@@ -21,6 +21,7 @@ from engine.cli import add_models_dir
 from engine.cli.server_options import add_server, list_remote
 from engine.cli.tables import table
 from engine.errors import LanternError
+from engine.gguf.architectures import ARCHITECTURES
 from engine.gguf.labels import human_number
 from engine.store import LocalModel, Store
 from engine.store.humanize import human_bytes, human_time
@@ -104,7 +105,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cannot_run(model: LocalModel) -> str | None:
-    """Why a load of ``model`` would fail (the model's name, not its blob, says where)."""
+    """Why a load of ``model`` would fail (the model's name, not its blob, says where).
+    The store's config blob names the GGUF's architecture: a model of a family Lantern runs
+    and without a projector is not opened (reading a header and a vocabulary is slow for a
+    listing; `lantern run` still checks the rest)."""
+    if model.config.get("model_family") in ARCHITECTURES and model.projector_path is None:
+        return None
     try:
         open_checked(model)
     except LanternError as error:

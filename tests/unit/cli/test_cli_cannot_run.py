@@ -4,7 +4,8 @@ are and why, refused with the reason and what to do, never a traceback."""
 import pytest
 
 from engine.cli import main
-from tests.fixtures.stores import CANNOT_RUN, mixed_store
+from tests.fixtures.stores import CANNOT_RUN, StoreBuilder, mixed_store
+from tests.fixtures.synthetic_gguf import write_model, write_projector
 
 
 @pytest.fixture
@@ -41,3 +42,16 @@ def test_run_refuses_with_the_reason_and_what_to_do(capsys, models, name):
     assert CANNOT_RUN[name] in err
     assert err.rstrip().endswith("(run it with `ollama run`; lantern list notes the models "
                                  "Lantern cannot run)")
+
+
+def test_list_opens_a_model_of_a_family_it_runs_when_a_projector_comes_with_it(capsys,
+                                                                               tmp_path):
+    # the config blob says "llama", which Lantern runs, but not with a separate projector
+    builder = StoreBuilder(tmp_path / "models")
+    config = {"model_format": "gguf", "model_family": "llama", "model_type": "1M"}
+    builder.add("paired", write_model(tmp_path / "t.gguf", "llama"), config=config,
+                projector=write_projector(tmp_path / "mmproj.gguf"))
+    builder.add("plain", write_model(tmp_path / "p.gguf", "llama"), config=config)
+    assert main(["list", "--models-dir", str(builder.root)]) == 0
+    notes = capsys.readouterr().out.partition("Lantern cannot run 1 of these:\n")[2]
+    assert notes.split()[0] == "paired:latest" and "projector" in notes.splitlines()[0]
