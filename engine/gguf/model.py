@@ -12,8 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import CorruptModel, UnsupportedModel
-from engine.gguf.architectures import architecture, text_config, text_tensor_shapes
+from engine.errors import CorruptModel, Remedy, UnsupportedModel
+from engine.gguf.architectures import (
+    ARCHITECTURES,
+    architecture,
+    text_config,
+    text_tensor_shapes,
+)
 from engine.gguf.config import ModelConfig, SpecialTokens, TextConfig, VisionConfig
 from engine.gguf.keys import Keys
 from engine.gguf.labels import human_number, parameter_count, quantization_label
@@ -71,12 +76,9 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     projector_keys: list[str] = []
     if projector_path is not None:
         projector_path = Path(projector_path)
-        if arch.vision not in ("projector", "either"):
-            raise UnsupportedModel(
-                f"{projector_path}: a separate projector is not used by {arch.name!r} models "
-                "(only by llama.cpp's qwen2vl, qwen3vl and gemma3 layouts)"
-            )
         projector_file = read_gguf(projector_path)
+        if arch.vision not in ("projector", "either"):
+            raise _projector_not_read(arch.name, path, projector_file.metadata)
         projector_metadata = projector_file.metadata
         pkeys = Keys(projector_metadata, projector_path)
         vision, projected = _projector(arch.gemma3, pkeys, projector_file.tensors,
@@ -162,6 +164,17 @@ def _check_heads(text: TextConfig, vision: VisionConfig | None, path: Path) -> N
         raise CorruptModel(
             f"{path}: full-attention vision blocks {outside} lie outside 0..{vision.n_layers - 1}"
         )
+
+
+def _projector_not_read(arch: str, path: Path, metadata: Metadata) -> UnsupportedModel:
+    """A text model of ``arch`` paired with an image projector Lantern does not read (LLaVA:
+    llama text and a CLIP tower with an MLP projector, projector type "mlp")."""
+    kind = metadata.get("clip.projector_type")
+    what = f"a {arch!r} model with an image projector" + (f" of type {kind!r}" if kind else "")
+    readers = ", ".join(sorted(a.name for a in ARCHITECTURES.values()
+                               if a.vision in ("projector", "either")))
+    return UnsupportedModel(f"{path}: {what}: Lantern reads a separate image projector only "
+                            f"with the architectures {readers}", remedy=Remedy.OLLAMA)
 
 
 def _projector(gemma3: bool, keys: Keys, tensors: dict[str, TensorInfo],

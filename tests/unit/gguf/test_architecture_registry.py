@@ -5,7 +5,7 @@ import pytest
 from engine.errors import LanternError, Remedy, UnsupportedModel
 from engine.gguf import architectures as registry
 from engine.gguf import open_model
-from tests.fixtures.synthetic_gguf import write_model, write_other_architecture
+from tests.fixtures.synthetic_gguf import write_model, write_other_architecture, write_projector
 
 
 @pytest.mark.parametrize("arch", ["gemma4", "qwen35", "qwen35moe", "gpt-oss", "qwen3moe",
@@ -41,3 +41,17 @@ def test_an_encoder_naming_a_pooling_is_an_embedding_model(tmp_path):
     assert str(raised.value).startswith(
         f"{path}: an embedding model (GGUF, architecture 'nomic-bert'): Lantern does not run "
         "this encoder; it serves embeddings from the architectures it runs (")
+
+
+def test_a_text_model_with_a_projector_its_family_does_not_read_says_so(tmp_path):
+    # LLaVA as Ollama stores it: llama text, a CLIP mmproj whose projector type is "mlp"
+    text = write_model(tmp_path / "t.gguf", "llama")
+    mmproj = write_projector(tmp_path / "mmproj.gguf", overrides={"clip.projector_type": "mlp"})
+    with pytest.raises(UnsupportedModel) as raised:
+        open_model(text, mmproj)
+    readers = sorted(a.name for a in registry.ARCHITECTURES.values()
+                     if a.vision in ("projector", "either"))
+    assert str(raised.value) == (
+        f"{text}: a 'llama' model with an image projector of type 'mlp': Lantern reads a "
+        f"separate image projector only with the architectures {', '.join(readers)}")
+    assert raised.value.remedy is Remedy.OLLAMA
