@@ -26,7 +26,8 @@ from engine.store import LocalModel, Store
 
 if TYPE_CHECKING:  # the runtime is imported where a local model is made: a server's chat
     from engine.gguf.control_vector import Steering  # needs none of it
-    from engine.runtime.loader import LoadedModel, Progress
+    from engine.runtime.loaded_model import LoadedModel
+    from engine.runtime.loader import Progress
 
     Model = LoadedModel | RemoteModel
 

@@ -33,7 +33,7 @@ from engine.gguf.control_vector import Steering
 from engine.launch import open_chat, options_for, speculate, steer
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.store import Store
 from engine.store.manifest import digest_hex
 

@@ -16,7 +16,7 @@ from app.settings.store import Settings
 from app.workers import JobRunner, LoadJob
 from engine.launch import EngineChoices, load_local
 from engine.remote.session import RemoteModel, open_remote_model
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 
 
 def reach(remote: RemoteModel, progress: Callable[[str, float], None],

@@ -31,7 +31,7 @@ from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import Drafter
 from engine.runtime.generate import Generator
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.runtime.thinking import (
     CLOSE_TAG,
     OPEN_TAG,

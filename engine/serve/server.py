@@ -24,7 +24,7 @@ from engine.errors import GenerationError, ImageError, InvalidName, LanternError
 from engine.launch import EngineChoices, open_chat, speculate
 from engine.runtime.chat import ChatSession
 from engine.runtime.embed import embed_text, unit_length
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.serve.chunks import ChunkWriter
 from engine.serve.keep_alive import DEFAULT_KEEP_ALIVE_S, BadKeepAlive, ModelKeeper
 from engine.serve.openai_compat import (

@@ -227,11 +227,11 @@ def test_the_15b_model_calls_an_mcp_tool_from_the_cli(demo_15b, tmp_path, capsys
 
 
 def test_session_messages_render_as_gos_text_template_does():
-    """Messages and Tool records built by the chat core, through the loader's conversion,
+    """Messages and Tool records built by the chat core, through engine.prompt's conversion,
     give exactly what Go's text/template gave for the same chat (tests/go oracle)."""
     from engine.chat.messages import Message
     from engine.chat.tools import tool_from_api
-    from engine.runtime.loader import _as_dict
+    from engine.prompt import api_message
 
     name = "ollama/qwen2.5-tools/tools"
     cases = json.loads((TEMPLATES / "cases.json").read_text())
@@ -243,7 +243,7 @@ def test_session_messages_render_as_gos_text_template_does():
         messages.append(Message(raw["role"], raw["content"], tool_calls=calls,
                                 tool_name=raw.get("tool_name", "")))
     tools = [tool_from_api(t) for t in case["data"]["tools"]]
-    text = render_prompt([_as_dict(m) for m in messages], tools=[t.api() for t in tools],
+    text = render_prompt([api_message(m) for m in messages], tools=[t.api() for t in tools],
                          template_layer=(TEMPLATES / "qwen2.5-tools.gotmpl").read_text()).text
     assert text == expected
 
