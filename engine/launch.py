@@ -21,7 +21,7 @@ from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.chat.tools import Tool
 from engine.errors import ControlVectorMismatch, GenerationError
-from engine.remote.session import RemoteChatSession, RemoteModel
+from engine.remote.session import RemoteModel, RemoteSession
 from engine.store import LocalModel, Store
 
 if TYPE_CHECKING:  # the runtime is imported where a local model is made: a server's chat
@@ -47,7 +47,7 @@ def load_local(source: LocalModel | Path, choices: EngineChoices, num_ctx: int, 
                cancel: threading.Event | None = None) -> LoadedModel:
     """``source`` loaded as ``choices`` say, its KV cache holding ``num_ctx`` tokens."""
     # the chat's module too: ``open_chat`` follows a load, in the app on the window's thread
-    import engine.runtime.chat  # noqa: F401
+    import engine.runtime.session  # noqa: F401
     from engine.runtime.loader import load_model
 
     return load_model(source, exact=choices.exact, provider=choices.provider,
@@ -71,11 +71,11 @@ def open_chat(model: Model, options: Options, *, system: str | None = None,
     the turns so far, ``answer_format`` the structured output, ``tools`` the tools offered
     through the model's template (a caller that runs them attaches their runner)."""
     if isinstance(model, RemoteModel):
-        chat: ChatBackend = RemoteChatSession(model, options, system, num_top=num_top)
+        chat: ChatBackend = RemoteSession(model, options, system, num_top=num_top)
     else:
-        from engine.runtime.chat import ChatSession
+        from engine.runtime.session import LocalSession
 
-        chat = ChatSession(model, options, system, num_top=num_top)
+        chat = LocalSession(model, options, system, num_top=num_top)
     chat.think = think
     chat.messages = list(messages)
     chat.format = answer_format
@@ -99,9 +99,9 @@ def speculate(chat: ChatBackend, choice: str, store: Store | None,
 def steer(chat: ChatBackend, steering: Steering) -> None:
     """Steer a local ``chat``'s answers by control vectors from its next answer on;
     ControlVectorMismatch when one was made for another model (checked now, not later)."""
-    from engine.runtime.chat import ChatSession
+    from engine.runtime.session import LocalSession
 
-    if not isinstance(chat, ChatSession):
+    if not isinstance(chat, LocalSession):
         raise GenerationError("control vectors steer a model Lantern runs, not a server's")
     previous, chat.steering = chat.steering, steering
     try:

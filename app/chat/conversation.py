@@ -1,11 +1,11 @@
 """One conversation at a time, on the engine side: the chat backend (the local engine's
-ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
+LocalSession or a server's RemoteSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History as its tokens come, before the view shows them
 (one small UPDATE into SQLite's write-ahead log), so quitting (`shutdown`), a crash or
 even ``kill -9`` keeps everything that was shown; it stays marked incomplete until done.
-Stored conversations are restored into a fresh ChatSession lazily, on the job thread of
+Stored conversations are restored into a fresh LocalSession lazily, on the job thread of
 the next turn, because restoring images means preprocessing them.
 """
 

@@ -4,8 +4,8 @@ from engine.chat.options import Options
 from engine.launch import EngineChoices, load_local, open_chat, options_for, speculate
 from engine.remote.connection import Connection
 from engine.remote.records import RemoteModelInfo
-from engine.remote.session import RemoteChatSession, RemoteModel
-from engine.runtime.chat import ChatSession
+from engine.remote.session import RemoteModel, RemoteSession
+from engine.runtime.session import LocalSession
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 
@@ -17,7 +17,7 @@ def test_a_local_chat_opens_with_the_users_settings(tmp_path):
     assert model.weights == "exact GGUF weights" and model.requantization is None
     chat = open_chat(model, options_for(model, {"temperature": 0}), system="Be brief.",
                      num_top=3, think=False)
-    assert isinstance(chat, ChatSession)
+    assert isinstance(chat, LocalSession)
     assert (chat.options.temperature, chat.system, chat.num_top, chat.think) == \
         (0, "Be brief.", 3, False)
     assert speculate(chat, "ngram", None) is None and chat.drafter.name == "ngram"
@@ -27,6 +27,6 @@ def test_a_local_chat_opens_with_the_users_settings(tmp_path):
 def test_a_servers_chat_opens_the_same_way_and_never_speculates():
     model = RemoteModel(Connection("http://127.0.0.1:9"), RemoteModelInfo("big"))
     chat = open_chat(model, options_for(model, {"seed": 4}), num_top=7)
-    assert isinstance(chat, RemoteChatSession)
+    assert isinstance(chat, RemoteSession)
     assert chat.options == Options(seed=4) and chat.num_top == 7
     assert speculate(chat, "ngram", None) is None and not hasattr(chat, "drafter")

@@ -18,8 +18,8 @@ from engine.chat.options import Options
 from engine.chat.tools import Tool, ToolCall, ToolFailed, call_from_api, parse_tool_calls
 from engine.cli import main
 from engine.prompt import render_prompt
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.tools import builtin
 from engine.tools.mcp_client import McpServer, call_tool, list_tools, read_config
 from engine.tools.toolbox import Toolbox
@@ -198,7 +198,7 @@ def model_15b(demo_15b):
 def test_the_15b_model_calls_the_calculator_and_the_loop_completes(model_15b):
     box = Toolbox()
     box.add_builtins()
-    chat = ChatSession(model_15b, Options(temperature=0, num_predict=128), system=SYSTEM,
+    chat = LocalSession(model_15b, Options(temperature=0, num_predict=128), system=SYSTEM,
                        tools=box.tools, run_tool=box.runner())
     events = list(chat.send("What is 12345 * 6789?"))
     calls = [e for e in events if isinstance(e, ToolCallEvent)]
