@@ -1,17 +1,18 @@
 """One way to open a chat, from a model on this computer or on a server, with the user's
 settings: the CLI (`lantern run`) and the app both come through here, so a chat is
-assembled once (load, options, drafter, what the user should be told about speculation).
+assembled once (where the model runs, load, options, drafter, what the user should be told
+about speculation).
 
-Order: ``load_local`` (a server's model needs no loading: engine.remote.session), then
-``open_chat`` with ``options_for``'s options, then ``speculate`` and ``steer`` for a local
-model.
+Order: ``ready_model`` (it decides where the model runs, and loads it there when that is
+here: ``load_local``), then ``open_chat`` with ``options_for``'s options, then
+``speculate`` and ``steer`` for a local model.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +22,8 @@ from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.chat.tools import Tool
 from engine.errors import ControlVectorMismatch, GenerationError
-from engine.remote.session import RemoteModel, RemoteSession
+from engine.remote.connection import Connection
+from engine.remote.session import RemoteModel, RemoteSession, open_remote_model
 from engine.store import LocalModel, Store
 
 if TYPE_CHECKING:  # the runtime is imported where a local model is made: a server's chat
@@ -40,6 +42,44 @@ class EngineChoices:
     provider: str = "cpu"
     requantize: str | None = None    # opt-in 4-bit weights, NOT the GGUF's exact ones
     layer_stats: bool = False        # per-layer statistics of every token
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where the user wants a model run: on ``server`` when they chose one; else on the
+    Lantern server (`lantern serve`) of the store in ``shared`` when one answers; else
+    here."""
+
+    server: Connection | None = None
+    shared: Path | None = None      # a store whose Lantern server may run its models
+
+
+def ready_model(model: str | LocalModel | Path, where: Where, choices: EngineChoices,
+                overrides: Mapping[str, object], *, progress: Progress | None = None,
+                cancel: threading.Event | None = None) -> Model:
+    """``model`` ready to chat with where ``where`` says, the one place that decides: a
+    server's model (``model``: its name there) is asked for and nothing loads here; a
+    store's model a shared Lantern server answers for keeps the store's params layer, as
+    it would here; else ``model`` is loaded as ``choices`` say, its context from the
+    options it will run with (``overrides`` over its params layer)."""
+    if where.server is not None:
+        return _ask(where.server, str(model), progress)
+    if where.shared is not None and isinstance(model, LocalModel):
+        from engine.remote.lantern_server import find_server, server_url
+
+        connection = find_server(server_url(), where.shared)
+        if connection is not None:
+            remote = _ask(connection, model.name.display, progress)
+            return replace(remote, params=dict(model.params))
+    return load_local(model, choices, options_for(model, overrides).num_ctx,
+                      progress=progress, cancel=cancel)
+
+
+def _ask(connection: Connection, name: str, progress: Progress | None) -> RemoteModel:
+    """A server's model: make sure the server has it (nothing is loaded here)."""
+    if progress is not None:
+        progress(f"Asking {connection.host}", 0.5)
+    return open_remote_model(connection, name)
 
 
 def load_local(source: LocalModel | Path, choices: EngineChoices, num_ctx: int, *,
