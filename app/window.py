@@ -61,7 +61,7 @@ from engine.chat.tools import ToolCall
 from engine.errors import LanternError
 from engine.paths import data_dir
 from engine.remote.session import RemoteModel
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.store import Store
 
 RELOAD_FIELDS = ("provider", "exact", "requantize", "num_ctx", "layer_stats")

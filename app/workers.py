@@ -91,7 +91,7 @@ def _behind_the_window() -> None:
 
 class LoadJob(Job):
     progress = Signal(str, float)
-    loaded = Signal(object)          # engine.runtime.loader.LoadedModel
+    loaded = Signal(object)          # engine.runtime.loaded_model.LoadedModel
     WORK = ("_load",)
 
     def __init__(self, load: Callable[..., object]) -> None:

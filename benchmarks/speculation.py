@@ -2,7 +2,7 @@
 rewrites code given in the prompt) and quoting a document, greedy, on the demo models.
 
 Engines, in the same process and run, rounds alternating (a busy machine slows them
-alike): Lantern with --speculate off and auto (what `lantern run` does: ChatSession with
+alike): Lantern with --speculate off and auto (what `lantern run` does: LocalSession with
 the drafter make_drafter picks), llama.cpp plain and llama.cpp with its own prompt lookup
 (llama_cpp.llama_speculative.LlamaPromptLookupDecoding, num_pred_tokens=10). Decode tok/s
 is measured from the first streamed token to the last (prefill excluded) for every
@@ -76,8 +76,8 @@ WORKLOADS = {
 def lantern_engine(path, speculate: str, exact: bool):
     from engine.chat.events import DoneEvent, TokenEvent
     from engine.chat.options import Options
-    from engine.runtime.chat import ChatSession
     from engine.runtime.loader import load_model
+    from engine.runtime.session import LocalSession
     from engine.runtime.speculation import make_drafter
 
     model = load_model(path, num_ctx=2048, exact=exact)  # ORT: a thread per physical core
@@ -85,7 +85,7 @@ def lantern_engine(path, speculate: str, exact: bool):
     def run(prompt: str, tokens: int):
         drafter = make_drafter(speculate, model.gguf.path,
                                row_invariant=model.decoder.row_invariant)
-        chat = ChatSession(model, Options(temperature=0, num_predict=tokens), drafter=drafter)
+        chat = LocalSession(model, Options(temperature=0, num_predict=tokens), drafter=drafter)
         stamps, ids, done = [], [], None
         for event in chat.send(prompt):
             if isinstance(event, TokenEvent):

@@ -13,7 +13,7 @@ llama-cpp-python no ratio is printed.
         [--first-token 448x448]
 
 ``--first-token SIZE`` also times an image prompt end to end (preprocess, encode, prefill,
-first token) through a ChatSession, with that tower in front of a random text decoder of
+first token) through a LocalSession, with that tower in front of a random text decoder of
 the 0.5B model's shape (24 layers, width 896, Q8_0 weights).
 """
 
@@ -157,8 +157,8 @@ TEXT_KINDS = ("token_embd", "output", "attn_q", "attn_k", "attn_v", "attn_output
 def first_token_latency(args: argparse.Namespace) -> None:
     from engine.chat.events import TokenEvent
     from engine.chat.options import Options
-    from engine.runtime.chat import ChatSession
     from engine.runtime.loader import load_model
+    from engine.runtime.session import LocalSession
 
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -173,7 +173,7 @@ def first_token_latency(args: argparse.Namespace) -> None:
         print(f"text decoder + vision session: {time.perf_counter() - started:.1f} s")
         rng = np.random.default_rng(1)
         for size in args.first_token:
-            chat = ChatSession(model, Options(temperature=0, num_predict=1))
+            chat = LocalSession(model, Options(temperature=0, num_predict=1))
             started = time.perf_counter()
             image = preprocess(random_image(size, rng))
             preprocessed = time.perf_counter()

@@ -67,7 +67,7 @@ def test_lantern_run_imports_no_test_oracles_or_qt():
     import sys
 
     probe = ("import sys; from engine.cli import build_parser; build_parser(); "
-             "import engine.runtime.loader, engine.runtime.chat; "
+             "import engine.runtime.loader, engine.runtime.session; "
              "print(' '.join(sorted(m.split('.')[0] for m in sys.modules)))")
     loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,
                                 capture_output=True, text=True).stdout.split())

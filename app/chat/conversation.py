@@ -1,11 +1,11 @@
 """One conversation at a time, on the engine side: the chat backend (the local engine's
-ChatSession or a server's RemoteChatSession, both engine.chat.backend.ChatBackend), its
+LocalSession or a server's RemoteSession, both engine.chat.backend.ChatBackend), its
 History rows and the GenerateJob streaming the answer.
 
 The answer in progress is saved to History as its tokens come, before the view shows them
 (one small UPDATE into SQLite's write-ahead log), so quitting (`shutdown`), a crash or
 even ``kill -9`` keeps everything that was shown; it stays marked incomplete until done.
-Stored conversations are restored into a fresh ChatSession lazily, on the job thread of
+Stored conversations are restored into a fresh LocalSession lazily, on the job thread of
 the next turn, because restoring images means preprocessing them.
 """
 
@@ -33,7 +33,7 @@ from engine.gguf.control_vector import Steering
 from engine.launch import open_chat, options_for, speculate, steer
 from engine.remote.crosscheck import cross_check
 from engine.remote.session import RemoteModel
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.store import Store
 from engine.store.manifest import digest_hex
 

@@ -1,12 +1,11 @@
 """Loads the chosen model on a worker thread (building its ONNX session takes seconds),
 one load at a time: choosing another model cancels the load in progress. A remote model
-loads nothing: its server is asked whether it still has it.
+loads nothing: its server is asked whether it still has it (engine.launch.ready_model
+decides where a model runs, for the window as for `lantern run`).
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from functools import partial
 
 from PySide6.QtCore import QObject, Signal
@@ -14,16 +13,8 @@ from PySide6.QtCore import QObject, Signal
 from app.models.list_model import ModelEntry
 from app.settings.store import Settings
 from app.workers import JobRunner, LoadJob
-from engine.launch import EngineChoices, load_local
-from engine.remote.session import RemoteModel, open_remote_model
-from engine.runtime.loader import LoadedModel
-
-
-def reach(remote: RemoteModel, progress: Callable[[str, float], None],
-          cancel: threading.Event) -> RemoteModel:
-    """"Loading" a remote model: make sure its server still has it (nothing is loaded here)."""
-    progress(f"Asking {remote.connection.host}", 0.5)
-    return open_remote_model(remote.connection, remote.name)
+from engine.launch import EngineChoices, Where, ready_model
+from engine.runtime.loaded_model import LoadedModel
 
 
 class ModelLoader(QObject):
@@ -45,15 +36,15 @@ class ModelLoader(QObject):
 
     def load(self, entry: ModelEntry, settings: Settings) -> None:
         self.cancel()
+        choices = EngineChoices(
+            exact=settings.exact, provider=settings.provider,
+            requantize=None if settings.exact else settings.requantize or None,
+            layer_stats=settings.layer_stats)
+        model, where = entry.model, Where()
         if entry.remote is not None:
-            load = partial(reach, entry.remote)
-        else:
-            choices = EngineChoices(
-                exact=settings.exact, provider=settings.provider,
-                requantize=None if settings.exact else settings.requantize or None,
-                layer_stats=settings.layer_stats)
-            load = partial(load_local, entry.model, choices, settings.num_ctx)
-        job = LoadJob(load)
+            model, where = entry.remote.name, Where(server=entry.remote.connection)
+        job = LoadJob(partial(ready_model, model, where, choices,
+                              {"num_ctx": settings.num_ctx}))
         job.progress.connect(self._on_progress)
         job.loaded.connect(self._on_loaded)
         job.failed.connect(self._on_failed)

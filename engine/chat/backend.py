@@ -1,7 +1,7 @@
 """The one interface the app and the CLI stream from, whatever runs the model.
 
-The local ONNX engine (engine.runtime.chat.ChatSession) and the remote servers
-(engine.remote.session.RemoteChatSession) both implement ChatBackend. What a backend can
+The local ONNX engine (engine.runtime.session.LocalSession) and the remote servers
+(engine.remote.session.RemoteSession) both implement ChatBackend. What a backend can
 show beyond the answer and its log-probabilities is a Capability it declares; views ask
 for the capability, never for the backend's class.
 """

@@ -124,7 +124,7 @@ def template_overhead(model, system: str | None, think: bool | str | None) -> in
 
 def message_room(num_ctx: int, num_predict: int, overhead: int) -> int:
     """Tokens a new message may take: the context less the template's own tokens around it
-    (``overhead``) and the room ChatSession keeps for an answer (num_predict, else 256, at
+    (``overhead``) and the room LocalSession keeps for an answer (num_predict, else 256, at
     most a quarter of the context)."""
     return num_ctx - overhead - min(num_predict if num_predict > 0 else 256, num_ctx // 4)
 

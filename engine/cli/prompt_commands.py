@@ -50,7 +50,7 @@ def _read_chat(path: Path) -> tuple[list[dict], list[dict] | None]:
 def run(args: argparse.Namespace) -> int:
     from engine.cli.tokenize_commands import model_file
     from engine.gguf.reader import read_gguf
-    from engine.prompt import render_prompt
+    from engine.prompt import ModelPrompt
     from engine.tokenizer import load_tokenizer
 
     messages, tools = _read_chat(Path(args.messages))
@@ -71,16 +71,13 @@ def run(args: argparse.Namespace) -> int:
                           ("eos_token", "tokenizer.ggml.eos_token_id"))
         if key in metadata
     }
-    prompt = render_prompt(
-        messages,
+    prompt = ModelPrompt(
         template_layer=template,
         chat_template=metadata.get("tokenizer.chat_template"),
-        system=args.system if args.system is not None else system,
-        tools=tools,
-        special_tokens=special,
+        system=system,
         layer_messages=layer_messages,
-        think=args.think,
-    )
+        special_tokens=special,
+    ).render(messages, system=args.system, think=args.think, tools=tools)
     ids = tokenizer.encode_prompt(prompt.segments)
     print(prompt.text, end="" if prompt.text.endswith("\n") else "\n")
     print(f"--- {len(ids)} tokens, {prompt.template_name}, "

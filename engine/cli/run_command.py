@@ -24,7 +24,6 @@ from engine.cli.server_options import add_server, connection_of
 from engine.cli.steering_args import add_control_vector_args, control_vector_specs
 from engine.cli.tools_option import HELP as TOOLS_HELP
 from engine.errors import GenerationError, ImageError, LanternError, UnsupportedModel
-from engine.remote.connection import Connection
 from engine.remote.records import chosen_options
 from engine.store import LocalModel, Store
 
@@ -141,14 +140,15 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     from engine.launch import open_chat, options_for  # the engine loads only to run
+    from engine.remote.session import RemoteModel
 
     if not 0 <= args.top_logprobs <= 20:
         raise GenerationError(f"--top-logprobs must be between 0 and 20, got {args.top_logprobs}")
     args.format, answer_format = split_formats(args.format)
     overrides = _overrides(args)
     num_top = max(5, args.top_logprobs)
-    connection = _server_connection(args)
-    model = _remote_model(args, connection) if connection else _local_model(args, overrides)
+    model = _ready_model(args, overrides)
+    local = not isinstance(model, RemoteModel)
     chat = open_chat(model, options_for(model, overrides), system=args.system,
                      num_top=num_top, think=args.think)
     chat.format = answer_format
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         from engine.cli.tools_option import attach_tools
 
         attach_tools(chat, args.tools, args.share, args.yes)
-    if connection is None:
+    if local:
         _speculate(args, chat)
         _steer(args, chat)
     images = load_images(model, args.image, args.raw, chat.prepare_image)
@@ -188,58 +188,43 @@ def _runs_here(args: argparse.Namespace) -> bool:
                 or args.think is not None or str(args.model).endswith(".gguf"))
 
 
-def _server_connection(args: argparse.Namespace) -> Connection | None:
-    """--server's connection; else that of a `lantern serve` serving this store, when one
-    answers at $LANTERN_HOST (default 127.0.0.1:11435) and no flag asks for the model to
-    run here; else None: the model loads in this process."""
-    if args.server:
-        return connection_of(args)
-    if _runs_here(args):
-        return None
-    from engine.serve.address import find_server, server_url
+def _ready_model(args: argparse.Namespace, overrides: dict[str, object]):
+    """MODEL ready where the flags say (engine.launch.ready_model decides): on --server's
+    server; else on a `lantern serve` serving this store, when one answers at
+    $LANTERN_HOST (default 127.0.0.1:11435) and no flag asks for the model to run here;
+    else loaded in this process as the flags say."""
+    from engine.launch import EngineChoices, Where, ready_model
+    from engine.remote.session import RemoteModel
 
-    return find_server(server_url(), Store.open(args.models_dir).root)
-
-
-def _remote_model(args: argparse.Namespace, connection: Connection):
-    from dataclasses import replace
-
-    from engine.remote.session import open_remote_model
-
-    if args.control_vector or args.control_vector_scaled:
-        raise GenerationError("--control-vector steers a model Lantern runs; a server's "
-                              "model cannot be steered from here")
-    if args.server and (args.exact or args.requantize or args.provider != "cpu"
-                        or args.speculate != "auto"):
-        print("note: --exact, --requantize, --provider and --speculate choose how Lantern "
-              "runs a model; with --server the server runs it", file=sys.stderr)
-    if args.server:
-        return open_remote_model(connection, args.model)
-    # the same store: a missing model is the store's error, and the params layer resolves
-    # here as it would in-process
-    params = dict(Store.open(args.models_dir).get(args.model).params)
-    if args.verbose:
-        print(f"note: answered by the Lantern server at {connection.host}, which keeps the "
-              "model loaded (--no-server: load it in this process)", file=sys.stderr)
-    return replace(open_remote_model(connection, args.model), params=params)
-
-
-def _local_model(args: argparse.Namespace, overrides: dict[str, object]):
-    """MODEL loaded as the flags say, its context from the options it will run with."""
-    from engine.cpu import cpu_info
-    from engine.graph.kernels import describe as describe_kernels
-    from engine.launch import EngineChoices, load_local, options_for
-
-    source = resolve_source(args.model, args.models_dir)
     choices = EngineChoices(exact=args.exact, provider=args.provider, requantize=args.requantize)
+    if args.server:
+        connection = connection_of(args)
+        if args.control_vector or args.control_vector_scaled:
+            raise GenerationError("--control-vector steers a model Lantern runs; a server's "
+                                  "model cannot be steered from here")
+        if args.exact or args.requantize or args.provider != "cpu" or args.speculate != "auto":
+            print("note: --exact, --requantize, --provider and --speculate choose how "
+                  "Lantern runs a model; with --server the server runs it", file=sys.stderr)
+        return ready_model(args.model, Where(server=connection), choices, overrides)
+    source = resolve_source(args.model, args.models_dir)
+    shared = None if _runs_here(args) else Store.open(args.models_dir).root
     try:
-        model = load_local(source, choices, options_for(source, overrides).num_ctx)
+        model = ready_model(source, Where(shared=shared), choices, overrides)
     except UnsupportedModel as error:       # the user knows the model by name, not by blob
         if isinstance(source, LocalModel):
             from engine.catalog.runnable import by_name
 
             raise by_name(error, source) from None
         raise
+    if isinstance(model, RemoteModel):
+        if args.verbose:
+            print(f"note: answered by the Lantern server at {model.connection.host}, which "
+                  "keeps the model loaded (--no-server: load it in this process)",
+                  file=sys.stderr)
+        return model
+    from engine.cpu import cpu_info
+    from engine.graph.kernels import describe as describe_kernels
+
     if args.requantize or args.verbose:
         print(f"note: weights: {model.weights}", file=sys.stderr)
     if args.verbose:

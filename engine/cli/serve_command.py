@@ -17,7 +17,7 @@ from engine.remote.connection import is_loopback
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from engine.serve.address import DEFAULT_PORT, HOST_ENV
+    from engine.remote.lantern_server import DEFAULT_PORT, HOST_ENV
 
     p = sub.add_parser("serve", help="keep models loaded between `lantern run` calls "
                                      "(Ollama's API, on this computer)")
@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_serve(args: argparse.Namespace) -> int:
     from engine.launch import EngineChoices
-    from engine.serve.address import server_address
+    from engine.remote.lantern_server import server_address
     from engine.serve.keep_alive import DEFAULT_KEEP_ALIVE_S, KEEP_ALIVE_ENV, parse_keep_alive
     from engine.serve.server import LanternServer, serve
     from engine.store import Store

@@ -25,7 +25,7 @@ from engine.remote.http import post_json
 from engine.remote.records import ServerToken
 from engine.remote.session import APIS, RemoteModel
 from engine.runtime.generate import Generator, positions_like
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.runtime.sampler import logprobs
 from engine.tokenizer.byte_level import byte_to_char
 

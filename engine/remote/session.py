@@ -11,18 +11,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
-from engine.chat.call_holder import CallHolder
 from engine.chat.documents import template_overhead
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent, TopToken
-from engine.chat.messages import Message, drop_answers, replace_last_user
-from engine.chat.options import Options
-from engine.chat.tool_loop import RunTool, answer_with_tools
+from engine.chat.messages import Message
+from engine.chat.session import Answer, Session
 from engine.chat.tool_results import (
     ToolResult,
     current_turn,
@@ -30,7 +27,7 @@ from engine.chat.tool_results import (
     estimated_tokens,
     result_room,
 )
-from engine.chat.tools import Tool
+from engine.chat.tools import ToolCall
 from engine.errors import GenerationError, Remedy, RemoteError, StreamCut
 from engine.remote import ollama_api, openai_api
 from engine.remote.connection import Connection
@@ -106,43 +103,19 @@ def open_remote_model(connection: Connection, name: str) -> RemoteModel:
 
 
 @dataclass
-class RemoteChatSession:
+class RemoteSession(Session):
+    """The server is sent ``num_top`` (servers allow <= 20), ``format`` as its API spells
+    it and ``tools``, whose calls it parses."""
+
     model: RemoteModel
-    options: Options
-    system: str | None = None
-    messages: list[Message] = field(default_factory=list)
-    num_top: int = 5                # alternatives asked for per token (servers allow <= 20)
-    format: Format | None = None    # structured output, passed to the server as its API spells it
-    tools: list[Tool] = field(default_factory=list)   # passed through; the server parses calls
-    run_tool: RunTool | None = None  # as ChatSession's: the front end runs (and confirms) calls
-    max_tool_rounds: int = 8
 
     def __post_init__(self) -> None:
         self.last_prompt = None     # the server tokenizes: Lantern never sees the prompt ids
-        self._cancel = threading.Event()
         self._stream: Stream | None = None
         self._lock = threading.Lock()
 
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return self.model.capabilities
-
     def prepare_image(self, path: str, max_pixels: int) -> RemoteImage:
         return read_image(path, max_pixels)
-
-    # -- conversation edits (the same as the local session's) ------------------------------
-
-    def send(self, text: str, images: tuple = ()) -> Iterator[Event]:
-        self.messages.append(Message("user", text, tuple(images)))
-        return self._answer()
-
-    def regenerate(self) -> Iterator[Event]:
-        drop_answers(self.messages)
-        return self._answer()
-
-    def edit_last_user(self, text: str) -> Iterator[Event]:
-        replace_last_user(self.messages, text)
-        return self._answer()
 
     def continue_answer(self) -> Iterator[Event]:
         raise GenerationError("continuing an answer needs a model on this computer: a "
@@ -154,12 +127,9 @@ class RemoteChatSession:
                               "template. Send it through the template, or run the model "
                               "locally", remedy=Remedy.TEMPLATE)
 
-    def clear(self) -> None:
-        self.messages.clear()
-
     def cancel(self) -> None:
         """Stop the answer: the request is closed, which ends a read blocked on it."""
-        self._cancel.set()
+        super().cancel()
         with self._lock:
             stream = self._stream
         if stream is not None:
@@ -176,11 +146,6 @@ class RemoteChatSession:
                         "tool_calls": m.tool_calls, "tool_name": m.tool_name})
         return out
 
-    def _answer(self) -> Iterator[Event]:
-        self._cancel.clear()
-        return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
-                                 self.max_tool_rounds, self._fit_tool_result)
-
     def _fit_tool_result(self, message: Message) -> ToolResult:
         """As the local session's, with sizes estimated (the server tokenizes)."""
         def used(messages: list[Message]) -> int:
@@ -191,24 +156,11 @@ class RemoteChatSession:
                            used(self.messages), lambda: used(current_turn(self.messages)))
         return cut_to_fit(message.content, room, estimated_tokens, "".join)
 
-    def _one_answer(self) -> Generator[Event, None, DoneEvent | None]:
-        reply, done, calls = "", None, []
-        started = False
-        holder = CallHolder(tool.name for tool in self.tools)   # a server may not parse them
-        try:
-            for event in self._events(calls):
-                if isinstance(event, TokenEvent):
-                    started = True
-                    reply += event.text
-                elif isinstance(event, DoneEvent):
-                    done = event
-                yield holder.apply(event)
-        finally:
-            if started or calls:   # what arrived stays in the conversation, even when cut
-                self.messages.append(Message("assistant", reply, tool_calls=tuple(calls)))
-        return done
+    def _one_answer(self) -> Answer:
+        calls: list[ToolCall] = []   # the server's; a server may also leave them in the text
+        return (yield from self._collect(self._events(calls), calls=calls))
 
-    def _events(self, calls: list) -> Iterator[Event]:
+    def _events(self, calls: list[ToolCall]) -> Iterator[Event]:
         """The answer's events; the tool calls the server parsed are added to ``calls``."""
         connection = self.model.connection
         api = APIS[connection.kind]
@@ -219,7 +171,7 @@ class RemoteChatSession:
         stream = _open_chat(connection, api, body)
         with self._lock:
             self._stream = stream
-        if self._cancel.is_set():
+        if self.cancel_event.is_set():
             stream.abort()
         count, first_at, last_at, reply, thinking = 0, 0, start, "", ""
         finish = Finish("cancel")
@@ -243,12 +195,12 @@ class RemoteChatSession:
                     reply += event["text"]
                     thinking += event["thinking_text"]
         except StreamCut:
-            if not self._cancel.is_set():
+            if not self.cancel_event.is_set():
                 raise StreamCut(
                     f"the answer from {connection.host} was cut off after {count} token(s): "
                     "the partial answer is kept, marked incomplete") from None
         except RemoteError:
-            if not self._cancel.is_set():
+            if not self.cancel_event.is_set():
                 raise
         finally:
             with self._lock:
@@ -257,7 +209,7 @@ class RemoteChatSession:
         end = time.perf_counter_ns()
         first_at = first_at or end
         yield DoneEvent(
-            done_reason="cancel" if self._cancel.is_set() else finish.reason,
+            done_reason="cancel" if self.cancel_event.is_set() else finish.reason,
             text=reply, tail="",
             prompt_eval_count=finish.prompt_eval_count,
             prompt_eval_duration=finish.prompt_eval_duration or first_at - start,

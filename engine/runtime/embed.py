@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.errors import GenerationError
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 
 # llama.cpp's enum llama_pooling_type, as GGUF files store it
 POOLING_NONE, POOLING_MEAN, POOLING_CLS, POOLING_LAST = 0, 1, 2, 3

@@ -28,7 +28,8 @@ from pathlib import Path
 from engine.errors import GenerationError, LanternError, Remedy
 from engine.gguf.vocabulary import vocabulary_signature
 from engine.runtime.drafters import Drafter, DraftLength, DraftModel, PromptLookup
-from engine.runtime.loader import LoadedModel, load_model
+from engine.runtime.loaded_model import LoadedModel
+from engine.runtime.loader import load_model
 from engine.store import Store
 
 CHOICES = ("auto", "off", "ngram")  # or the name of a draft model in the store

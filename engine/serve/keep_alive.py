@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from engine.errors import LanternError
 from engine.launch import EngineChoices, load_local
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.store import LocalModel
 
 DEFAULT_KEEP_ALIVE_S = 300.0        # Ollama's default: five minutes

@@ -22,9 +22,9 @@ from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.errors import GenerationError, ImageError, InvalidName, LanternError, ModelNotFound
 from engine.launch import EngineChoices, open_chat, speculate
-from engine.runtime.chat import ChatSession
 from engine.runtime.embed import embed_text, unit_length
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
+from engine.runtime.session import LocalSession
 from engine.serve.chunks import ChunkWriter
 from engine.serve.keep_alive import DEFAULT_KEEP_ALIVE_S, BadKeepAlive, ModelKeeper
 from engine.serve.openai_compat import (
@@ -212,7 +212,7 @@ class Handler(BaseHTTPRequestHandler):
         if finish is not None:
             finish()
 
-    def _send_answer(self, writer: ChunkWriter, session: ChatSession, events: Iterator[Event],
+    def _send_answer(self, writer: ChunkWriter, session: LocalSession, events: Iterator[Event],
                      stream: bool, load_ns: int, start: int,
                      wire: CompletionWire | None) -> Callable[[], None] | None:
         """Stream (or gather) the answer; returns its last write, None if the client left."""
@@ -315,7 +315,7 @@ def _json_body(raw: bytes) -> object:
         raise BadRequest(f"the request body is not valid JSON ({error})") from None
 
 
-def _session(model: LoadedModel, options: Options, request: AnswerRequest) -> ChatSession:
+def _session(model: LoadedModel, options: Options, request: AnswerRequest) -> LocalSession:
     """A session on the resident model for this one request (the decoder's KV cache keeps
     what earlier requests left, so a follow-up turn prefills only its new tokens)."""
     messages = list(request.messages)

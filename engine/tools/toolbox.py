@@ -56,7 +56,7 @@ class Toolbox:
 
     def runner(self, confirm: Confirm | None = None,
                timeout: float = mcp_client.TIMEOUT) -> Callable[[ToolCall], str]:
-        """ChatSession.run_tool: a call needing confirmation is refused without a yes."""
+        """LocalSession.run_tool: a call needing confirmation is refused without a yes."""
         def run(call: ToolCall) -> str:
             if self.needs_confirmation(call) and not (confirm and confirm(call, self.where(call))):
                 raise ToolFailed(f"the user did not allow {call.name}")

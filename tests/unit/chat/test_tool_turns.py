@@ -15,8 +15,8 @@ from engine.chat.events import DoneEvent, TokenEvent, ToolCallEvent
 from engine.chat.options import Options
 from engine.chat.tool_results import CUT_NOTE, cut_to_fit
 from engine.cli import main
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.tools.mcp_client import McpServer
 from engine.tools.toolbox import Toolbox
 from tests.fixtures.scripted_answers import script_answers
@@ -46,7 +46,7 @@ def mcp_box() -> Toolbox:
 def test_a_2mb_tool_result_is_cut_to_fit_and_the_answer_goes_on(tiny_model, monkeypatch):
     prompts = script_answers(monkeypatch, [["Let me fetch it.\n", PAGE_CALL], ["It is a page."]])
     box = mcp_box()
-    chat = ChatSession(tiny_model, Options(num_ctx=NUM_CTX), tools=box.tools,
+    chat = LocalSession(tiny_model, Options(num_ctx=NUM_CTX), tools=box.tools,
                        run_tool=box.runner())
     events = list(chat.send("What is on the page?"))
     call = next(e for e in events if isinstance(e, ToolCallEvent))
@@ -65,7 +65,7 @@ def test_results_that_fit_are_whole_and_several_share_the_room(tiny_model, monke
                     for size in (100, 9000, 9000))
     prompts = script_answers(monkeypatch, [[calls], ["Done."]])
     box = mcp_box()
-    chat = ChatSession(tiny_model, Options(num_ctx=NUM_CTX, num_predict=100), tools=box.tools,
+    chat = LocalSession(tiny_model, Options(num_ctx=NUM_CTX, num_predict=100), tools=box.tools,
                        run_tool=box.runner())
     results = [e for e in chat.send("Read three pages.") if isinstance(e, ToolCallEvent)]
     assert not results[0].cut and results[0].shown_tokens == results[0].total_tokens
@@ -103,7 +103,7 @@ def test_tool_call_text_never_streams_from_a_real_session(tiny_model, monkeypatc
     fenced = '```json\n{"name": "secret_word", "arguments": {}}\n```'
     script_answers(monkeypatch, [list(fenced), ["The word is heliotrope."]])
     box = mcp_box()
-    chat = ChatSession(tiny_model, Options(num_ctx=NUM_CTX), tools=box.tools,
+    chat = LocalSession(tiny_model, Options(num_ctx=NUM_CTX), tools=box.tools,
                        run_tool=box.runner())
     events = list(chat.send("What is the secret word?"))
     streamed = "".join(e.text for e in events if isinstance(e, TokenEvent))

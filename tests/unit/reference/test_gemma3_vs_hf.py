@@ -31,10 +31,10 @@ from engine.inspect.inspection import inspect_context
 from engine.prompt import render_prompt
 from engine.reference.text import forward
 from engine.reference.weights import ReferenceWeights
-from engine.runtime.chat import ChatSession
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.tokenizer import load_tokenizer
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import CONTROLS, corpus_lines, train
@@ -189,7 +189,7 @@ def test_raw_prompts_are_hfs_ids_and_answer_with_hfs_greedy_tokens(gemma):
                                         min_new_tokens=GREEDY, do_sample=False)[0][len(ids):]
         stops = [i for i, token in enumerate(hf_path.tolist()) if token in model.tokenizer.stop_ids]
         expected = hf_path.tolist()[:stops[0] if stops else GREEDY]
-        chat = ChatSession(model, Options(temperature=0, num_predict=GREEDY))
+        chat = LocalSession(model, Options(temperature=0, num_predict=GREEDY))
         answer = [e.id for e in chat.raw(text) if isinstance(e, TokenEvent)]
         assert chat.last_prompt.ids.tolist() == ids
         assert answer == expected, text

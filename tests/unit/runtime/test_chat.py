@@ -1,4 +1,4 @@
-"""The one decode loop, through ChatSession: KV reuse across turns equals a fresh prefill,
+"""The one decode loop, through LocalSession: KV reuse across turns equals a fresh prefill,
 edit/regenerate truncate the cache, num_ctx overflow drops old turns, cancel is prompt,
 seeded sampling is reproducible. Tiny random models keep this fast; the real 0.5B model
 checks the behaviour a user sees."""
@@ -18,8 +18,8 @@ from engine.cli import main
 from engine.cpu import cpu_info
 from engine.errors import GenerationError
 from engine.native import ENV, custom_ops
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from tests.fixtures.synthetic_gguf import TextSpec
 
 GREEDY = Options(temperature=0, num_predict=8)
@@ -45,14 +45,14 @@ def answer(events) -> tuple[list[int], DoneEvent, list]:
 
 def test_second_turn_reuses_cache_and_equals_fresh_prefill(tiny):
     model = load_model(tiny, num_ctx=512)
-    chat = ChatSession(model, GREEDY)
+    chat = LocalSession(model, GREEDY)
     first, _, _ = answer(chat.send("Hello world"))
     second, done, _ = answer(chat.send("the thing"))
     conversation_len = len(chat.last_prompt)
     assert done.prompt_eval_count < conversation_len, "the second turn re-ran the whole prompt"
 
     fresh_model = load_model(tiny, num_ctx=512)
-    fresh = ChatSession(fresh_model, GREEDY, messages=[
+    fresh = LocalSession(fresh_model, GREEDY, messages=[
         Message("user", "Hello world"), Message("assistant", chat.messages[1].content)])
     again, fresh_done, _ = answer(fresh.send("the thing"))
     assert fresh_done.prompt_eval_count == conversation_len
@@ -61,7 +61,7 @@ def test_second_turn_reuses_cache_and_equals_fresh_prefill(tiny):
 
 def test_regenerate_and_edit_truncate_to_the_common_prefix(tiny):
     model = load_model(tiny, num_ctx=512)
-    chat = ChatSession(model, GREEDY)
+    chat = LocalSession(model, GREEDY)
     first, done, _ = answer(chat.send("Hello world"))
     prompt_len = done.prompt_eval_count
     again, redo, _ = answer(chat.regenerate())
@@ -76,7 +76,7 @@ def test_regenerate_and_edit_truncate_to_the_common_prefix(tiny):
 
 def test_overflow_drops_oldest_turns_and_says_so(tiny):
     model = load_model(tiny, num_ctx=96)
-    chat = ChatSession(model, Options(temperature=0, num_predict=4, num_ctx=96))
+    chat = LocalSession(model, Options(temperature=0, num_predict=4, num_ctx=96))
     notices = []
     for turn in range(6):
         _, done, said = answer(chat.send(f"turn {turn}: the thing with the world"))
@@ -89,7 +89,7 @@ def test_overflow_drops_oldest_turns_and_says_so(tiny):
 
 def test_overflow_drops_the_fewest_turns_that_fit_with_few_renders(tiny, monkeypatch):
     model = load_model(tiny, num_ctx=256)
-    chat = ChatSession(model, Options(temperature=0, num_predict=16, num_ctx=256))
+    chat = LocalSession(model, Options(temperature=0, num_predict=16, num_ctx=256))
     chat.messages = [Message("user" if i % 2 == 0 else "assistant", f"turn {i}: the world")
                      for i in range(121)]
     renders = []
@@ -107,14 +107,14 @@ def test_a_message_longer_than_the_context_is_a_clear_error(tiny):
     from engine.errors import GenerationError
 
     model = load_model(tiny, num_ctx=32)
-    chat = ChatSession(model, Options(temperature=0, num_ctx=32))
+    chat = LocalSession(model, Options(temperature=0, num_ctx=32))
     with pytest.raises(GenerationError, match="num_ctx"):
         answer(chat.send("the world " * 40))
 
 
 def test_cancel_from_another_thread_stops_within_a_token(tiny):
     model = load_model(tiny, num_ctx=4096)
-    chat = ChatSession(model, Options(temperature=1.0, top_k=0, top_p=1.0, seed=1,
+    chat = LocalSession(model, Options(temperature=1.0, top_k=0, top_p=1.0, seed=1,
                                       num_predict=2000))
     steps, done = [], None
     for event in chat.send("Hello"):
@@ -136,7 +136,7 @@ def test_seeded_sampling_is_reproducible(tiny):
     options = Options(temperature=0.9, seed=1234, num_predict=12)
     runs = []
     for _ in range(2):
-        chat = ChatSession(load_model(tiny, num_ctx=256), options)
+        chat = LocalSession(load_model(tiny, num_ctx=256), options)
         runs.append(answer(chat.send("Hello world"))[0])
     assert runs[0] == runs[1]
 
@@ -199,7 +199,7 @@ def qwen(demo_05b):
 
 @pytest.mark.slow
 def test_real_model_answers_nihao_in_chinese(qwen):
-    chat = ChatSession(qwen, Options(temperature=0, num_predict=16))
+    chat = LocalSession(qwen, Options(temperature=0, num_predict=16))
     _, done, _ = answer(chat.send("你好"))
     assert any("\u4e00" <= ch <= "\u9fff" for ch in done.text), done.text
 
@@ -207,10 +207,10 @@ def test_real_model_answers_nihao_in_chinese(qwen):
 @pytest.mark.slow
 def test_real_model_stop_string_straddling_tokens_is_never_shown(qwen):
     prompt = "Write a Python function that checks whether a number is prime."
-    chat = ChatSession(qwen, Options(temperature=0, num_predict=24))
+    chat = LocalSession(qwen, Options(temperature=0, num_predict=24))
     _, plain, _ = answer(chat.send(prompt))
     assert plain.text.startswith("Here's a Python function to check if a number is prime")
-    stopped = ChatSession(qwen, Options(temperature=0, num_predict=24, stop=("Python func",)))
+    stopped = LocalSession(qwen, Options(temperature=0, num_predict=24, stop=("Python func",)))
     shown = []
     for event in stopped.send(prompt):
         if isinstance(event, TokenEvent):
@@ -223,13 +223,13 @@ def test_real_model_stop_string_straddling_tokens_is_never_shown(qwen):
 
 def test_sessions_sharing_a_model_never_reuse_each_others_cache(tiny):
     model = load_model(tiny, num_ctx=512)
-    first = ChatSession(model, GREEDY)
+    first = LocalSession(model, GREEDY)
     answer(first.send("Hello world"))
-    other = ChatSession(model, GREEDY)
+    other = LocalSession(model, GREEDY)
     answer(other.send("the thing with the world"))     # overwrites the one KV cache
     _, done, _ = answer(first.send("and then?"))
 
-    fresh = ChatSession(load_model(tiny, num_ctx=512), GREEDY, messages=list(first.messages[:2]))
+    fresh = LocalSession(load_model(tiny, num_ctx=512), GREEDY, messages=list(first.messages[:2]))
     answer(fresh.send("and then?"))
     assert done.prompt_eval_count > 1
     assert first.messages[-1].content == fresh.messages[-1].content
@@ -237,20 +237,20 @@ def test_sessions_sharing_a_model_never_reuse_each_others_cache(tiny):
 
 def test_continue_goes_on_from_the_answer_so_far_with_the_cache_kept(tiny):
     model = load_model(tiny, num_ctx=512)
-    chat = ChatSession(model, Options(temperature=0, num_predict=6))
+    chat = LocalSession(model, Options(temperature=0, num_predict=6))
     _, first, _ = answer(chat.send("Hello world"))
     _, more, _ = answer(chat.continue_answer())
     assert [m.role for m in chat.messages] == ["user", "assistant"]
     assert chat.messages[-1].content == first.text + more.text
     # the answer so far is the end of the prompt: only what the cache lacks is evaluated
     assert more.prompt_eval_count < len(chat.last_prompt) // 2
-    whole = ChatSession(load_model(tiny, num_ctx=512), Options(temperature=0, num_predict=12))
+    whole = LocalSession(load_model(tiny, num_ctx=512), Options(temperature=0, num_predict=12))
     _, once, _ = answer(whole.send("Hello world"))
     assert once.text.startswith(first.text)
 
 
 def test_continue_needs_an_answer_to_go_on_from(tiny):
-    chat = ChatSession(load_model(tiny, num_ctx=512), GREEDY,
+    chat = LocalSession(load_model(tiny, num_ctx=512), GREEDY,
                        messages=[Message("user", "Hello")])
     with pytest.raises(GenerationError, match="no answer to continue"):
         answer(chat.continue_answer())

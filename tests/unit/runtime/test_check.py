@@ -10,8 +10,8 @@ import engine.runtime.decoder as runtime_decoder
 from engine.chat.events import DoneEvent
 from engine.chat.options import Options
 from engine.cli import main
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from tests.fixtures.synthetic_gguf import T, TextSpec
 
 
@@ -20,7 +20,7 @@ def tiny(synthetic_gguf):
     return synthetic_gguf("qwen2", TextSpec(vocab=400), default_type=T.Q8_0, seed=11)
 
 
-def ask(chat: ChatSession, text: str) -> DoneEvent:
+def ask(chat: LocalSession, text: str) -> DoneEvent:
     *_, done = chat.send(text)
     return done
 
@@ -28,7 +28,7 @@ def ask(chat: ChatSession, text: str) -> DoneEvent:
 @pytest.mark.parametrize("exact", [True, False])
 def test_sound_engine_matches_reference(tiny, exact):
     model = load_model(tiny, exact=exact, layer_stats=True, num_ctx=256)
-    chat = ChatSession(model, Options(temperature=0, num_predict=3))
+    chat = LocalSession(model, Options(temperature=0, num_predict=3))
     ask(chat, "Hello world")
     report = chat.check_against_reference()
     assert report.ok, report.verdict
@@ -42,7 +42,7 @@ def test_sound_engine_matches_reference(tiny, exact):
 
 def test_broken_rotary_is_caught_at_the_first_layer(tiny, monkeypatch):
     model = load_model(tiny, exact=True, layer_stats=True, num_ctx=256)
-    chat = ChatSession(model, Options(temperature=0, num_predict=2))
+    chat = LocalSession(model, Options(temperature=0, num_predict=2))
     ask(chat, "Hello world")
     original = runtime_decoder.text_rope_angles
 

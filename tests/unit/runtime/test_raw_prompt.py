@@ -13,8 +13,8 @@ import pytest
 from engine.chat.messages import Message
 from engine.chat.options import Options
 from engine.cli import main
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from tests.fixtures.synthetic_gguf import TextSpec
 
 TEXTS = ("Hello world", "the thing", "<|im_start|>user\nHello<|im_end|>\n", "")
@@ -73,7 +73,7 @@ def test_add_eos_token_ends_a_raw_prompt_as_llama_cpp_does(synthetic_gguf):
 
 def test_run_raw_and_inspect_raw_read_the_bos(bos_family, capsys):
     model = load_model(bos_family, num_ctx=64)
-    chat = ChatSession(model, Options(temperature=0, num_predict=2))
+    chat = LocalSession(model, Options(temperature=0, num_predict=2))
     list(chat.raw("Hello world"))
     assert chat.last_prompt.ids.tolist() == model.tokenize_raw("Hello world").ids.tolist()
     assert chat.last_prompt.ids[0] == model.tokenizer.bos_id

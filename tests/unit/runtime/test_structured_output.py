@@ -20,12 +20,12 @@ from engine.chat.events import DoneEvent, TokenEvent
 from engine.chat.options import Options
 from engine.cli.format_option import split_formats
 from engine.errors import GenerationError
-from engine.runtime.chat import ChatSession
 from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import PromptLookup
 from engine.runtime.loader import load_model
 from engine.runtime.reasons import explain
 from engine.runtime.sampler import Sampler, SampleTrace
+from engine.runtime.session import LocalSession
 from tests.fixtures.synthetic_gguf import TextSpec
 
 ANY_OBJECT = {"type": "object"}
@@ -68,7 +68,7 @@ def tiny(synthetic_gguf):
     return load_model(synthetic_gguf("qwen2", TextSpec(vocab=400), seed=5), num_ctx=512)
 
 
-def answer(chat: ChatSession, prompt: str) -> tuple[str, DoneEvent, list[TokenEvent]]:
+def answer(chat: LocalSession, prompt: str) -> tuple[str, DoneEvent, list[TokenEvent]]:
     tokens, done = [], None
     for event in chat.send(prompt):
         if isinstance(event, TokenEvent):
@@ -89,7 +89,7 @@ def valid(text: str, schema) -> object:
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_a_random_model_writes_valid_json(tiny, schema, temperature):
     for seed in range(3):
-        chat = ChatSession(tiny, Options(temperature=temperature, seed=seed, num_predict=200,
+        chat = LocalSession(tiny, Options(temperature=temperature, seed=seed, num_predict=200,
                                          top_k=0, top_p=1.0), format=schema)
         text, done, _ = answer(chat, "Answer in JSON")
         assert done.done_reason == "stop", text
@@ -97,7 +97,7 @@ def test_a_random_model_writes_valid_json(tiny, schema, temperature):
 
 
 def test_every_token_of_a_constrained_answer_says_what_the_schema_removed(tiny):
-    chat = ChatSession(tiny, Options(temperature=0, num_predict=200), format=BOUNDED[0])
+    chat = LocalSession(tiny, Options(temperature=0, num_predict=200), format=BOUNDED[0])
     _, _, tokens = answer(chat, "Answer in JSON")
     for token in tokens:
         reasons = token.reasons
@@ -109,7 +109,7 @@ def test_every_token_of_a_constrained_answer_says_what_the_schema_removed(tiny):
         assert ("forced by the schema" in reasons.summary) == forced
         assert reasons.to_json()["schema"]["forced"] == forced
     assert any(t.reasons.schema_forced for t in tokens), "a random model is never forced?"
-    plain = ChatSession(tiny, Options(temperature=0, num_predict=4))
+    plain = LocalSession(tiny, Options(temperature=0, num_predict=4))
     _, _, tokens = answer(plain, "Hi")
     assert all(t.reasons.schema_removed is None for t in tokens)
     assert "schema" not in tokens[0].reasons.to_json()
@@ -178,7 +178,7 @@ def test_demo_models_answer_valid_json_greedy_and_sampled(request, size):
         # can loop on a key until num_predict cuts the JSON (a model loop, not the mask's)
         for options in (Options(temperature=0, num_predict=400),
                         Options(temperature=0.8, seed=7, num_predict=400, repeat_penalty=1.1)):
-            chat = ChatSession(model, options, format=schema)
+            chat = LocalSession(model, options, format=schema)
             text, done, _ = answer(chat, prompt)
             assert done.done_reason == "stop", (schema, text)
             valid(text, schema)
@@ -191,9 +191,9 @@ def test_drafting_keeps_a_constrained_greedy_answer(demo_05b):
     prompt = ('Return this record as JSON: name "Ada Lovelace", age 36, height_m 1.65, role '
               'other; then name "Alan Turing", age 41, height_m 1.78, role engineer.')
     options = Options(temperature=0, num_predict=300)
-    plain_text, _, plain = answer(ChatSession(model, options, format=PEOPLE), prompt)
+    plain_text, _, plain = answer(LocalSession(model, options, format=PEOPLE), prompt)
     drafted_text, done, drafted = answer(
-        ChatSession(model, options, format=PEOPLE, drafter=PromptLookup()), prompt)
+        LocalSession(model, options, format=PEOPLE, drafter=PromptLookup()), prompt)
     assert done.draft_accepted > 0, "nothing was drafted: the test checks nothing"
     assert [t.id for t in drafted] == [t.id for t in plain]
     assert valid(drafted_text, PEOPLE) == valid(plain_text, PEOPLE)
@@ -207,14 +207,14 @@ def test_drafting_under_the_mask_is_exact_on_a_tiny_model(tiny, schema):
     prompt = ('Return {"colour": "red", "count": 12, "ok": true} and {"colour": "blue", '
               '"count": 3, "ok": false} as JSON')
     options = Options(temperature=0, num_predict=200)
-    _, _, plain = answer(ChatSession(tiny, options, format=schema), prompt)
+    _, _, plain = answer(LocalSession(tiny, options, format=schema), prompt)
     text, done, drafted = answer(
-        ChatSession(tiny, options, format=schema, drafter=PromptLookup()), prompt)
+        LocalSession(tiny, options, format=schema, drafter=PromptLookup()), prompt)
     assert 0 < done.draft_accepted < done.draft_count, "drafts all kept or none: no test"
     assert [t.id for t in drafted] == [t.id for t in plain]
     valid(text, schema)
     for seed in range(3):
-        sampled = ChatSession(tiny, Options(temperature=1.0, seed=seed, num_predict=200,
+        sampled = LocalSession(tiny, Options(temperature=1.0, seed=seed, num_predict=200,
                                             top_k=0, top_p=1.0),
                               format=schema, drafter=PromptLookup())
         text, done, _ = answer(sampled, prompt)
@@ -295,7 +295,7 @@ def test_a_prompt_that_opens_thinking_gets_the_schema_after_think(tiny):
         constraint.advance(token)
     masked, allowed = constraint.mask(logits)
     assert allowed is not None and allowed.sum() < 20         # now only JSON's first tokens
-    chat = ChatSession(tiny, Options(temperature=0), format=BOUNDED[0])
+    chat = LocalSession(tiny, Options(temperature=0), format=BOUNDED[0])
     thinking = tiny.tokenize_raw("<|im_start|>assistant\n<think>\n")
     assert chat._constraint(thinking)._waiting == b"</think>"
     assert chat._constraint(tiny.tokenize_raw("<|im_start|>assistant\n"))._waiting is None

@@ -1,5 +1,5 @@
 """Thinking models: the streaming splitter, the prompt options that turn thinking on and
-off, and a real ChatSession on a tiny model whose output goes through the splitter."""
+off, and a real LocalSession on a tiny model whose output goes through the splitter."""
 
 from __future__ import annotations
 
@@ -111,9 +111,9 @@ def thinking_model(synthetic_gguf):
 def run_session(model, think):
     from engine.chat.events import DoneEvent, TokenEvent
     from engine.chat.options import Options
-    from engine.runtime.chat import ChatSession
+    from engine.runtime.session import LocalSession
 
-    chat = ChatSession(model, Options(temperature=0, num_predict=6), think=think)
+    chat = LocalSession(model, Options(temperature=0, num_predict=6), think=think)
     events = list(chat.send("Hello world"))
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     done = next(e for e in events if isinstance(e, DoneEvent))
@@ -188,7 +188,7 @@ def test_the_terminal_shows_thinking_as_ollama_run_does(monkeypatch) -> None:
 def test_a_model_that_thinks_although_told_not_to_gets_a_notice(thinking_model, monkeypatch):
     from engine.chat.events import DoneEvent, NoticeEvent, TokenEvent
     from engine.chat.options import Options
-    from engine.runtime.chat import ChatSession
+    from engine.runtime.session import LocalSession
 
     pieces = ["<think>", "hm", "</think>", "Yes"]
 
@@ -199,7 +199,7 @@ def test_a_model_that_thinks_although_told_not_to_gets_a_notice(thinking_model, 
     monkeypatch.setattr("engine.runtime.generate.Generator.run", run)
     thinking_model.template = QWEN3_LIKE_OLLAMA_IGNORING_THINK
     try:
-        events = list(ChatSession(thinking_model, Options(), think=False).send("Hi"))
+        events = list(LocalSession(thinking_model, Options(), think=False).send("Hi"))
     finally:
         thinking_model.template = OLLAMA_THINK
     notices = [e.message for e in events if isinstance(e, NoticeEvent)]
@@ -216,9 +216,9 @@ QWEN3_LIKE_OLLAMA_IGNORING_THINK = (
 def test_interactive_set_think_and_nothink(thinking_model, capsys) -> None:
     from engine.chat.options import Options
     from engine.cli.run_command import _command
-    from engine.runtime.chat import ChatSession
+    from engine.runtime.session import LocalSession
 
-    chat = ChatSession(thinking_model, Options())
+    chat = LocalSession(thinking_model, Options())
     _command(chat, "/set nothink", {})
     assert chat.think is False and "Set 'nothink' mode." in capsys.readouterr().out
     _command(chat, "/set think", {})

@@ -20,9 +20,9 @@ import pytest
 from engine.chat.events import DoneEvent, ToolCallEvent
 from engine.chat.options import Options
 from engine.chat.tools import Tool
-from engine.runtime.chat import ChatSession
 from engine.runtime.constraint import Constraint
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from tests.fixtures.synthetic_gguf import TextSpec, vocabulary
 
 TEMPLATE = (Path(__file__).parents[2] / "data" / "templates" / "qwen3-style.jinja").read_text()
@@ -134,7 +134,7 @@ def chat_outcome(qwen3, think: bool, seed: int) -> str:
     (its result fed back) or the final answer, JSON that validates; num_predict cuts only
     after a thinking section (a random model rarely closes it). Returns what happened, e.g.
     "call json" or "thought json"."""
-    chat = ChatSession(qwen3, Options(temperature=1.0, seed=seed, top_k=0, top_p=1.0,
+    chat = LocalSession(qwen3, Options(temperature=1.0, seed=seed, top_k=0, top_p=1.0,
                                       num_predict=800, num_ctx=2048),
                        think=think, format=SCHEMA, tools=[ADD], run_tool=add, max_tool_rounds=2)
     events = list(chat.send("How do you feel? Add 2 and 3 first."))

@@ -95,7 +95,7 @@ def test_parsing_lantern_run_and_opening_a_servers_chat_import_no_runtime():
     '2026-11-25')."""
     probe = ("import sys; from engine.cli import build_parser; "
              "build_parser(('engine.cli.run_command',)); import engine.launch, "
-             "engine.serve.address, engine.remote.session; print(' '.join(sys.modules))")
+             "engine.remote.lantern_server, engine.remote.session; print(' '.join(sys.modules))")
     loaded = set(subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True,
                                 capture_output=True, text=True).stdout.split())
     assert "engine.launch" in loaded and "engine.remote.session" in loaded

@@ -16,8 +16,8 @@ from engine.chat.events import DoneEvent, TokenEvent
 from engine.errors import RemoteError
 from engine.launch import EngineChoices, load_local, open_chat, options_for
 from engine.remote.connection import Connection
+from engine.remote.lantern_server import find_server
 from engine.remote.session import open_remote_model
-from engine.serve.address import find_server
 from engine.serve.keep_alive import BadKeepAlive, parse_keep_alive
 from engine.serve.server import LanternServer
 from engine.store import Store

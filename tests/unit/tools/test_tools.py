@@ -18,8 +18,8 @@ from engine.chat.options import Options
 from engine.chat.tools import Tool, ToolCall, ToolFailed, call_from_api, parse_tool_calls
 from engine.cli import main
 from engine.prompt import render_prompt
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.tools import builtin
 from engine.tools.mcp_client import McpServer, call_tool, list_tools, read_config
 from engine.tools.toolbox import Toolbox
@@ -198,7 +198,7 @@ def model_15b(demo_15b):
 def test_the_15b_model_calls_the_calculator_and_the_loop_completes(model_15b):
     box = Toolbox()
     box.add_builtins()
-    chat = ChatSession(model_15b, Options(temperature=0, num_predict=128), system=SYSTEM,
+    chat = LocalSession(model_15b, Options(temperature=0, num_predict=128), system=SYSTEM,
                        tools=box.tools, run_tool=box.runner())
     events = list(chat.send("What is 12345 * 6789?"))
     calls = [e for e in events if isinstance(e, ToolCallEvent)]
@@ -227,11 +227,11 @@ def test_the_15b_model_calls_an_mcp_tool_from_the_cli(demo_15b, tmp_path, capsys
 
 
 def test_session_messages_render_as_gos_text_template_does():
-    """Messages and Tool records built by the chat core, through the loader's conversion,
+    """Messages and Tool records built by the chat core, through engine.prompt's conversion,
     give exactly what Go's text/template gave for the same chat (tests/go oracle)."""
     from engine.chat.messages import Message
     from engine.chat.tools import tool_from_api
-    from engine.runtime.loader import _as_dict
+    from engine.prompt import api_message
 
     name = "ollama/qwen2.5-tools/tools"
     cases = json.loads((TEMPLATES / "cases.json").read_text())
@@ -243,7 +243,7 @@ def test_session_messages_render_as_gos_text_template_does():
         messages.append(Message(raw["role"], raw["content"], tool_calls=calls,
                                 tool_name=raw.get("tool_name", "")))
     tools = [tool_from_api(t) for t in case["data"]["tools"]]
-    text = render_prompt([_as_dict(m) for m in messages], tools=[t.api() for t in tools],
+    text = render_prompt([api_message(m) for m in messages], tools=[t.api() for t in tools],
                          template_layer=(TEMPLATES / "qwen2.5-tools.gotmpl").read_text()).text
     assert text == expected
 

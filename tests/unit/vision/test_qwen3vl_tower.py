@@ -27,10 +27,10 @@ from engine.modelmath.vision_grid import position_interpolation
 from engine.native import ENV
 from engine.reference import qwen3vl_tower
 from engine.reference.text import forward
-from engine.runtime.chat import ChatSession
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import Store
 from engine.tokenizer import load_tokenizer
@@ -242,7 +242,7 @@ def test_lists_as_runnable_with_vision_and_chats_about_an_image_as_hf(qwen, tmp_
     assert entry.runnable and entry.family == "qwen3vl" and entry.vision
     path = tmp_path / "photo.png"
     noise(90, 60, seed=3).save(path)
-    chat = ChatSession(load_model(local, exact=True, num_ctx=256),
+    chat = LocalSession(load_model(local, exact=True, num_ctx=256),
                        Options(temperature=0, num_predict=GREEDY))
     image = chat.prepare_image(str(path), MAX_PIXELS)
     assert image.grid == (1, 14, 20)  # 60x90 grown to the processor's 65,536-pixel minimum

@@ -32,9 +32,9 @@ from engine.cli.run_command import attachment_note
 from engine.errors import ImageError
 from engine.reference import qwen3vl_tower
 from engine.reference.text import forward
-from engine.runtime.chat import ChatSession
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.store import Store
 from engine.tokenizer import load_tokenizer
@@ -247,7 +247,7 @@ def test_a_chat_turn_with_an_animated_gif_answers_as_hf(qwen, tmp_path):
     assert model.reads_video and Capability.VIDEO in model.capabilities
     clip = tmp_path / "clip.gif"
     clip.write_bytes(gif())
-    chat = ChatSession(model, Options(temperature=0, num_predict=GREEDY))
+    chat = LocalSession(model, Options(temperature=0, num_predict=GREEDY))
     video = chat.prepare_image(str(clip), MAX_PIXELS)
     assert isinstance(video, VideoInput) and video.grid == (3, 10, 12)
     assert "clip.gif goes as a video: 5 frames sampled, 3 pictures" in attachment_note(

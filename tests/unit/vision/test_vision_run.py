@@ -14,8 +14,8 @@ from PIL import Image
 from engine.chat.events import DoneEvent
 from engine.chat.options import Options
 from engine.cli import main
-from engine.runtime.chat import ChatSession
 from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
 from engine.store import Store
 from engine.vision.preprocess import preprocess
 from tests.fixtures.synthetic_gguf import write_model, write_qwen2vl_pair
@@ -67,7 +67,7 @@ def test_run_with_image_streams_jsonl(store, photo, name, capsys):
 
 def test_follow_up_turn_reuses_the_image_rows(store, photo):
     model = load_model(Store.open(store).get("tiny-vl:inline"), num_ctx=1024)
-    chat = ChatSession(model, Options(temperature=0, num_predict=3))
+    chat = LocalSession(model, Options(temperature=0, num_predict=3))
     image = preprocess(photo)
     *_, first = chat.send("what is this?", (image,))
     assert isinstance(first, DoneEvent)

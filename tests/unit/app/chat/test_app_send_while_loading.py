@@ -37,7 +37,7 @@ def test_a_failed_load_keeps_the_waiting_message_unsent(qtbot, tmp_path, tiny_st
     def broken(*_, **__):
         raise CorruptModel("t.gguf: the file ends inside its tensor data")
 
-    monkeypatch.setattr(loader_module, "load_local", broken)
+    monkeypatch.setattr(loader_module, "ready_model", broken)
     window = open_window(qtbot, tmp_path / "h.sqlite3", tiny_store)
     start_loading(qtbot, window)
     box = window.chat.input

@@ -1,4 +1,5 @@
-"""A conversation with one loaded model: render, fit into num_ctx, reuse the KV cache.
+"""A conversation with a model loaded here (LocalSession; a server's: RemoteSession):
+render, fit into num_ctx, reuse the KV cache.
 
 Every turn renders the whole conversation through the model's template; the decode loop
 then prefills only what differs from what the cache already holds, so a follow-up turn
@@ -7,23 +8,18 @@ costs its new tokens, and an edit or regenerate truncates the cache to the commo
 
 from __future__ import annotations
 
-import collections.abc
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.chat.answer_format import Format
-from engine.chat.backend import Capability
-from engine.chat.call_holder import CallHolder
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
-from engine.chat.messages import Message, drop_answers, replace_last_user
-from engine.chat.options import Options
+from engine.chat.messages import Message, drop_answers
 from engine.chat.prompt_tokens import PromptTokens
-from engine.chat.tool_loop import RunTool, answer_with_tools, take_tool_calls
+from engine.chat.session import Answer, Session
+from engine.chat.tool_loop import take_tool_calls
 from engine.chat.tool_results import ToolResult, current_turn, cut_to_fit, result_room
-from engine.chat.tools import Tool
 from engine.errors import GenerationError
 from engine.gguf.control_vector import Steering
 from engine.runtime.cancel import CancelEvent
@@ -31,7 +27,7 @@ from engine.runtime.check import CheckReport, check_against_reference
 from engine.runtime.constraint import Constraint
 from engine.runtime.drafters import Drafter
 from engine.runtime.generate import Generator
-from engine.runtime.loader import LoadedModel
+from engine.runtime.loaded_model import LoadedModel
 from engine.runtime.thinking import (
     CLOSE_TAG,
     OPEN_TAG,
@@ -43,21 +39,11 @@ from engine.vision.video import VideoInput
 
 
 @dataclass
-class ChatSession:
+class LocalSession(Session):
     model: LoadedModel
-    options: Options
-    system: str | None = None       # None: the model's system layer
-    messages: list[Message] = field(default_factory=list)
-    num_top: int = 5                # alternatives reported per token (<= 20)
+    cancel_event: threading.Event = field(default_factory=CancelEvent)  # within a token
     think: bool | str | None = None # Ollama's option; None: the template's default
-    cancel_event: threading.Event = field(default_factory=CancelEvent)
     drafter: Drafter | None = None  # speculative decoding (engine.runtime.speculation)
-    format: Format | None = None    # structured output: "json" or a JSON schema
-    tools: list[Tool] = field(default_factory=list)  # offered to the model through its template
-    # runs one call and returns its result text; raises ToolFailed with
-    # a neutral message when the call cannot run. The front end supplies it (confirmation).
-    run_tool: RunTool | None = None
-    max_tool_rounds: int = 8        # answers in a row that may call tools before we stop
     steering: Steering = field(default_factory=Steering)  # control vectors, each its strength
 
     def __post_init__(self) -> None:
@@ -66,23 +52,6 @@ class ChatSession:
         self._generator = Generator(self.model.decoder, self.model.tokenizer)
         self.last_prompt: PromptTokens | None = None
         self._load_duration = self.model.load_duration
-
-    # -- conversation edits -------------------------------------------------------------
-
-    def send(self, text: str, images: tuple = ()) -> Iterator[Event]:
-        """Add a user message and answer it."""
-        self.messages.append(Message("user", text, tuple(images)))
-        return self._answer()
-
-    def regenerate(self) -> Iterator[Event]:
-        """Answer the last user message again (the previous answer is discarded)."""
-        drop_answers(self.messages)
-        return self._answer()
-
-    def edit_last_user(self, text: str) -> Iterator[Event]:
-        """Replace the last user message and answer it anew."""
-        replace_last_user(self.messages, text)
-        return self._answer()
 
     def continue_answer(self) -> Iterator[Event]:
         """Go on with the last answer from where it stopped (stopped, cut at the length
@@ -108,10 +77,6 @@ class ChatSession:
     def _answer_once(self) -> Iterator[Event]:
         yield from self._one_answer()
         take_tool_calls(self.messages, self.tools)
-
-    @property
-    def capabilities(self) -> frozenset[Capability]:
-        return self.model.capabilities
 
     def prepare_image(self, path: str, max_pixels: int) -> ImageInput | VideoInput:
         """An image file as this backend takes it: preprocessed for the vision tower (an
@@ -163,69 +128,39 @@ class ChatSession:
             self.messages[:] = kept
         return prompt
 
-    def clear(self) -> None:
-        self.messages.clear()
-
-    def cancel(self) -> None:
-        """Stop the running answer (safe from another thread; takes effect within a token)."""
-        self.cancel_event.set()
-
     # -- generation -----------------------------------------------------------------------
 
-    def _answer(self) -> Iterator[Event]:
-        """Clears the cancel now, not when the answer's first event is asked for: a cancel
-        that comes in between must stop it."""
-        self.cancel_event.clear()
-        return self._answer_events()
-
-    def _answer_events(self) -> Iterator[Event]:
-        return answer_with_tools(self._one_answer, self.messages, self.tools, self.run_tool,
-                                 self.max_tool_rounds, self._fit_tool_result)
-
-    def _one_answer(self, continuing: bool = False
-                    ) -> collections.abc.Generator[Event, None, DoneEvent | None]:
+    def _one_answer(self, continuing: bool = False) -> Answer:
         """One answer; ``continuing``: the last message is the answer so far, which this
         one goes on from (out of ``messages`` meanwhile, then back with what came added)."""
         # the decoder is shared by every chat on the model: each answer sets its own vectors
         self.model.decoder.steer(self.steering_table())
         partial = self.messages.pop() if continuing else None
-        reply, thinking, started, done = "", "", False, None
-        try:
-            prompt, dropped = self._fit()
-            opened = None
-            if partial is not None:
-                prompt, opened = self._opened_with(prompt, partial)
-            self.last_prompt = prompt
-            if dropped:
-                yield NoticeEvent(
-                    f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
-                    f"conversation no longer fits num_ctx={self.options.num_ctx}"
-                )
-            holder = CallHolder(tool.name for tool in self.tools)
-            for event in self._split_thinking(prompt, opened, self._generator.run(
-                prompt,
-                self.options,
-                cancel=self.cancel_event,
-                num_top=self.num_top,
-                load_duration=self._take_load_duration(),
-                max_cache_len=self.model.decoder.max_cache_len,
-                drafter=self.drafter,
-                constraint=self._constraint(prompt),
-            )):
-                started = True
-                if isinstance(event, TokenEvent):
-                    reply += event.text
-                    thinking += event.thinking_text
-                elif isinstance(event, DoneEvent):
-                    reply, thinking, done = event.text, event.thinking, event
-                yield holder.apply(event)
-        finally:
-            # whatever was generated stays in the conversation, even when cancelled
-            if started or partial is not None:
-                before = partial or Message("assistant", "")
-                self.messages.append(Message("assistant", before.content + reply,
-                                             thinking=before.thinking + thinking))
-        return done
+        return (yield from self._collect(self._generate(partial), before=partial))
+
+    def _generate(self, partial: Message | None) -> Iterator[Event]:
+        """The answer's events, from the conversation fitted into the context (and opened
+        with ``partial``, the answer so far)."""
+        prompt, dropped = self._fit()
+        opened = None
+        if partial is not None:
+            prompt, opened = self._opened_with(prompt, partial)
+        self.last_prompt = prompt
+        if dropped:
+            yield NoticeEvent(
+                f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
+                f"conversation no longer fits num_ctx={self.options.num_ctx}"
+            )
+        yield from self._split_thinking(prompt, opened, self._generator.run(
+            prompt,
+            self.options,
+            cancel=self.cancel_event,
+            num_top=self.num_top,
+            load_duration=self._take_load_duration(),
+            max_cache_len=self.model.decoder.max_cache_len,
+            drafter=self.drafter,
+            constraint=self._constraint(prompt),
+        ))
 
     def _opened_with(self, prompt: PromptTokens, partial: Message) -> tuple[PromptTokens, bool]:
         """The prompt with the model's turn opened by the answer so far (its thinking in
