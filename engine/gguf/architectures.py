@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, replace
 
 from engine.errors import CorruptModel, UnsupportedModel
-from engine.gguf.config import TextConfig
+from engine.gguf.config import TextConfig, YarnScaling
 from engine.gguf.keys import Keys
 from engine.gguf.reader import TensorInfo
 
@@ -102,7 +102,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         raise UnsupportedModel(f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) "
                                f"on interleaved pairs ({arch.name}) is not supported")
     scaling = keys.string(p + "rope.scaling.type", None)
-    if scaling not in (None, "none", "", "linear"):
+    if scaling not in (None, "none", "", "linear", "yarn"):
         raise UnsupportedModel(f"{keys.path}: rope scaling {scaling!r} is not supported")
     linear_factor = keys.number(p + "rope.scaling.factor", 1.0) if scaling == "linear" else 1.0
     if "token_embd.weight" not in tensors:
@@ -128,9 +128,12 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         rope_linear_factor=linear_factor,
         fused_projections=arch.fused,
         partial_rope_dims=rope_dims if rope_dims < head_dim else None,
+        attention_sinks=SINKS in tensors,
     )
     if LONGROPE_FACTORS[1] in tensors:
         config = longrope_config(config, keys, tensors)
+    if scaling == "yarn":
+        config = yarn_config(config, keys)
     if arch.gemma3:
         return gemma3_config(config, keys)
     window = keys.optional_integer(p + "attention.sliding_window") if arch.windowed else None
@@ -140,6 +143,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
     return config
 
 
+SINKS = "blk.0.attn_sinks.weight"  # any family's file may carry sinks; gpt-oss's do
 LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
 
 
@@ -161,6 +165,26 @@ def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInf
     return replace(config, rope_factors_short=short, rope_factors_long=long,
                    rope_original_context=original,
                    rope_attention_factor=keys.number(p + "rope.scaling.attn_factor", derived))
+
+
+def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
+    """YaRN as llama.cpp's converter writes it: the factor and the original context, the
+    betas and the mixing factor where the HF config set them (else YaRN's 32, 1 and 1). The
+    attention factor is 0.1 ln(factor) + 1 unless the file gives one (HF's attention_factor,
+    written as yarn_attn_factor)."""
+    p = f"{config.architecture}.rope.scaling."
+    factor = keys.number(p + "factor")
+    original = keys.integer(p + "original_context_length", config.context_length)
+    if factor <= 0 or original <= 1:
+        raise CorruptModel(f"{keys.path}: YaRN scaling by {factor} of an original context of "
+                           f"{original} tokens")
+    yarn = YarnScaling(factor=factor, original_context=original,
+                       beta_fast=keys.number(p + "yarn_beta_fast", 32.0),
+                       beta_slow=keys.number(p + "yarn_beta_slow", 1.0),
+                       extrapolation=keys.number(p + "yarn_ext_factor", 1.0))
+    derived = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return replace(config, rope_yarn=yarn,
+                   rope_attention_factor=keys.number(p + "yarn_attn_factor", derived))
 
 
 # Gemma 3's layout where the GGUF does not record it (llama.cpp's defaults): five sliding
@@ -264,4 +288,6 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
             shapes |= {b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)}
         if text.post_norms:
             shapes |= {b + "post_attention_norm.weight": (h,), b + "post_ffw_norm.weight": (h,)}
+        if text.attention_sinks:
+            shapes[b + "attn_sinks.weight"] = (text.n_heads,)
     return shapes
