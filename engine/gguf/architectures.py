@@ -129,6 +129,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         fused_projections=arch.fused,
         partial_rope_dims=rope_dims if rope_dims < head_dim else None,
         attention_sinks=SINKS in tensors,
+        output_bias=OUTPUT_BIAS in tensors,
     )
     if LONGROPE_FACTORS[1] in tensors:
         config = longrope_config(config, keys, tensors)
@@ -143,7 +144,8 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
     return config
 
 
-SINKS = "blk.0.attn_sinks.weight"  # any family's file may carry sinks; gpt-oss's do
+# any family's file may carry these; gpt-oss's do
+SINKS, OUTPUT_BIAS = "blk.0.attn_sinks.weight", "blk.0.attn_output.bias"
 LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
 
 
@@ -290,4 +292,6 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
             shapes |= {b + "post_attention_norm.weight": (h,), b + "post_ffw_norm.weight": (h,)}
         if text.attention_sinks:
             shapes[b + "attn_sinks.weight"] = (text.n_heads,)
+        if text.output_bias:
+            shapes[b + "attn_output.bias"] = (h,)
     return shapes

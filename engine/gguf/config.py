@@ -51,6 +51,7 @@ class TextConfig:
     sliding_window: int | None = None  # keys a sliding layer sees, itself included
     sliding_layers: tuple[bool, ...] = ()  # per layer: does it slide? (empty: none does)
     attention_sinks: bool = False      # gpt-oss: blk.N.attn_sinks.weight, one logit per head
+    output_bias: bool = False          # gpt-oss: blk.N.attn_output.bias
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)

@@ -180,6 +180,8 @@ class DecoderWeights:
             v_bias=self.optional_vector(b + "attn_v.bias"),
             q_norm=self.optional_vector(b + "attn_q_norm.weight"),
             k_norm=self.optional_vector(b + "attn_k_norm.weight"),
+            sinks=self.optional_vector(b + "attn_sinks.weight"),
+            output_bias=self.optional_vector(b + "attn_output.bias"),
         )
 
     def mlp(self, i: int) -> MLPWeights:
