@@ -52,6 +52,12 @@ class TextConfig:
     sliding_layers: tuple[bool, ...] = ()  # per layer: does it slide? (empty: none does)
     attention_sinks: bool = False      # gpt-oss: blk.N.attn_sinks.weight, one logit per head
     output_bias: bool = False          # gpt-oss: blk.N.attn_output.bias
+    # mixture of experts (gpt-oss): the MLP is n_experts gated MLPs of expert_ffn_size each,
+    # n_experts_used of them per token as the router (ffn_gate_inp) picks
+    n_experts: int = 0                 # {arch}.expert_count (0: a plain MLP)
+    n_experts_used: int = 0            # {arch}.expert_used_count
+    expert_ffn_size: int = 0           # {arch}.expert_feed_forward_length
+    ffn_norm_tensor: str = "ffn_norm"  # the MLP's input norm (gpt-oss: post_attention_norm)
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
@@ -64,6 +70,10 @@ class TextConfig:
     rope_yarn: YarnScaling | None = None  # YaRN's frequencies (its attention factor above)
     # {arch}.rope.dimension_count when below head_dim (Phi-4-mini turns 3/4 of each head)
     partial_rope_dims: int | None = None
+
+    @property
+    def mixture_of_experts(self) -> bool:
+        return self.n_experts > 0
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""

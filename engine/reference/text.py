@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from engine.gguf.architectures import dense_mlps_only
 from engine.modelmath.rope import apply_rope, long_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
@@ -244,6 +245,7 @@ def forward(
     if weights is None:
         weights = ReferenceWeights(model, dtype)
     cfg = weights.config
+    dense_mlps_only(cfg)
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("pass exactly one of input_ids and inputs_embeds")
     if inputs_embeds is None:

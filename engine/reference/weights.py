@@ -117,9 +117,10 @@ class ReferenceWeights:
                 + (() if cfg.attention_sinks else SINKS)
                 + (() if cfg.output_bias else OUTPUT_BIAS)
                 + (FUSED if cfg.fused_projections else ()))
+        names = LAYER_TENSORS | {"ffn_norm": f"{cfg.ffn_norm_tensor}.weight"}
         weights = {
             field: self.tensor(f"blk.{i}.{name}")
-            for field, name in LAYER_TENSORS.items()
+            for field, name in names.items()
             if field not in skip
         }
         if cfg.fused_projections:  # Phi-3: q|k|v in attn_qkv, gate|up in ffn_up, as stored

@@ -1,84 +1,80 @@
-"""gpt-oss's attention in the numpy reference against HF transformers' GptOss (fp32, eager):
-each layer's attention output, caught at HF's own inputs, for a random-weight model whose
-layers alternate sliding (window of 4) and full attention, with sinks, q/k/v and output
-biases and YaRN rotary, on a prompt longer than both the window and the original context.
-The MoE layers are HF's; only the attention is compared (Lantern's MoE comes separately).
+"""gpt-oss as llama.cpp's converter writes it (tests/fixtures/gpt_oss.py) against HF
+transformers' GptOss (fp32, eager): the file's keys read as HF's config says (alternating
+sliding and full layers, sinks, biases, YaRN, the experts), and each layer's attention in the
+numpy reference, from the file's weights, equal to HF's at HF's own inputs on a prompt longer
+than the window and the original context. The MoE layers are HF's only: Lantern's decoder
+and reference refuse them by name until the mixture-of-experts layer joins.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 import torch
-from transformers import GptOssConfig, GptOssForCausalLM
 
-from engine.gguf.config import TextConfig, YarnScaling
+from engine.errors import UnsupportedModel
+from engine.gguf import GGUFModel, open_model
+from engine.gguf.config import YarnScaling
 from engine.modelmath.rope import text_rope_angles
-from engine.reference.text import attention
+from engine.reference.text import attention, forward
 from engine.reference.weights import LayerWeights
+from engine.runtime.decoder import DecoderSession
+from tests.fixtures.gpt_oss import convert_gpt_oss
 
-WINDOW, ORIGINAL, FACTOR, THETA = 4, 16, 8.0, 150_000.0
 LENGTH = 24
 
 
+@dataclasses.dataclass
+class GptOss:
+    hf: torch.nn.Module
+    model: GGUFModel
+
+
 @pytest.fixture(scope="module")
-def hf() -> GptOssForCausalLM:
-    config = GptOssConfig(
-        vocab_size=300, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=2,
-        num_experts_per_tok=1, sliding_window=WINDOW, max_position_embeddings=512,
-        rope_parameters={"rope_type": "yarn", "factor": FACTOR, "beta_fast": 32.0,
-                         "beta_slow": 1.0, "truncate": True, "rope_theta": THETA,
-                         "original_max_position_embeddings": ORIGINAL},
-        attn_implementation="eager",
-    )
-    torch.manual_seed(0)
-    model = GptOssForCausalLM(config).eval()
-    with torch.no_grad():
-        for layer in model.model.layers:
-            layer.self_attn.sinks.copy_(2 * torch.randn(config.num_attention_heads))
-            for proj in ("q_proj", "k_proj", "v_proj", "o_proj"):
-                getattr(layer.self_attn, proj).bias.normal_(0, 0.5)
-    return model
+def gpt_oss(tmp_path_factory) -> GptOss:
+    hf, path = convert_gpt_oss(tmp_path_factory.mktemp("gpt-oss"))
+    return GptOss(hf, open_model(path))
 
 
-def text_config(hf: GptOssForCausalLM) -> TextConfig:
-    c = hf.config
-    return TextConfig(
-        architecture="gpt-oss", n_layers=c.num_hidden_layers, hidden_size=c.hidden_size,
-        intermediate_size=c.intermediate_size, n_heads=c.num_attention_heads,
-        n_kv_heads=c.num_key_value_heads, head_dim=c.head_dim, vocab_size=c.vocab_size,
-        context_length=c.max_position_embeddings, rms_eps=c.rms_norm_eps, rope_theta=THETA,
-        tie_embeddings=False, qkv_bias=True, qk_norm=False, rope_interleaved=False,
-        sliding_window=WINDOW,
-        sliding_layers=tuple(kind == "sliding_attention" for kind in c.layer_types),
-        attention_sinks=True, output_bias=True,
-        rope_yarn=YarnScaling(factor=FACTOR, original_context=ORIGINAL),
-        rope_attention_factor=float(hf.model.rotary_emb.attention_scaling),
-    )
+def test_the_files_keys_read_as_hfs_config(gpt_oss):
+    c, text = gpt_oss.hf.config, gpt_oss.model.config.text
+    assert text.architecture == "gpt-oss" and text.head_dim == c.head_dim
+    assert text.sliding_window == c.sliding_window
+    assert text.sliding_layers == tuple(kind == "sliding_attention" for kind in c.layer_types)
+    assert text.sliding_layers == (True, False)
+    assert text.attention_sinks and text.output_bias and text.qkv_bias
+    assert (text.n_experts, text.n_experts_used, text.expert_ffn_size) == (
+        c.num_local_experts, c.num_experts_per_tok, c.intermediate_size)
+    rope = c.rope_parameters
+    assert text.rope_yarn == YarnScaling(factor=rope["factor"],
+                                         original_context=rope["original_max_position_embeddings"])
+    assert text.rope_attention_factor == pytest.approx(
+        gpt_oss.hf.model.rotary_emb.attention_scaling)
+    assert text.rope_attention_factor == pytest.approx(0.1 * math.log(rope["factor"]) + 1)
+    assert not text.rope_interleaved and text.ffn_norm_tensor == "post_attention_norm"
 
 
-def layer_weights(hf: GptOssForCausalLM, i: int) -> LayerWeights:
-    a = hf.model.layers[i].self_attn
+def file_attention(model: GGUFModel, i: int) -> LayerWeights:
+    """Layer i's attention weights as the file stores them (the MLP's are not read)."""
+    def tensor(name: str) -> np.ndarray:
+        return model.tensors[f"blk.{i}.{name}"].dequantize().astype(np.float32)
 
-    def value(t: torch.Tensor) -> np.ndarray:
-        return t.detach().numpy()
-
-    unused = np.zeros(1, np.float32)  # the MLP's and norms' weights: not read by attention
+    unused = np.zeros(1, np.float32)
     return LayerWeights(
         attn_norm=unused, ffn_norm=unused, ffn_gate=unused, ffn_up=unused, ffn_down=unused,
-        attn_q=value(a.q_proj.weight), attn_k=value(a.k_proj.weight),
-        attn_v=value(a.v_proj.weight), attn_output=value(a.o_proj.weight),
-        attn_q_bias=value(a.q_proj.bias), attn_k_bias=value(a.k_proj.bias),
-        attn_v_bias=value(a.v_proj.bias), attn_output_bias=value(a.o_proj.bias),
-        attn_sinks=value(a.sinks),
+        attn_q=tensor("attn_q.weight"), attn_k=tensor("attn_k.weight"),
+        attn_v=tensor("attn_v.weight"), attn_output=tensor("attn_output.weight"),
+        attn_q_bias=tensor("attn_q.bias"), attn_k_bias=tensor("attn_k.bias"),
+        attn_v_bias=tensor("attn_v.bias"), attn_output_bias=tensor("attn_output.bias"),
+        attn_sinks=tensor("attn_sinks.weight"),
     )
 
 
-def test_each_layers_attention_equals_hfs(hf):
-    assert hf.config.layer_types == ["sliding_attention", "full_attention"]
+def test_each_layers_attention_equals_hfs(gpt_oss):
+    hf, model = gpt_oss.hf, gpt_oss.model
     caught: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def catch(i):
@@ -89,18 +85,27 @@ def test_each_layers_attention_equals_hfs(hf):
 
     handles = [layer.self_attn.register_forward_hook(catch(i), with_kwargs=True)
                for i, layer in enumerate(hf.model.layers)]
-    ids = torch.tensor([np.random.default_rng(1).integers(0, 300, LENGTH).tolist()])
+    ids = np.random.default_rng(1).integers(10, hf.config.vocab_size, LENGTH).tolist()
     with torch.no_grad():
-        hf(ids)
+        hf(torch.tensor([ids]))
     for handle in handles:
         handle.remove()
-    cfg = text_config(hf)
+    cfg = model.config.text
     angles = text_rope_angles(np.arange(LENGTH), cfg)
     for i, (x, expected) in caught.items():
-        ours = attention(x, layer_weights(hf, i), cfg, angles, layer=i)
-        np.testing.assert_allclose(ours, expected, atol=2e-5, rtol=0, err_msg=f"layer {i}")
-        no_sinks = dataclasses.replace(layer_weights(hf, i), attn_sinks=None)
+        w = file_attention(model, i)
+        np.testing.assert_allclose(attention(x, w, cfg, angles, layer=i), expected,
+                                   atol=2e-5, rtol=0, err_msg=f"layer {i}")
+        no_sinks = dataclasses.replace(w, attn_sinks=None)
         assert np.abs(attention(x, no_sinks, cfg, angles, layer=i) - expected).max() > 1e-3
-        if i == 0:  # the sliding layer, seen as a full one
-            full = attention(x, layer_weights(hf, i), cfg, angles, layer=1)
-            assert np.abs(full - expected).max() > 1e-3
+        if cfg.slides(i):  # the sliding layer, seen as a full one
+            full = dataclasses.replace(cfg, sliding_layers=())
+            assert np.abs(attention(x, w, full, angles, layer=i) - expected).max() > 1e-3
+    assert len(caught) == cfg.n_layers
+
+
+def test_the_experts_are_refused_by_name_until_the_moe_layer_joins(gpt_oss):
+    with pytest.raises(UnsupportedModel, match="mixture-of-experts MLPs"):
+        forward(gpt_oss.model, [1, 2, 3])
+    with pytest.raises(UnsupportedModel, match="mixture-of-experts MLPs"):
+        DecoderSession(gpt_oss.model, exact=True, max_cache_len=32, cache=False)
