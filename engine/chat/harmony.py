@@ -12,7 +12,7 @@ opened (``<|start|>assistant``), so a reply starts in a header. By channel:
   name), its arguments the message's JSON; without one, text the model shows the user
   before its calls, part of the answer.
 
-The end markers are stop tokens, so a reply usually lacks its last one: ``finish`` closes
+The end markers are stop tokens, so a reply usually lacks its last one: ``flush`` closes
 the open message. Text arrives in deltas that may cut a marker, so a delta's end that could
 begin one is held until the next decides it. A call whose arguments are not a JSON object
 is no call: its text goes to the answer, so the user sees what the model wrote.
@@ -35,15 +35,24 @@ _CHANNEL_NAME = re.compile(re.escape(CHANNEL) + r"\s*(\w+)")
 FUNCTIONS = "functions."
 
 
+def harmony_prompt(prompt_tail: str) -> bool:
+    """The prompt ends by opening the assistant's first header, as gpt-oss's templates do."""
+    return prompt_tail.rstrip().endswith(START + "assistant")
+
+
 @dataclass(frozen=True)
 class HarmonySplit:
     thinking: str = ""      # delta of the thinking (analysis)
     answer: str = ""        # delta of the answer (final, commentary without a recipient)
 
+    @property
+    def in_thinking(self) -> bool:
+        return bool(self.thinking)
+
 
 @dataclass
 class HarmonyParser:
-    """Feed the reply's deltas with ``push``; ``finish`` at the end; the calls the reply
+    """Feed the reply's deltas with ``push``; ``flush`` at the end; the calls the reply
     made are in ``calls``."""
 
     calls: list[ToolCall] = field(default_factory=list)
@@ -68,7 +77,7 @@ class HarmonyParser:
         self._held = rest[len(rest) - keep:]
         return HarmonySplit("".join(out["thinking"]), "".join(out["answer"]))
 
-    def finish(self) -> HarmonySplit:
+    def flush(self) -> HarmonySplit:
         """Closes the reply: held text is text after all, an open message ends."""
         out: dict[str, list[str]] = {"thinking": [], "answer": []}
         held, self._held = self._held, ""

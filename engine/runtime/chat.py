@@ -18,12 +18,13 @@ from engine.chat.answer_format import Format
 from engine.chat.backend import Capability
 from engine.chat.call_holder import CallHolder
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.harmony import HarmonyParser, harmony_prompt
 from engine.chat.messages import Message, drop_answers, replace_last_user
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.chat.tool_loop import RunTool, answer_with_tools, take_tool_calls
 from engine.chat.tool_results import ToolResult, current_turn, cut_to_fit, result_room
-from engine.chat.tools import Tool
+from engine.chat.tools import Tool, ToolCall
 from engine.errors import GenerationError
 from engine.gguf.control_vector import Steering
 from engine.runtime.cancel import CancelEvent
@@ -66,6 +67,7 @@ class ChatSession:
         self._generator = Generator(self.model.decoder, self.model.tokenizer)
         self.last_prompt: PromptTokens | None = None
         self._load_duration = self.model.load_duration
+        self._harmony_calls: tuple[ToolCall, ...] = ()  # the last harmony reply's calls
 
     # -- conversation edits -------------------------------------------------------------
 
@@ -224,13 +226,14 @@ class ChatSession:
             if started or partial is not None:
                 before = partial or Message("assistant", "")
                 self.messages.append(Message("assistant", before.content + reply,
-                                             thinking=before.thinking + thinking))
+                                             thinking=before.thinking + thinking,
+                                             tool_calls=self._harmony_calls))
         return done
 
     def _opened_with(self, prompt: PromptTokens, partial: Message) -> tuple[PromptTokens, bool]:
         """The prompt with the model's turn opened by the answer so far (its thinking in
         the model's own tags); True when that leaves the answer inside its thinking."""
-        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        tail = self._prompt_tail(prompt)
         text, thinking_open = partial.content, False
         if partial.thinking:
             text = ("" if prompt_opens_thinking(tail) else OPEN_TAG) + partial.thinking
@@ -245,14 +248,19 @@ class ChatSession:
 
     def _split_thinking(self, prompt: PromptTokens, opened: bool | None,
                         events: Iterator[Event]) -> Iterator[Event]:
-        """Tag each token's text as thinking or answer (engine.runtime.thinking); the
-        DoneEvent's text is the answer alone and its `thinking` the thinking section.
+        """Tag each token's text as thinking or answer (engine.runtime.thinking; after a
+        harmony prompt, gpt-oss's channels, engine.chat.harmony, whose tool calls go on the
+        answer's message); the DoneEvent's text is the answer alone and its `thinking` the
+        thinking section.
         ``opened``: whether the answer starts inside its thinking (None: as the prompt's
         end says)."""
+        tail = self._prompt_tail(prompt)
         if opened is None:
-            tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
             opened = prompt_opens_thinking(tail)
-        splitter = ThinkingSplitter(opened=opened)
+        splitter: ThinkingSplitter | HarmonyParser = ThinkingSplitter(opened=opened)
+        if harmony_prompt(tail):  # gpt-oss: thinking and calls are channels of its messages
+            splitter = HarmonyParser()
+        self._harmony_calls = ()
         answer, thinking = [], []
         for event in events:
             if isinstance(event, TokenEvent):
@@ -268,6 +276,8 @@ class ChatSession:
                 event = replace(event, text="".join(answer) + released, tail=released,
                                 thinking="".join(thinking),
                                 steering=self.steering.label if self.steering else "")
+                if isinstance(splitter, HarmonyParser):
+                    self._harmony_calls = tuple(splitter.calls)
                 if self.think is False and event.thinking:
                     yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
                                       "switch for thinking (think=false is ignored)")
@@ -279,12 +289,17 @@ class ChatSession:
         off); offered tools may be called instead."""
         if self.format is None:
             return None
-        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        tail = self._prompt_tail(prompt)
         opened = prompt_opens_thinking(tail)
         return Constraint(self.model.tokenizer, self.format,
                           after=CLOSE_TAG if opened else None, tools=self.tools,
                           may_think=not opened and self.think is not False
                           and self.model.may_think)
+
+    def _prompt_tail(self, prompt: PromptTokens) -> str:
+        """The prompt's last tokens as text: enough to see how the template opened the
+        model's turn (a <think>, harmony's <|start|>assistant) in any vocabulary."""
+        return self.model.tokenizer.decode([int(i) for i in prompt.ids[-32:]])
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does

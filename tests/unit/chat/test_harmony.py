@@ -21,7 +21,7 @@ def parse(reply: str, cuts: list[int] | None = None) -> tuple[str, str, list[Too
     bounds = [0, *cuts, len(reply)]
     parser = HarmonyParser()
     splits = [parser.push(reply[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
-    splits.append(parser.finish())
+    splits.append(parser.flush())
     return ("".join(s.thinking for s in splits), "".join(s.answer for s in splits),
             parser.calls)
 
@@ -65,4 +65,4 @@ def test_a_partial_marker_is_held_until_decided():
     assert parser.push("b") == HarmonySplit(answer="<b")
     assert parser.push("<|re") == HarmonySplit()
     assert parser.push("turn|>") == HarmonySplit()
-    assert parser.finish() == HarmonySplit()
+    assert parser.flush() == HarmonySplit()
