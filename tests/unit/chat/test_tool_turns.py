@@ -5,6 +5,7 @@ server and the CLI run as they do on a real model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -117,17 +118,27 @@ HARMONY_TEMPLATE = ("{{ range .Messages }}<|start|>{{ .Role }}<|message|>{{ .Con
                     "{{ end }}<|start|>assistant")
 
 
-def test_a_harmony_reply_thinks_calls_and_answers(tiny, monkeypatch):
+HARMONY_REPLIES = [
+    ["<|channel|>", "analysis", "<|message|>", "Need the ", "page.", "<|end|>",
+     "<|start|>", "assistant", "<|channel|>", "commentary to=functions.page",
+     " <|constrain|>json", "<|message|>", '{"size": ', "100}"],
+    ["<|channel|>analysis<|message|>Got it.<|end|><|start|>assistant<|channel|>final",
+     "<|message|>", "It is a page."]]
+
+
+@pytest.mark.parametrize("template", ["go", "gpt-oss.jinja"])
+def test_a_harmony_reply_thinks_calls_and_answers(tiny, monkeypatch, template):
     """gpt-oss's channels: analysis is thinking, a commentary message to functions.page a
-    call the tool loop runs, final the answer."""
+    call the tool loop runs, final the answer; with gpt-oss's own template the next prompt
+    holds the call, its thinking and its result as harmony messages."""
     model = load_model(tiny, num_ctx=NUM_CTX)
-    model.template = HARMONY_TEMPLATE
-    script_answers(monkeypatch, [
-        ["<|channel|>", "analysis", "<|message|>", "Need the ", "page.", "<|end|>",
-         "<|start|>", "assistant", "<|channel|>", "commentary to=functions.page",
-         " <|constrain|>json", "<|message|>", '{"size": ', "100}"],
-        ["<|channel|>analysis<|message|>Got it.<|end|><|start|>assistant<|channel|>final",
-         "<|message|>", "It is a page."]])
+    if template == "go":
+        model.template = HARMONY_TEMPLATE
+    else:
+        source = (Path(__file__).parents[2] / "data" / "templates" / template).read_text()
+        model.gguf = dataclasses.replace(model.gguf, config=dataclasses.replace(
+            model.gguf.config, chat_template=source))
+    script_answers(monkeypatch, [list(reply) for reply in HARMONY_REPLIES])
     box = mcp_box()
     chat = ChatSession(model, Options(num_ctx=NUM_CTX), tools=box.tools, run_tool=box.runner())
     events = list(chat.send("What is on the page?"))
@@ -141,3 +152,10 @@ def test_a_harmony_reply_thinks_calls_and_answers(tiny, monkeypatch):
         {"function": {"name": "page", "arguments": {"size": 100}}}]
     assert chat.messages[1].thinking == "Need the page." and chat.messages[1].content == ""
     assert chat.messages[-1].content == "It is a page."
+    if template != "go":
+        second = model.tokenizer.decode([int(i) for i in chat.last_prompt.ids])
+        assert ("<|start|>assistant<|channel|>analysis<|message|>Need the page.<|end|>"
+                "<|start|>assistant to=functions.page<|channel|>commentary json<|message|>"
+                '{"size": 100}<|call|><|start|>functions.page to=assistant<|channel|>'
+                "commentary<|message|>") in second
+        assert second.endswith("<|end|><|start|>assistant")
