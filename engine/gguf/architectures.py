@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, replace
 
 from engine.errors import CorruptModel, Remedy, UnsupportedModel
-from engine.gguf.config import TextConfig
+from engine.gguf.config import TextConfig, YarnScaling
 from engine.gguf.keys import Keys
 from engine.gguf.reader import TensorInfo
 
@@ -35,6 +35,7 @@ class Architecture:
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
     fused: bool = False            # attn_qkv and ffn_up = gate|up, as Phi-3 stores them
     windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
+    gpt_oss: bool = False          # gpt-oss's block (see gpt_oss_config)
     # tensors of a tower the file does not describe, left unread (the model runs as text)
     unused_prefixes: tuple[str, ...] = ()
 
@@ -52,6 +53,9 @@ ARCHITECTURES: dict[str, Architecture] = {
         # llama.cpp's put them in an mmproj
         Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True,
                      vision="either", unused_prefixes=("v.", "mm.")),
+        # mixture-of-experts MLPs, sinks, alternating sliding layers, YaRN (gpt_oss_config)
+        Architecture("gpt-oss", qkv_bias=True, qk_norm=False, rope_interleaved=False,
+                     gpt_oss=True),
         Architecture(
             "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
             mrope_keys=("rope.mrope_section",), vision="inline",
@@ -110,7 +114,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         raise UnsupportedModel(f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) "
                                f"on interleaved pairs ({arch.name}) is not supported")
     scaling = keys.string(p + "rope.scaling.type", None)
-    if scaling not in (None, "none", "", "linear"):
+    if scaling not in (None, "none", "", "linear", "yarn"):
         raise UnsupportedModel(f"{keys.path}: rope scaling {scaling!r} is not supported")
     linear_factor = keys.number(p + "rope.scaling.factor", 1.0) if scaling == "linear" else 1.0
     if "token_embd.weight" not in tensors:
@@ -136,11 +140,17 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         rope_linear_factor=linear_factor,
         fused_projections=arch.fused,
         partial_rope_dims=rope_dims if rope_dims < head_dim else None,
+        attention_sinks=SINKS in tensors,
+        output_bias=OUTPUT_BIAS in tensors,
     )
     if LONGROPE_FACTORS[1] in tensors:
         config = longrope_config(config, keys, tensors)
+    if scaling == "yarn":
+        config = yarn_config(config, keys)
     if arch.gemma3:
         return gemma3_config(config, keys)
+    if arch.gpt_oss:
+        return gpt_oss_config(config, keys)
     window = keys.optional_integer(p + "attention.sliding_window") if arch.windowed else None
     if window:
         config = replace(config, sliding_window=window,
@@ -148,6 +158,8 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
     return config
 
 
+# any family's file may carry these; gpt-oss's do
+SINKS, OUTPUT_BIAS = "blk.0.attn_sinks.weight", "blk.0.attn_output.bias"
 LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
 
 
@@ -169,6 +181,59 @@ def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInf
     return replace(config, rope_factors_short=short, rope_factors_long=long,
                    rope_original_context=original,
                    rope_attention_factor=keys.number(p + "rope.scaling.attn_factor", derived))
+
+
+def dense_mlps_only(text: TextConfig) -> None:
+    """Where the decoder and the reference will call the mixture-of-experts layer: until
+    then a gpt-oss file is refused by name."""
+    if text.mixture_of_experts:
+        raise UnsupportedModel(f"{text.architecture}: mixture-of-experts MLPs "
+                               f"({text.n_experts} experts) are not supported yet")
+
+
+def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
+    """YaRN as llama.cpp's converter writes it: the factor and the original context, the
+    betas and the mixing factor where the HF config set them (else YaRN's 32, 1 and 1). The
+    attention factor is 0.1 ln(factor) + 1 unless the file gives one (HF's attention_factor,
+    written as yarn_attn_factor)."""
+    p = f"{config.architecture}.rope.scaling."
+    factor = keys.number(p + "factor")
+    original = keys.integer(p + "original_context_length", config.context_length)
+    if factor <= 0 or original <= 1:
+        raise CorruptModel(f"{keys.path}: YaRN scaling by {factor} of an original context of "
+                           f"{original} tokens")
+    yarn = YarnScaling(factor=factor, original_context=original,
+                       beta_fast=keys.number(p + "yarn_beta_fast", 32.0),
+                       beta_slow=keys.number(p + "yarn_beta_slow", 1.0),
+                       extrapolation=keys.number(p + "yarn_ext_factor", 1.0))
+    derived = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return replace(config, rope_yarn=yarn,
+                   rope_attention_factor=keys.number(p + "yarn_attn_factor", derived))
+
+
+GPT_OSS_SLIDING_PERIOD = 2  # llama.cpp's default and HF's layer_types: even layers slide
+
+
+def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
+    """gpt-oss's differences from the plain block: every MLP is a mixture of experts (with
+    biases), the MLP's input norm is stored as post_attention_norm, and sliding layers take
+    turns with full ones (sinks, the output bias and YaRN are read for any family)."""
+    p = f"{config.architecture}."
+    window = keys.optional_integer(p + "attention.sliding_window")
+    experts = keys.integer(p + "expert_count")
+    used = keys.integer(p + "expert_used_count")
+    if not 0 < used <= experts:
+        raise CorruptModel(f"{keys.path}: {used} of {experts} experts used per token")
+    return replace(
+        config,
+        n_experts=experts,
+        n_experts_used=used,
+        expert_ffn_size=keys.integer(p + "expert_feed_forward_length", config.intermediate_size),
+        ffn_norm_tensor="post_attention_norm",
+        sliding_window=window or None,
+        sliding_layers=(_sliding_layers(keys, p, config.n_layers, GPT_OSS_SLIDING_PERIOD)
+                        if window else ()),
+    )
 
 
 # Gemma 3's layout where the GGUF does not record it (llama.cpp's defaults): five sliding
@@ -196,7 +261,8 @@ def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
         activation="gelu_tanh",
         attention_scale=1.0 / math.sqrt(scalar),
         sliding_window=window or None,
-        sliding_layers=_sliding_layers(keys, p, config.n_layers) if window else (),
+        sliding_layers=(_sliding_layers(keys, p, config.n_layers, GEMMA3_SLIDING_PERIOD)
+                        if window else ()),
         # llama.cpp's converter writes rope.freq_base(_swa); Ollama's rope.global/local.freq_base
         rope_theta=_first_number(keys, (p + "rope.freq_base", p + "rope.global.freq_base"),
                                  GEMMA3_GLOBAL_ROPE_THETA),
@@ -206,16 +272,16 @@ def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
     )
 
 
-def _sliding_layers(keys: Keys, p: str, n_layers: int) -> tuple[bool, ...]:
+def _sliding_layers(keys: Keys, p: str, n_layers: int, default: int) -> tuple[bool, ...]:
     """attention.sliding_window_pattern: one flag per layer, or the period (every period-th
-    layer is global); absent: llama.cpp's period of six."""
-    pattern = keys.metadata.get(p + "attention.sliding_window_pattern", GEMMA3_SLIDING_PERIOD)
+    layer is global); absent: the family's period as llama.cpp has it (``default``)."""
+    pattern = keys.metadata.get(p + "attention.sliding_window_pattern", default)
     if isinstance(pattern, list | tuple):
         if len(pattern) != n_layers:
             raise CorruptModel(f"{keys.path}: {p}attention.sliding_window_pattern has "
                                f"{len(pattern)} flags for {n_layers} layers")
         return tuple(bool(flag) for flag in pattern)
-    period = keys.integer(p + "attention.sliding_window_pattern", GEMMA3_SLIDING_PERIOD)
+    period = keys.integer(p + "attention.sliding_window_pattern", default)
     return tuple(period > 0 and (i + 1) % period != 0 for i in range(n_layers))
 
 
@@ -253,23 +319,38 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
         shapes |= {
             b + "attn_norm.weight": (h,),
             b + "attn_output.weight": (h, q),
-            b + "ffn_norm.weight": (h,),
-            b + "ffn_down.weight": (h, f),
+            b + text.ffn_norm_tensor + ".weight": (h,),
         }
         if text.fused_projections:
-            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h)}
+            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h),
+                       b + "ffn_down.weight": (h, f)}
         else:
-            shapes |= {
-                b + "attn_q.weight": (q, h),
-                b + "attn_k.weight": (kv, h),
-                b + "attn_v.weight": (kv, h),
-                b + "ffn_gate.weight": (f, h),
-                b + "ffn_up.weight": (f, h),
-            }
+            shapes |= {b + "attn_q.weight": (q, h), b + "attn_k.weight": (kv, h),
+                       b + "attn_v.weight": (kv, h)} | _mlp_shapes(text, b)
         if text.qkv_bias:
             shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
         if text.qk_norm:
             shapes |= {b + "attn_q_norm.weight": (hd,), b + "attn_k_norm.weight": (hd,)}
         if text.post_norms:
             shapes |= {b + "post_attention_norm.weight": (h,), b + "post_ffw_norm.weight": (h,)}
+        if text.attention_sinks:
+            shapes[b + "attn_sinks.weight"] = (text.n_heads,)
+        if text.output_bias:
+            shapes[b + "attn_output.bias"] = (h,)
     return shapes
+
+
+def _mlp_shapes(text: TextConfig, b: str) -> dict[str, tuple[int, ...]]:
+    """One block's MLP: the gated MLP, or the router and the experts' stacked matrices and
+    biases (gpt-oss), as llama.cpp's converter writes them."""
+    h, f = text.hidden_size, text.intermediate_size
+    if not text.mixture_of_experts:
+        return {b + "ffn_down.weight": (h, f), b + "ffn_gate.weight": (f, h),
+                b + "ffn_up.weight": (f, h)}
+    e, x = text.n_experts, text.expert_ffn_size
+    return {
+        b + "ffn_gate_inp.weight": (e, h), b + "ffn_gate_inp.bias": (e,),
+        b + "ffn_gate_exps.weight": (e, x, h), b + "ffn_gate_exps.bias": (e, x),
+        b + "ffn_up_exps.weight": (e, x, h), b + "ffn_up_exps.bias": (e, x),
+        b + "ffn_down_exps.weight": (e, h, x), b + "ffn_down_exps.bias": (e, h),
+    }

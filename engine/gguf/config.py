@@ -9,6 +9,19 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class YarnScaling:
+    """YaRN's frequency mix (rope.scaling.type "yarn"): frequencies that turn fewer than
+    ``beta_slow`` times over the original context are divided by ``factor``, those that turn
+    more than ``beta_fast`` times stay, a linear ramp between (engine.modelmath.rope)."""
+
+    factor: float                # {arch}.rope.scaling.factor
+    original_context: int        # {arch}.rope.scaling.original_context_length
+    beta_fast: float = 32.0      # {arch}.rope.scaling.yarn_beta_fast
+    beta_slow: float = 1.0       # {arch}.rope.scaling.yarn_beta_slow
+    extrapolation: float = 1.0   # {arch}.rope.scaling.yarn_ext_factor: how much the ramp mixes
+
+
+@dataclass(frozen=True)
 class TextConfig:
     """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 /
     Qwen3-VL text / Llama / Phi-3 / Gemma 3)."""
@@ -37,6 +50,14 @@ class TextConfig:
     attention_scale: float | None = None  # query scaling; None: 1/sqrt(head_dim)
     sliding_window: int | None = None  # keys a sliding layer sees, itself included
     sliding_layers: tuple[bool, ...] = ()  # per layer: does it slide? (empty: none does)
+    attention_sinks: bool = False      # gpt-oss: blk.N.attn_sinks.weight, one logit per head
+    output_bias: bool = False          # gpt-oss: blk.N.attn_output.bias
+    # mixture of experts (gpt-oss): the MLP is n_experts gated MLPs of expert_ffn_size each,
+    # n_experts_used of them per token as the router (ffn_gate_inp) picks
+    n_experts: int = 0                 # {arch}.expert_count (0: a plain MLP)
+    n_experts_used: int = 0            # {arch}.expert_used_count
+    expert_ffn_size: int = 0           # {arch}.expert_feed_forward_length
+    ffn_norm_tensor: str = "ffn_norm"  # the MLP's input norm (gpt-oss: post_attention_norm)
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
@@ -44,10 +65,15 @@ class TextConfig:
     # LongRoPE (Phi-3.5, Phi-3 128k, Phi-4-mini): frequency j is divided by factor j of one set
     rope_factors_short: tuple[float, ...] | None = None  # rope_factors_short.weight [R/2]
     rope_factors_long: tuple[float, ...] | None = None   # rope_factors_long.weight [R/2]
-    rope_original_context: int | None = None  # {arch}.rope.scaling.original_context_length
-    rope_attention_factor: float = 1.0  # {arch}.rope.scaling.attn_factor: cos, sin times it
+    rope_original_context: int | None = None  # LongRoPE's rope.scaling.original_context_length
+    rope_attention_factor: float = 1.0  # cos, sin times it (LongRoPE's, YaRN's)
+    rope_yarn: YarnScaling | None = None  # YaRN's frequencies (its attention factor above)
     # {arch}.rope.dimension_count when below head_dim (Phi-4-mini turns 3/4 of each head)
     partial_rope_dims: int | None = None
+
+    @property
+    def mixture_of_experts(self) -> bool:
+        return self.n_experts > 0
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""

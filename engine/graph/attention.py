@@ -11,7 +11,9 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
   the first R = 2 x their width dims of each head (R = rope_dims: D, or Phi-4-mini's
   partial 3/4) and passes the rest.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D) (or the model's);
-causal, and for a sliding layer (Gemma 3) limited to the last sliding_window keys.
+causal, and for a sliding layer (Gemma 3, gpt-oss) limited to the last sliding_window keys.
+Attention sinks (gpt-oss): one learned logit per head joins each softmax's denominator, as
+a key whose value is zero (GQA's head_sink input); the masked path below has none.
 With a mask (Gemma 3 with images) GQA only writes the cache; the rows attend again
 through plain ops under the host's mask, since GQA is causal by construction.
 Row-invariant (fast CPU mode, engine.graph.kernels, 3.): GQA gets a spare row, S + 1 rows
@@ -49,6 +51,8 @@ class AttentionWeights:
     v_bias: np.ndarray | None = None  # [kv_heads * D]
     q_norm: np.ndarray | None = None  # [D]             (Qwen3)
     k_norm: np.ndarray | None = None  # [D]
+    sinks: np.ndarray | None = None   # [n_heads]       (gpt-oss: attention sinks)
+    output_bias: np.ndarray | None = None  # [H]        (gpt-oss)
 
 
 @dataclass(frozen=True)
@@ -97,10 +101,12 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
     if step.row_invariant:
         q, k, v = (with_spare_row(g, t, f"{name}/{part}") if t else t
                    for part, t in zip("qkv", (q, k, v), strict=True))
+    inputs = [q, k, v, cache.past_key, cache.past_value, step.seqlens_k, step.total_len,
+              step.cos, step.sin]
+    if w.sinks is not None:  # after position_ids and attention_bias, both absent
+        inputs += ["", "", g.add_initializer(f"{name}.sinks", w.sinks.astype(dtype))]
     out, _, _ = g.add_node(
-        "GroupQueryAttention",
-        [q, k, v, cache.past_key, cache.past_value, step.seqlens_k, step.total_len,
-         step.cos, step.sin],
+        "GroupQueryAttention", inputs,
         [f"{name}/gqa", cache.present_key, cache.present_value],
         domain="com.microsoft", num_heads=cfg.n_heads, kv_num_heads=cfg.n_kv_heads,
         do_rotary=1, rotary_interleaved=int(cfg.rope_interleaved),
@@ -112,7 +118,7 @@ def attention(g: GraphBuilder, x: str, w: AttentionWeights, cfg: TextConfig, ste
         out = masked_attention(g, q, cache, cfg, step, name, dtype)
     if rows is not None:
         out = last_rows(g, out, rows, f"{name}/last")  # [1, N, n_heads * D]
-    return linear(out, w.output, f"{name}.output")
+    return linear(out, w.output, f"{name}.output", bias=w.output_bias)
 
 
 def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig,

@@ -49,6 +49,7 @@ import numpy as np
 import onnx
 
 from engine.gguf import GGUFModel
+from engine.gguf.architectures import dense_mlps_only
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight, pack
 from engine.gguf.requantize import Requantization, requantize
@@ -180,6 +181,8 @@ class DecoderWeights:
             v_bias=self.optional_vector(b + "attn_v.bias"),
             q_norm=self.optional_vector(b + "attn_q_norm.weight"),
             k_norm=self.optional_vector(b + "attn_k_norm.weight"),
+            sinks=self.optional_vector(b + "attn_sinks.weight"),
+            output_bias=self.optional_vector(b + "attn_output.bias"),
         )
 
     def mlp(self, i: int) -> MLPWeights:
@@ -195,7 +198,7 @@ class DecoderWeights:
         return self.vector(f"blk.{i}.attn_norm.weight")
 
     def ffn_norm(self, i: int) -> np.ndarray:
-        return self.vector(f"blk.{i}.ffn_norm.weight")
+        return self.vector(f"blk.{i}.{self.model.config.text.ffn_norm_tensor}.weight")
 
     def post_attention_norm(self, i: int) -> np.ndarray:
         return self.vector(f"blk.{i}.post_attention_norm.weight")
@@ -212,6 +215,7 @@ class DecoderWeights:
 
 def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) -> DecoderGraph:
     cfg = model.config.text
+    dense_mlps_only(cfg)
     dtype = options.dtype
     g = GraphBuilder("decoder")
     w = DecoderWeights(model, options.requantize,

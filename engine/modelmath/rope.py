@@ -1,5 +1,5 @@
 """Rotary position embedding: NeoX halves, llama-GGUF interleaved pairs, Qwen2-VL M-RoPE
-(sections in a row), Qwen3-VL's (sections taking turns), LongRoPE.
+(sections in a row), Qwen3-VL's (sections taking turns), LongRoPE, YaRN.
 
 Interleaved: llama.cpp's converter permutes each head's Q/K rows so that HF row i lands at
 2i and row i + D/2 at 2i + 1 (transformers' GGUF loader undoes it). Rotating pairs
@@ -15,6 +15,12 @@ tokens again (HF's Phi-3 drops its cache there; engine.runtime.decoder does the 
 the reference's cached runs are told the whole sequence's length (``length``).
 llama.cpp instead picks once by the context size it was given (long when n_ctx > original).
 
+YaRN (Qwen3, gpt-oss): frequency j is divided by the factor where it turns fewer than
+beta_slow times over the original context, kept where it turns more than beta_fast times,
+and mixed along a linear ramp of j between the two (the ramp's ends rounded outward to whole
+frequencies, as llama.cpp always does and HF does unless told not to); cos and sin are
+multiplied by the attention factor. Unlike LongRoPE it does not depend on the length.
+
 Partial rotary (Phi-4-mini): only the first R = rope_dims of each head's D dims turn, with
 R in place of D everywhere above (frequencies theta^(-2j/R), pairs (i, i + R/2) or (2i, 2i+1)
 for i < R/2); dims R..D pass unchanged. That is HF's split of q into q[..., :R] and the rest,
@@ -25,13 +31,14 @@ Angles are computed in float64 and cast once, so fp32 and fp64 runs share them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from engine.gguf.config import TextConfig
+    from engine.gguf.config import TextConfig, YarnScaling
 
 
 def inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
@@ -87,20 +94,40 @@ def text_rope_angles(positions: np.ndarray, text: TextConfig, local: bool = Fals
                      length: int | None = None) -> np.ndarray:
     """The decoder's angles [S, R/2] (R = rope_dims, the turning part of a head): the global
     layers' (base rope_theta, positions divided by a linear scaling factor, LongRoPE's
-    factors for a sequence of ``length``, default the last position + 1), or with ``local``
-    the sliding layers' (Gemma 3: their own base, no scaling)."""
+    factors for a sequence of ``length``, default the last position + 1, or YaRN's), or
+    with ``local`` the sliding layers' (Gemma 3: their own base, no scaling)."""
     if local:
         return rope_angles(positions, text.rope_dims, text.rope_theta_local or text.rope_theta)
     positions = np.asarray(positions, dtype=np.float64)
     return rope_angles(positions / text.rope_linear_factor, text.rope_dims, text.rope_theta,
-                       text.mrope_sections, longrope_factors(positions, text, length),
+                       text.mrope_sections, frequency_factors(positions, text, length),
                        text.mrope_interleaved)
 
 
-def longrope_factors(positions: np.ndarray, text: TextConfig,
-                     length: int | None = None) -> tuple[float, ...] | None:
+def yarn_divisors(yarn: YarnScaling, rope_dims: int, theta: float) -> np.ndarray:
+    """What YaRN divides each frequency by -> [R/2] float64: 1 for the fast ones (j below the
+    ramp), the factor for the slow ones (above it), the mix's inverse between."""
+    low, high = (yarn_frequency_index(yarn.original_context, beta, rope_dims, theta)
+                 for beta in (yarn.beta_fast, yarn.beta_slow))
+    low, high = max(math.floor(low), 0), min(math.ceil(high), rope_dims - 1)
+    j = np.arange(rope_dims // 2, dtype=np.float64)
+    kept = (1 - np.clip((j - low) / max(high - low, 0.001), 0, 1)) * yarn.extrapolation
+    return 1 / ((1 - kept) / yarn.factor + kept)
+
+
+def yarn_frequency_index(context: int, turns: float, rope_dims: int, theta: float) -> float:
+    """The (fractional) frequency index j that turns ``turns`` times over ``context``
+    positions: context * theta^(-2j/R) = 2 pi turns, solved for j."""
+    return rope_dims * math.log(context / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+
+def frequency_factors(positions: np.ndarray, text: TextConfig,
+                     length: int | None = None) -> Sequence[float] | None:
     """LongRoPE's factor set for a sequence of ``length`` (default: the last position + 1):
-    long past the original context, else short; None without LongRoPE."""
+    long past the original context, else short; YaRN's divisors, whatever the length; None
+    without either."""
+    if text.rope_yarn is not None:
+        return yarn_divisors(text.rope_yarn, text.rope_dims, text.rope_theta)
     if text.rope_original_context is None:
         return None
     if long_rope(text, length or int(np.max(positions)) + 1):
@@ -114,7 +141,8 @@ def long_rope(text: TextConfig, length: int) -> bool:
 
 
 def rope_amplitude(text: TextConfig, local: bool = False) -> float:
-    """What cos and sin are multiplied by: LongRoPE's attention factor on the global layers."""
+    """What cos and sin are multiplied by: LongRoPE's or YaRN's attention factor on the
+    global layers."""
     return 1.0 if local else text.rope_attention_factor
 
 

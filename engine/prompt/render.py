@@ -83,7 +83,7 @@ def render_prompt(
     applied by Ollama's rule (system first unless the chat starts with its own).
     ``add_generation_prompt`` applies to Jinja; Ollama's templates decide it.
     ``think`` is Ollama's option (True/False or a level); None leaves it unset, so the
-    template's own default holds. Jinja templates see it as ``enable_thinking``.
+    template's own default holds. Jinja templates see it as ``jinja_thinking`` says.
     """
     msgs = with_model_layers(messages, system, layer_messages)
     contents = [str(m.get("content") or "") for m in msgs]
@@ -98,8 +98,7 @@ def render_prompt(
                                       contents=texts)
         image_marks = [image_tag(i) for i in range(n_images)]
     else:
-        # transformers' name for Ollama's `think` (Qwen3's template reads it)
-        thinking = {} if think is None else {"enable_thinking": think not in (False, "false")}
+        thinking = jinja_thinking(think)
         inline = [None]  # image placeholders inline in the text (template wants strings)?
 
         def render(texts: list[str]) -> str:
@@ -130,6 +129,21 @@ def render_prompt(
             f"the {kind} template placed {len(image_segments)} of {n_images} images; "
             "use a template that shows images (one with image items or Ollama's [img] tags)")
     return RenderedPrompt("".join(t for t, _ in segments), segments, image_segments, kind)
+
+
+REASONING_EFFORTS = ("low", "medium", "high")
+
+
+def jinja_thinking(think: bool | str | None) -> dict[str, Any]:
+    """Ollama's ``think`` as Jinja templates read it: ``enable_thinking`` (Qwen3's name), and
+    a level as ``reasoning_effort`` too (gpt-oss's, whose reasoning cannot be turned off, so
+    True and False leave its default). None sets neither."""
+    if think is None:
+        return {}
+    thinking: dict[str, Any] = {"enable_thinking": think not in (False, "false")}
+    if think in REASONING_EFFORTS:
+        thinking["reasoning_effort"] = think
+    return thinking
 
 
 def _jinja_messages(msgs: list[dict], texts: list[str],

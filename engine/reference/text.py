@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from engine.gguf.architectures import dense_mlps_only
 from engine.modelmath.rope import apply_rope, long_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
@@ -149,7 +150,7 @@ def attention(
         hidden = np.isin(np.arange(t), probe.hidden_keys)[None, :]  # [1, T]
         masked |= hidden & ~np.eye(s, t, t - s, dtype=bool)
     scores = np.where(masked, -np.inf, scores)
-    probs = softmax(scores)  # [n_heads, S, T]
+    probs = softmax_with_sinks(scores, w.attn_sinks)  # [n_heads, S, T]
     if probe is not None:
         probe.probs.append(probs[:, probe.rows, :])
     out = probs @ v  # [n_heads, S, D]
@@ -157,7 +158,17 @@ def attention(
         o_proj = w.attn_output.reshape(-1, cfg.n_heads, d)  # [H, n_heads, D]
         probe.heads.append(np.einsum("nrd,hnd->nrh", out[:, probe.rows], o_proj))
     out = out.transpose(1, 0, 2).reshape(s, cfg.n_heads * d)  # [S, n_heads * D]
-    return linear(out, w.attn_output)
+    return linear(out, w.attn_output, w.attn_output_bias)
+
+
+def softmax_with_sinks(scores: np.ndarray, sinks: np.ndarray | None) -> np.ndarray:
+    """Softmax of scores [n_heads, S, T] over the keys, where each head's sink logit (gpt-oss)
+    joins the denominator as one more key whose value is zero: the probabilities of the real
+    keys then sum to less than one."""
+    if sinks is None:
+        return softmax(scores)
+    sink = np.broadcast_to(sinks.astype(scores.dtype)[:, None, None], (*scores.shape[:2], 1))
+    return softmax(np.concatenate([scores, sink], axis=-1))[..., :-1]
 
 
 def mlp(x: np.ndarray, w: LayerWeights, activation: str = "silu") -> np.ndarray:
@@ -234,6 +245,7 @@ def forward(
     if weights is None:
         weights = ReferenceWeights(model, dtype)
     cfg = weights.config
+    dense_mlps_only(cfg)
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("pass exactly one of input_ids and inputs_embeds")
     if inputs_embeds is None:

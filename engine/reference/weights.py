@@ -38,6 +38,8 @@ class LayerWeights:
     attn_k_norm: np.ndarray | None = None   # [D]
     post_attention_norm: np.ndarray | None = None  # [H]        when config.post_norms
     post_ffw_norm: np.ndarray | None = None        # [H]
+    attn_sinks: np.ndarray | None = None    # [n_heads]         when config.attention_sinks
+    attn_output_bias: np.ndarray | None = None  # [H]           when config.output_bias
 
 
 # LayerWeights field -> tensor name under "blk.{i}."; the only place GGUF names are spelled.
@@ -58,6 +60,8 @@ LAYER_TENSORS: dict[str, str] = {
     "attn_k_norm": "attn_k_norm.weight",
     "post_attention_norm": "post_attention_norm.weight",
     "post_ffw_norm": "post_ffw_norm.weight",
+    "attn_sinks": "attn_sinks.weight",
+    "attn_output_bias": "attn_output.bias",
 }
 TOKEN_EMBD = "token_embd.weight"
 OUTPUT_NORM = "output_norm.weight"
@@ -65,6 +69,8 @@ OUTPUT = "output.weight"
 QKV_BIAS = ("attn_q_bias", "attn_k_bias", "attn_v_bias")  # present when config.qkv_bias
 QK_NORM = ("attn_q_norm", "attn_k_norm")                 # present when config.qk_norm
 POST_NORMS = ("post_attention_norm", "post_ffw_norm")    # present when config.post_norms
+SINKS = ("attn_sinks",)                                  # present when config.attention_sinks
+OUTPUT_BIAS = ("attn_output_bias",)                      # present when config.output_bias
 FUSED = ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up")  # stored fused (Phi-3)
 
 
@@ -108,10 +114,13 @@ class ReferenceWeights:
         cfg = self.config
         skip = ((() if cfg.qkv_bias else QKV_BIAS) + (() if cfg.qk_norm else QK_NORM)
                 + (() if cfg.post_norms else POST_NORMS)
+                + (() if cfg.attention_sinks else SINKS)
+                + (() if cfg.output_bias else OUTPUT_BIAS)
                 + (FUSED if cfg.fused_projections else ()))
+        names = LAYER_TENSORS | {"ffn_norm": f"{cfg.ffn_norm_tensor}.weight"}
         weights = {
             field: self.tensor(f"blk.{i}.{name}")
-            for field, name in LAYER_TENSORS.items()
+            for field, name in names.items()
             if field not in skip
         }
         if cfg.fused_projections:  # Phi-3: q|k|v in attn_qkv, gate|up in ffn_up, as stored

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.chat.events import DoneEvent, Event, NoticeEvent, TokenEvent
+from engine.chat.harmony import HarmonyParser, harmony_prompt
 from engine.chat.messages import Message, drop_answers
 from engine.chat.prompt_tokens import PromptTokens
 from engine.chat.session import Answer, Session
 from engine.chat.tool_loop import take_tool_calls
 from engine.chat.tool_results import ToolResult, current_turn, cut_to_fit, result_room
+from engine.chat.tools import ToolCall
 from engine.errors import GenerationError
 from engine.gguf.control_vector import Steering
 from engine.runtime.cancel import CancelEvent
@@ -89,7 +91,7 @@ class LocalSession(Session):
         self.model.decoder.steer(self.steering_table())
         prompt = self.model.tokenize_raw(text)
         self.last_prompt = prompt
-        return self._split_thinking(prompt, None, self._generator.run(
+        return self._split_thinking(prompt, None, None, self._generator.run(
             prompt, self.options, cancel=self.cancel_event, num_top=self.num_top,
             load_duration=self._take_load_duration(),
             max_cache_len=self.model.decoder.max_cache_len, drafter=self.drafter,
@@ -136,11 +138,13 @@ class LocalSession(Session):
         # the decoder is shared by every chat on the model: each answer sets its own vectors
         self.model.decoder.steer(self.steering_table())
         partial = self.messages.pop() if continuing else None
-        return (yield from self._collect(self._generate(partial), before=partial))
+        calls: list[ToolCall] = []  # a harmony reply's calls, known once it ends
+        return (yield from self._collect(self._generate(partial, calls), before=partial,
+                                         calls=calls))
 
-    def _generate(self, partial: Message | None) -> Iterator[Event]:
+    def _generate(self, partial: Message | None, calls: list[ToolCall]) -> Iterator[Event]:
         """The answer's events, from the conversation fitted into the context (and opened
-        with ``partial``, the answer so far)."""
+        with ``partial``, the answer so far); ``calls`` gets a harmony reply's tool calls."""
         prompt, dropped = self._fit()
         opened = None
         if partial is not None:
@@ -151,7 +155,7 @@ class LocalSession(Session):
                 f"{dropped} earlier message{'s' if dropped > 1 else ''} left out: the "
                 f"conversation no longer fits num_ctx={self.options.num_ctx}"
             )
-        yield from self._split_thinking(prompt, opened, self._generator.run(
+        yield from self._split_thinking(prompt, opened, calls, self._generator.run(
             prompt,
             self.options,
             cancel=self.cancel_event,
@@ -165,7 +169,7 @@ class LocalSession(Session):
     def _opened_with(self, prompt: PromptTokens, partial: Message) -> tuple[PromptTokens, bool]:
         """The prompt with the model's turn opened by the answer so far (its thinking in
         the model's own tags); True when that leaves the answer inside its thinking."""
-        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        tail = self._prompt_tail(prompt)
         text, thinking_open = partial.content, False
         if partial.thinking:
             text = ("" if prompt_opens_thinking(tail) else OPEN_TAG) + partial.thinking
@@ -179,15 +183,20 @@ class LocalSession(Session):
         return prompt, thinking_open
 
     def _split_thinking(self, prompt: PromptTokens, opened: bool | None,
+                        calls: list[ToolCall] | None,
                         events: Iterator[Event]) -> Iterator[Event]:
-        """Tag each token's text as thinking or answer (engine.runtime.thinking); the
-        DoneEvent's text is the answer alone and its `thinking` the thinking section.
+        """Tag each token's text as thinking or answer (engine.runtime.thinking; after a
+        harmony prompt, gpt-oss's channels, engine.chat.harmony, whose tool calls go into
+        ``calls``); the DoneEvent's text is the answer alone and its `thinking` the
+        thinking section.
         ``opened``: whether the answer starts inside its thinking (None: as the prompt's
         end says)."""
+        tail = self._prompt_tail(prompt)
         if opened is None:
-            tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
             opened = prompt_opens_thinking(tail)
-        splitter = ThinkingSplitter(opened=opened)
+        splitter: ThinkingSplitter | HarmonyParser = ThinkingSplitter(opened=opened)
+        if harmony_prompt(tail):  # gpt-oss: thinking and calls are channels of its messages
+            splitter = HarmonyParser()
         answer, thinking = [], []
         for event in events:
             if isinstance(event, TokenEvent):
@@ -203,6 +212,8 @@ class LocalSession(Session):
                 event = replace(event, text="".join(answer) + released, tail=released,
                                 thinking="".join(thinking),
                                 steering=self.steering.label if self.steering else "")
+                if isinstance(splitter, HarmonyParser) and calls is not None:
+                    calls.extend(splitter.calls)
                 if self.think is False and event.thinking:
                     yield NoticeEvent(f"{self.model.name} thought anyway: its template has no "
                                       "switch for thinking (think=false is ignored)")
@@ -214,12 +225,17 @@ class LocalSession(Session):
         off); offered tools may be called instead."""
         if self.format is None:
             return None
-        tail = self.model.tokenizer.decode([int(i) for i in prompt.ids[-16:]])
+        tail = self._prompt_tail(prompt)
         opened = prompt_opens_thinking(tail)
         return Constraint(self.model.tokenizer, self.format,
                           after=CLOSE_TAG if opened else None, tools=self.tools,
                           may_think=not opened and self.think is not False
                           and self.model.may_think)
+
+    def _prompt_tail(self, prompt: PromptTokens) -> str:
+        """The prompt's last tokens as text: enough to see how the template opened the
+        model's turn (a <think>, harmony's <|start|>assistant) in any vocabulary."""
+        return self.model.tokenizer.decode([int(i) for i in prompt.ids[-32:]])
 
     def _take_load_duration(self) -> int:
         """The model's load time is reported once, with the first answer (as Ollama does

@@ -24,7 +24,11 @@ _SPACE = {BYTE_LEVEL: "Ġ", SENTENCEPIECE: "▁"}  # how each spells a leading s
 # Tokens that end generation when the file does not list them itself (looked up by text).
 STOP_TOKEN_TEXTS = (
     "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<end_of_turn>", "<|end|>",
+    "<|return|>", "<|call|>",
 )
+# gpt-oss's harmony: a turn ends with <|return|> (answered) or <|call|> (a tool call waits);
+# <|end|> only closes one message of the turn, so with both present it ends nothing
+HARMONY_TURN_ENDS, HARMONY_MESSAGE_END = ("<|return|>", "<|call|>"), "<|end|>"
 
 
 class TokenType(IntEnum):
@@ -192,5 +196,7 @@ def _stop_ids(
     for value in metadata.get("tokenizer.ggml.eos_token_ids") or ():
         ids.add(_checked_id(value, "tokenizer.ggml.eos_token_ids", len(tokens), source))
     wanted = set(STOP_TOKEN_TEXTS)
+    if wanted.issuperset(HARMONY_TURN_ENDS) and set(HARMONY_TURN_ENDS) <= set(tokens):
+        wanted.discard(HARMONY_MESSAGE_END)
     ids.update(i for i, text in enumerate(tokens) if text in wanted)
     return frozenset(ids)

@@ -5,6 +5,7 @@ server and the CLI run as they do on a real model."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -111,3 +112,50 @@ def test_tool_call_text_never_streams_from_a_real_session(tiny_model, monkeypatc
     assert streamed == "The word is heliotrope."
     assert [e.result for e in events if isinstance(e, ToolCallEvent)] == ["heliotrope"]
     assert [e.text for e in events if isinstance(e, DoneEvent)] == ["", "The word is heliotrope."]
+
+
+HARMONY_TEMPLATE = ("{{ range .Messages }}<|start|>{{ .Role }}<|message|>{{ .Content }}<|end|>"
+                    "{{ end }}<|start|>assistant")
+
+
+HARMONY_REPLIES = [
+    ["<|channel|>", "analysis", "<|message|>", "Need the ", "page.", "<|end|>",
+     "<|start|>", "assistant", "<|channel|>", "commentary to=functions.page",
+     " <|constrain|>json", "<|message|>", '{"size": ', "100}"],
+    ["<|channel|>analysis<|message|>Got it.<|end|><|start|>assistant<|channel|>final",
+     "<|message|>", "It is a page."]]
+
+
+@pytest.mark.parametrize("template", ["go", "gpt-oss.jinja"])
+def test_a_harmony_reply_thinks_calls_and_answers(tiny, monkeypatch, template):
+    """gpt-oss's channels: analysis is thinking, a commentary message to functions.page a
+    call the tool loop runs, final the answer; with gpt-oss's own template the next prompt
+    holds the call, its thinking and its result as harmony messages."""
+    model = load_model(tiny, num_ctx=NUM_CTX)
+    if template == "go":
+        model.template = HARMONY_TEMPLATE
+    else:
+        source = (Path(__file__).parents[2] / "data" / "templates" / template).read_text()
+        model.gguf = dataclasses.replace(model.gguf, config=dataclasses.replace(
+            model.gguf.config, chat_template=source))
+    script_answers(monkeypatch, [list(reply) for reply in HARMONY_REPLIES])
+    box = mcp_box()
+    chat = LocalSession(model, Options(num_ctx=NUM_CTX), tools=box.tools, run_tool=box.runner())
+    events = list(chat.send("What is on the page?"))
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert "".join(e.thinking_text for e in tokens) == "Need the page.Got it."
+    assert "".join(e.text for e in tokens) == "It is a page."
+    [call] = [e for e in events if isinstance(e, ToolCallEvent)]
+    assert len(call.result) == 100
+    assert [m.role for m in chat.messages] == ["user", "assistant", "tool", "assistant"]
+    assert [c.api() for c in chat.messages[1].tool_calls] == [
+        {"function": {"name": "page", "arguments": {"size": 100}}}]
+    assert chat.messages[1].thinking == "Need the page." and chat.messages[1].content == ""
+    assert chat.messages[-1].content == "It is a page."
+    if template != "go":
+        second = model.tokenizer.decode([int(i) for i in chat.last_prompt.ids])
+        assert ("<|start|>assistant<|channel|>analysis<|message|>Need the page.<|end|>"
+                "<|start|>assistant to=functions.page<|channel|>commentary json<|message|>"
+                '{"size": 100}<|call|><|start|>functions.page to=assistant<|channel|>'
+                "commentary<|message|>") in second
+        assert second.endswith("<|end|><|start|>assistant")

@@ -5,7 +5,7 @@ and long factor sets), converted by llama.cpp's convert_hf_to_gguf.py in f32.
 The reference equals HF for a prompt inside the original context (short factors) and past it
 (long factors); exact-mode greedy tokens equal HF's through a generation that crosses the
 original context mid-way. Dropping the factors moves the logits far past the tolerance, so
-the checks see them. Scalings Lantern does not run (YaRN) are refused by name; Phi-4-mini's
+the checks see them. Scalings Lantern does not run (dynamic NTK) are refused by name; Phi-4-mini's
 partial rotary has its own test (test_phi4_partial_rotary_vs_hf.py).
 """
 
@@ -154,6 +154,6 @@ def test_a_cache_shortened_inside_the_original_context_turns_short_again(longrop
 
 def test_undeclared_scaling_types_are_refused_by_name(tmp_path):
     path = write_model(tmp_path / "m.gguf", "qwen2",
-                       overrides={"qwen2.rope.scaling.type": "yarn"})
-    with pytest.raises(UnsupportedModel, match="rope scaling 'yarn'"):
+                       overrides={"qwen2.rope.scaling.type": "dynamic"})
+    with pytest.raises(UnsupportedModel, match="rope scaling 'dynamic'"):
         open_model(path)
