@@ -11,7 +11,9 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
   the first R = 2 x their width dims of each head (R = rope_dims: D, or Phi-4-mini's
   partial 3/4) and passes the rest.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D) (or the model's);
-causal, and for a sliding layer (Gemma 3) limited to the last sliding_window keys.
+scores soft-capped where the model caps them (Gemma 2: GQA's softcap, cap * tanh(s / cap),
+before the mask); causal, and for a sliding layer (Gemma 2 and 3) limited to the last
+sliding_window keys.
 With a mask (Gemma 3 with images) GQA only writes the cache; the rows attend again
 through plain ops under the host's mask, since GQA is causal by construction.
 Row-invariant (fast CPU mode, engine.graph.kernels, 3.): GQA gets a spare row, S + 1 rows
@@ -148,6 +150,8 @@ def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig
     scale = cfg.attention_scale or 1.0 / float(np.sqrt(d))
     factor = g.add_initializer(f"{name}.scale", np.array(scale, dtype))
     [scores] = g.add_node("Mul", [scores, factor], [f"{name}/scaled"])
+    if cfg.attn_logit_softcap:
+        scores = softcap(g, scores, cfg.attn_logit_softcap, f"{name}/softcap", dtype)
     [scores] = g.add_node("Add", [scores, step.mask], [f"{name}/masked"])
     [probs] = g.add_node("Softmax", [scores], [f"{name}/probs"], axis=-1)
     [out] = g.add_node("MatMul", [probs, kv[1]], [f"{name}/context"])  # [1, h, S, D]
@@ -157,12 +161,24 @@ def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig
     return out
 
 
+def softcap(g: GraphBuilder, x: str, cap: float, name: str, dtype: type) -> str:
+    """cap * tanh(x / cap): x kept within (-cap, cap), nearly unchanged well inside it."""
+    c = g.add_initializer(f"{name}.cap", np.array(cap, dtype))
+    [y] = g.add_node("Div", [x, c], [f"{name}/div"])
+    [y] = g.add_node("Tanh", [y], [f"{name}/tanh"])
+    [y] = g.add_node("Mul", [y, c], [name])
+    return y
+
+
 def _scale_and_window(cfg: TextConfig, window: int | None) -> dict[str, float | int]:
-    """GQA's optional attributes: a query scale other than 1/sqrt(D), and the sliding
-    window (GQA's local_window_size counts the query's own key too, as Gemma does)."""
+    """GQA's optional attributes: a query scale other than 1/sqrt(D), the scores' soft cap,
+    and the sliding window (GQA's local_window_size counts the query's own key too, as Gemma
+    does)."""
     attributes: dict[str, float | int] = {}
     if cfg.attention_scale is not None:
         attributes["scale"] = cfg.attention_scale
+    if cfg.attn_logit_softcap:
+        attributes["softcap"] = cfg.attn_logit_softcap
     if window is not None:
         attributes["local_window_size"] = window
     return attributes
