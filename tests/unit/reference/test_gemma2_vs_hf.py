@@ -25,7 +25,10 @@ import sentencepiece as spm
 import torch
 from transformers import Gemma2Config, Gemma2ForCausalLM
 
+from engine.chat.events import TokenEvent
+from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
+from engine.cli import main
 from engine.errors import TemplateError
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import inspect_context
@@ -33,8 +36,10 @@ from engine.native import custom_ops
 from engine.prompt import render_prompt
 from engine.reference.text import forward, greedy
 from engine.reference.weights import ReferenceWeights
+from engine.runtime.chat import ChatSession
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from engine.tokenizer import load_tokenizer
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import CONTROLS, corpus_lines, train
@@ -234,6 +239,30 @@ def test_chat_templates_render_the_same_prompt(gemma):
     with pytest.raises(TemplateError, match="System role not supported"):
         render_prompt(messages, chat_template=gemma.model.config.chat_template,
                       system="Be brief.", special_tokens={"bos_token": "<s>"})
+
+
+def test_a_chat_turn_and_lantern_run_answer_with_hfs_greedy_tokens(gemma, capsys):
+    """End to end: the chat session renders the GGUF's template, starts with Gemma's BOS and
+    answers with HF's greedy tokens on those ids, stopping where they reach a stop token;
+    `lantern run` on the file prints that answer."""
+    model = load_model(gemma.model.path, exact=True, num_ctx=128)
+    chat = ChatSession(model, Options(temperature=0, num_predict=GREEDY))
+    answer = [e.id for e in chat.send("Hi there") if isinstance(e, TokenEvent)]
+    ids = chat.last_prompt.ids.tolist()
+    assert ids[0] == model.tokenizer.bos_id
+    assert ids[-3:] == model.tokenizer.encode("<start_of_turn>model\n")[-3:]
+    with torch.no_grad():
+        hf_path = gemma.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY,
+                                    min_new_tokens=GREEDY, do_sample=False)[0][len(ids):]
+    hf_path = hf_path.tolist()
+    stops = [i for i, token in enumerate(hf_path) if token in model.tokenizer.stop_ids]
+    expected = hf_path[:stops[0] if stops else GREEDY]
+    assert answer == expected and expected
+    text = model.tokenizer.decode(expected)
+    model.tokenizer.close()
+    assert main(["run", str(gemma.model.path), "Hi there", "--exact", "--temperature", "0",
+                 "--num-predict", str(GREEDY)]) == 0
+    assert capsys.readouterr().out.strip() == text.strip()
 
 
 @pytest.mark.skipif(not custom_ops().available, reason=f"no custom-op library: {custom_ops().why}")
