@@ -32,6 +32,7 @@ from engine.cli import main
 from engine.errors import TemplateError
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import inspect_context
+from engine.inspect.second_opinion import second_opinion
 from engine.native import custom_ops
 from engine.prompt import render_prompt
 from engine.reference.text import forward, greedy
@@ -185,6 +186,30 @@ def test_inside_tab_attention_rows_and_lens_are_hfs(gemma):
     assert np.all(inspection.attention[0, :, : last - WINDOW + 1] == 0)  # layer 0 slides
     assert np.all(inspection.attention[1, :, 0] > 0)                      # layer 1 is global
     assert inspection.lens[-1].top[0].id == int(out.logits[0, -1].argmax())
+
+
+def test_contributions_add_up_through_the_post_norms(gemma):
+    """Why this token: the heads pass Gemma's post-attention norm at their row's own scale
+    (the score cap only bends the probabilities), so embedding + heads + MLPs add up to
+    HF's logit before the logit cap."""
+    got = inspect_context(gemma.model, PromptTokens.text(gemma.prompt), str).contributions
+    expected = hf_logits(gemma, gemma.prompt)[-1]
+    assert got.token == int(expected.argmax())
+    for split in (got.logit, got.margin):
+        assert abs(split.bias) < 1e-4, split.bias
+    capped = FINAL_CAP * np.tanh(got.logit.total / FINAL_CAP)
+    assert capped == pytest.approx(float(expected[got.token]), abs=1e-4)
+    assert np.abs(got.logit.attention).max() > 1e-2
+
+
+def test_the_inside_tabs_second_opinion_agrees(gemma):
+    """llama.cpp's tab in the Inside panel on this file: the same top token, the same
+    log-probabilities of the prompt's next tokens within float noise."""
+    piece = load_tokenizer(gemma.model.path).id_to_piece
+    inspection = inspect_context(gemma.model, PromptTokens.text(gemma.prompt), piece)
+    opinion = second_opinion(gemma.model.path, inspection, piece)
+    assert opinion.same_top1, (opinion.ours, opinion.theirs)
+    assert opinion.delta.max() < 1e-2
 
 
 def llama_cpp_greedy(path: str, prompt: list[int], n_tokens: int) -> list[int]:
