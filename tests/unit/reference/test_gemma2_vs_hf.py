@@ -32,6 +32,7 @@ from engine.cli import main
 from engine.errors import TemplateError
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import inspect_context
+from engine.inspect.llama_layers import llama_layers
 from engine.inspect.second_opinion import second_opinion
 from engine.native import custom_ops
 from engine.prompt import render_prompt
@@ -204,12 +205,15 @@ def test_contributions_add_up_through_the_post_norms(gemma):
 
 def test_the_inside_tabs_second_opinion_agrees(gemma):
     """llama.cpp's tab in the Inside panel on this file: the same top token, the same
-    log-probabilities of the prompt's next tokens within float noise."""
+    log-probabilities of the prompt's next tokens within float noise, every block's output
+    within the layer-by-layer tolerance."""
     piece = load_tokenizer(gemma.model.path).id_to_piece
     inspection = inspect_context(gemma.model, PromptTokens.text(gemma.prompt), piece)
     opinion = second_opinion(gemma.model.path, inspection, piece)
     assert opinion.same_top1, (opinion.ours, opinion.theirs)
     assert opinion.delta.max() < 1e-2
+    layers = llama_layers(gemma.model.path, gemma.model, gemma.prompt)  # block by block
+    assert layers.ok and len(layers.rows) == LAYERS, layers.verdict()
 
 
 def llama_cpp_greedy(path: str, prompt: list[int], n_tokens: int) -> list[int]:
