@@ -68,14 +68,14 @@ def gemma2_config(**changes: object) -> Gemma2Config:
     return Gemma2Config(**(values | changes))
 
 
-def converted(folder: Path, outtype: str = "f32",
+def converted(folder: Path, outtype: str = "f32", **changes: object,
               ) -> tuple[Gemma2ForCausalLM, GGUFModel, spm.SentencePieceProcessor]:
-    """A random-weight Gemma 2 with its tokenizer and the Jinja template, through llama.cpp's
-    converter -> (HF model, the GGUF, the SentencePiece model)."""
+    """A random-weight Gemma 2 (``changes`` to its config) with its tokenizer and the Jinja
+    template, through llama.cpp's converter -> (HF model, the GGUF, the SentencePiece model)."""
     tokenizer_model = train(folder / "sp", "bpe", add_dummy_prefix=False)
     hf_dir = folder / "hf"
     torch.manual_seed(0)
-    hf = Gemma2ForCausalLM(gemma2_config()).eval()
+    hf = Gemma2ForCausalLM(gemma2_config(**changes)).eval()
     with torch.no_grad():  # Gemma's norms start at 0 (a scale of 1); make them matter
         for name, weight in hf.named_parameters():
             if "norm" in name:
@@ -311,6 +311,35 @@ def test_q8_0_file_runs_on_the_native_op_path(tmp_path):
     assert tokens == greedy(model, prompt, GREEDY)
     report = check_against_reference(model, PromptTokens.text(prompt), str, exact=False)
     assert report.first_off is None, report.rows
+
+
+@pytest.mark.skipif(not custom_ops().available, reason=f"no custom-op library: {custom_ops().why}")
+def test_llama_cpps_q4_k_m_runs_on_the_native_op_path(tmp_path):
+    """llama.cpp's own Q4_K_M of a Gemma 2 whose rows fit K-quant blocks (256 wide): read in
+    place by Lantern's op, the reference check passes in both modes, exact mode follows the
+    reference's greedy tokens."""
+    _, f32, sp = converted(tmp_path, hidden_size=256, intermediate_size=512, head_dim=64,
+                           query_pre_attn_scalar=64, num_hidden_layers=4)
+    out = tmp_path / "gemma2-q4_k_m.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    assert llama_cpp.llama_model_quantize(str(f32.path).encode(), str(out).encode(),
+                                          params) == 0
+    model = open_model(out)
+    types = {t.ggml_type.name for name, t in model.tensors.items() if name.startswith("blk.")}
+    assert "Q4_K" in types and model.config.quantization == "Q4_K_M"
+    prompt = ([sp.bos_id()] + sp.encode(TEXT))[:24]
+    session = DecoderSession(model, exact=True, max_cache_len=64)
+    assert "Lantern's GGUF matmul" in session.matmul
+    logits = session.forward(prompt).logits
+    tokens = []
+    for _ in range(GREEDY):
+        tokens.append(int(logits.argmax()))
+        logits = session.forward([tokens[-1]]).logits
+    assert tokens == greedy(model, prompt, GREEDY)
+    for exact in (True, False):
+        report = check_against_reference(model, PromptTokens.text(prompt), str, exact=exact)
+        assert report.first_off is None, (exact, report.rows)
 
 
 def test_ollamas_defaults_and_the_27b_query_scale(tmp_path):
