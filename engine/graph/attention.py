@@ -150,8 +150,6 @@ def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig
     scale = cfg.attention_scale or 1.0 / float(np.sqrt(d))
     factor = g.add_initializer(f"{name}.scale", np.array(scale, dtype))
     [scores] = g.add_node("Mul", [scores, factor], [f"{name}/scaled"])
-    if cfg.attn_logit_softcap:
-        scores = softcap(g, scores, cfg.attn_logit_softcap, f"{name}/softcap", dtype)
     [scores] = g.add_node("Add", [scores, step.mask], [f"{name}/masked"])
     [probs] = g.add_node("Softmax", [scores], [f"{name}/probs"], axis=-1)
     [out] = g.add_node("MatMul", [probs, kv[1]], [f"{name}/context"])  # [1, h, S, D]
