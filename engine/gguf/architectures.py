@@ -4,9 +4,11 @@
 The supported families share one decoder shape (pre-norm RMSNorm, GQA, gated MLP); a record
 says how each differs: q/k/v bias, q/k norm, rotary pairing, M-RoPE keys and layout,
 where its vision tower lives, whether q|k|v and gate|up are stored fused (Phi-3) and where a sliding
-window holds, and whether it is a Gemma 3 block (scaled embeddings, post-norms, GELU,
-sliding-window layers with their own rotary base). Partial rotary (rope.dimension_count below
-head_dim, Phi-4-mini) is read for any family: only the first rope_dims of each head turn.
+window holds, and whether it is a Gemma block: Gemma 2 (scaled embeddings, post-norms, GELU,
+every other layer sliding, soft-capped attention scores) or Gemma 3 (the same with q/k norm
+in place of the score cap, and sliding layers with their own rotary base). Partial rotary
+(rope.dimension_count below head_dim, Phi-4-mini) is read for any family: only the first
+rope_dims of each head turn.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class Architecture:
     # "inline" (same file), "projector" (separate mmproj) or "either" (inline when the file
     # has vision keys: Gemma 3, Qwen3-VL)
     vision: str | None = None
+    gemma2: bool = False           # Gemma 2's block (see gemma2_config)
     gemma3: bool = False           # Gemma 3's block (see gemma3_config)
     fused: bool = False            # attn_qkv and ffn_up = gate|up, as Phi-3 stores them
     windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
@@ -49,6 +52,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         # Phi-3's window as HF applies it (llama.cpp ignores it for now)
         Architecture("phi3", qkv_bias=False, qk_norm=False, rope_interleaved=False, fused=True,
                      windowed=True),
+        Architecture("gemma2", qkv_bias=False, qk_norm=False, rope_interleaved=False,
+                     gemma2=True),
         # Ollama's gemma3 files carry the SigLIP tower and projector inline (v.*, mm.*);
         # llama.cpp's put them in an mmproj
         Architecture("gemma3", qkv_bias=False, qk_norm=True, rope_interleaved=False, gemma3=True,
@@ -147,6 +152,8 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         config = longrope_config(config, keys, tensors)
     if scaling == "yarn":
         config = yarn_config(config, keys)
+    if arch.gemma2:
+        return gemma2_config(config, keys)
     if arch.gemma3:
         return gemma3_config(config, keys)
     if arch.gpt_oss:
@@ -236,30 +243,56 @@ def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
     )
 
 
-# Gemma 3's layout where the GGUF does not record it (llama.cpp's defaults): five sliding
-# layers, then one global; the sliding layers turn with base 10000 and no position scaling.
+# Gemma's layouts where the GGUF does not record them (llama.cpp's defaults). Gemma 2: every
+# other layer slides, over 4096 keys, and the scores and logits are capped at 50 and 30.
+# Gemma 3: five sliding layers, then one global; the sliding layers turn with base 10000 and
+# no position scaling.
+GEMMA2_SLIDING_PERIOD = 2
+GEMMA2_WINDOW = 4096
+GEMMA2_ATTENTION_SOFTCAP = 50.0
+GEMMA2_FINAL_SOFTCAP = 30.0
+GEMMA2_27B_LAYERS = 46
 GEMMA3_SLIDING_PERIOD = 6
 GEMMA3_LOCAL_ROPE_THETA = 10000.0
 GEMMA3_GLOBAL_ROPE_THETA = 1_000_000.0
 GEMMA3_27B_LAYERS = 62
 
 
-def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
-    """Gemma 3's differences from the plain block. The query is scaled by
-    1/sqrt(query_pre_attn_scalar), which the GGUF does not store either: it is head_dim for
-    every size but the 27B (62 layers), where it is hidden_size / n_heads, as llama.cpp has it."""
-    p = f"{config.architecture}."
+def gemma_block(config: TextConfig, large_layers: int) -> TextConfig:
+    """What Gemma 2 and 3 share: embeddings times sqrt(H), a norm on each sublayer's output,
+    GELU-tanh. The query is scaled by 1/sqrt(query_pre_attn_scalar), which the GGUF does not
+    store: it is head_dim for every size but the 27B (told apart by its layer count), where
+    it is hidden_size / n_heads, as llama.cpp has it."""
     scalar = config.head_dim
-    if config.n_layers == GEMMA3_27B_LAYERS:
+    if config.n_layers == large_layers:
         scalar = config.hidden_size // config.n_heads
+    return replace(config, embedding_scale=math.sqrt(config.hidden_size), post_norms=True,
+                   activation="gelu_tanh", attention_scale=1.0 / math.sqrt(scalar))
+
+
+def gemma2_config(config: TextConfig, keys: Keys) -> TextConfig:
+    """Gemma 2: one rotary base for every layer (the converter writes none: 10000), the even
+    layers sliding, the attention scores and the logits soft-capped."""
+    p = f"{config.architecture}."
+    return replace(
+        gemma_block(config, GEMMA2_27B_LAYERS),
+        sliding_window=keys.integer(p + "attention.sliding_window", GEMMA2_WINDOW),
+        sliding_layers=_sliding_layers(keys, p, config.n_layers, GEMMA2_SLIDING_PERIOD),
+        attn_logit_softcap=keys.number(p + "attn_logit_softcapping", GEMMA2_ATTENTION_SOFTCAP)
+        or None,
+        final_logit_softcap=keys.number(p + "final_logit_softcapping", GEMMA2_FINAL_SOFTCAP)
+        or None,
+    )
+
+
+def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
+    """Gemma 3: q/k norm (the record's), sliding layers with a rotary base of their own, five
+    of every six by default; a window only where the file gives one."""
+    p = f"{config.architecture}."
     softcap = keys.number(p + "final_logit_softcapping", 0.0)
     window = keys.optional_integer(p + "attention.sliding_window")
     return replace(
-        config,
-        embedding_scale=math.sqrt(config.hidden_size),
-        post_norms=True,
-        activation="gelu_tanh",
-        attention_scale=1.0 / math.sqrt(scalar),
+        gemma_block(config, GEMMA3_27B_LAYERS),
         sliding_window=window or None,
         sliding_layers=(_sliding_layers(keys, p, config.n_layers, GEMMA3_SLIDING_PERIOD)
                         if window else ()),
@@ -272,16 +305,16 @@ def gemma3_config(config: TextConfig, keys: Keys) -> TextConfig:
     )
 
 
-def _sliding_layers(keys: Keys, p: str, n_layers: int, default: int) -> tuple[bool, ...]:
+def _sliding_layers(keys: Keys, p: str, n_layers: int, period: int) -> tuple[bool, ...]:
     """attention.sliding_window_pattern: one flag per layer, or the period (every period-th
-    layer is global); absent: the family's period as llama.cpp has it (``default``)."""
-    pattern = keys.metadata.get(p + "attention.sliding_window_pattern", default)
+    layer is global); absent: the family's period."""
+    pattern = keys.metadata.get(p + "attention.sliding_window_pattern", period)
     if isinstance(pattern, list | tuple):
         if len(pattern) != n_layers:
             raise CorruptModel(f"{keys.path}: {p}attention.sliding_window_pattern has "
                                f"{len(pattern)} flags for {n_layers} layers")
         return tuple(bool(flag) for flag in pattern)
-    period = keys.integer(p + "attention.sliding_window_pattern", default)
+    period = keys.integer(p + "attention.sliding_window_pattern", period)
     return tuple(period > 0 and (i + 1) % period != 0 for i in range(n_layers))
 
 

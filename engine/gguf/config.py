@@ -24,7 +24,7 @@ class YarnScaling:
 @dataclass(frozen=True)
 class TextConfig:
     """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 /
-    Qwen3-VL text / Llama / Phi-3 / Gemma 3)."""
+    Qwen3-VL text / Llama / Phi-3 / Gemma 2 / Gemma 3)."""
 
     architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, ...
     n_layers: int                # {arch}.block_count
@@ -43,7 +43,7 @@ class TextConfig:
     rope_interleaved: bool       # rotary pairs (2i, 2i+1) (llama GGUF) instead of NeoX (i, i+d/2)
     mrope_sections: tuple[int, ...] | None = None  # (t, h, w) frequency split, e.g. (16, 24, 24)
     mrope_interleaved: bool = False  # Qwen3-VL: streams take turns t, h, w (modelmath.rope)
-    # Gemma 3 and Phi-3 (defaults: the Qwen / Llama block)
+    # Gemma 2, Gemma 3 and Phi-3 (defaults: the Qwen / Llama block)
     embedding_scale: float = 1.0       # embeddings are multiplied by sqrt(hidden_size)
     post_norms: bool = False           # RMSNorm of the attention and MLP outputs before the add
     activation: str = "silu"           # gated MLP's activation: silu or gelu_tanh
@@ -61,6 +61,7 @@ class TextConfig:
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
     final_logit_softcap: float | None = None  # logits = cap * tanh(logits / cap)
+    attn_logit_softcap: float | None = None   # Gemma 2: scores = cap * tanh(scores / cap)
     fused_projections: bool = False    # Phi-3: attn_qkv = q|k|v and ffn_up = gate|up, as stored
     # LongRoPE (Phi-3.5, Phi-3 128k, Phi-4-mini): frequency j is divided by factor j of one set
     rope_factors_short: tuple[float, ...] | None = None  # rope_factors_short.weight [R/2]

@@ -11,7 +11,9 @@ The whole cache step is one com.microsoft.GroupQueryAttention node:
   the first R = 2 x their width dims of each head (R = rope_dims: D, or Phi-4-mini's
   partial 3/4) and passes the rest.
 Query head h reads kv head h // (n_heads / kv_heads); scale 1/sqrt(D) (or the model's);
-causal, and for a sliding layer (Gemma 3, gpt-oss) limited to the last sliding_window keys.
+scores soft-capped where the model caps them (Gemma 2: GQA's softcap, cap * tanh(s / cap),
+before the mask); causal, and for a sliding layer (Gemma 2 and 3, gpt-oss) limited to the
+last sliding_window keys.
 Attention sinks (gpt-oss): one learned logit per head joins each softmax's denominator, as
 a key whose value is zero (GQA's head_sink input); the masked path below has none.
 With a mask (Gemma 3 with images) GQA only writes the cache; the rows attend again
@@ -163,12 +165,24 @@ def masked_attention(g: GraphBuilder, q: str, cache: LayerCache, cfg: TextConfig
     return out
 
 
+def softcap(g: GraphBuilder, x: str, cap: float, name: str, dtype: type) -> str:
+    """cap * tanh(x / cap): x kept within (-cap, cap), nearly unchanged well inside it."""
+    c = g.add_initializer(f"{name}.cap", np.array(cap, dtype))
+    [y] = g.add_node("Div", [x, c], [f"{name}/div"])
+    [y] = g.add_node("Tanh", [y], [f"{name}/tanh"])
+    [y] = g.add_node("Mul", [y, c], [name])
+    return y
+
+
 def _scale_and_window(cfg: TextConfig, window: int | None) -> dict[str, float | int]:
-    """GQA's optional attributes: a query scale other than 1/sqrt(D), and the sliding
-    window (GQA's local_window_size counts the query's own key too, as Gemma does)."""
+    """GQA's optional attributes: a query scale other than 1/sqrt(D), the scores' soft cap,
+    and the sliding window (GQA's local_window_size counts the query's own key too, as Gemma
+    does)."""
     attributes: dict[str, float | int] = {}
     if cfg.attention_scale is not None:
         attributes["scale"] = cfg.attention_scale
+    if cfg.attn_logit_softcap:
+        attributes["softcap"] = cfg.attn_logit_softcap
     if window is not None:
         attributes["local_window_size"] = window
     return attributes

@@ -1,5 +1,5 @@
-"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama / Phi-3 / Gemma 3) as an
-in-memory ONNX graph.
+"""The text decoder (Qwen2 / Qwen2.5(-VL) text / Qwen3 / Llama / Phi-3 / Gemma 2 / Gemma 3)
+as an in-memory ONNX graph.
 
     h = rms_norm(embeds);  residual = embeds
     for each block:
@@ -10,13 +10,13 @@ in-memory ONNX graph.
 Qwen3-VL with its tower: blocks k < K add input deepstack[k] (the image rows' features
 from the tower, zero elsewhere) with their MLP output.
 
-Gemma 3 (config flags, ``gemma3_*`` below): embeds times sqrt(H) first; attention(h) and
-mlp(h) pass their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP
-gates with GELU-tanh; sliding layers read cos_local/sin_local and a window; the logits
-may be soft-capped; with images, masks from the host let the rows of one image attend to
-each other (``two_way_images``, engine.graph.attention.masked_attention). Phi-3's fused
-q|k|v and gate|up matrices are split into the rows the graph fuses again (DecoderWeights);
-its window holds on every layer.
+Gemma 2 and 3 (config flags): embeds times sqrt(H) first; attention(h) and mlp(h) pass
+their own RMSNorm (post_attention_norm, post_ffw_norm) before the add; the MLP gates with
+GELU-tanh; sliding layers attend within a window (Gemma 3's read cos_local/sin_local); the
+logits may be soft-capped, and Gemma 2's attention scores are; with images, masks from the
+host let the rows of one image attend to each other (``two_way_images``,
+engine.graph.attention.masked_attention). Phi-3's fused q|k|v and gate|up matrices are
+split into the rows the graph fuses again (DecoderWeights); its window holds on every layer.
 
 Inputs: inputs_embeds [1, S, H] (the host gathers token embeddings, so image embeddings
 can take their rows), cos/sin [T, R/2] (rotary rows per cache slot, see attention.py),
@@ -61,6 +61,7 @@ from engine.graph.attention import (
     last_position,
     last_rows,
     rotary_width,
+    softcap,
 )
 from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
@@ -240,7 +241,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
 
     x = INPUTS_EMBEDS  # [1, S, H]
     if cfg.embedding_scale != 1.0:
-        x = gemma3_scaled_embeddings(g, x, cfg.embedding_scale, dtype)
+        x = gemma_scaled_embeddings(g, x, cfg.embedding_scale, dtype)
     residual, hidden_states = x, [x]
     h = rms_norm(g, x, w.attn_norm(0), eps, "blk.0.attn_norm", dtype)
     for i in range(cfg.n_layers):
@@ -273,7 +274,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     g.add_node("Identity", [final], [FINAL_HIDDEN])  # [1, S or N, H]
     logits = project(h, w.lm_head(cfg), "lm_head")  # [1, S or N, V]
     if cfg.final_logit_softcap:
-        logits = gemma3_softcap(g, logits, cfg.final_logit_softcap, dtype)
+        logits = softcap(g, logits, cfg.final_logit_softcap, "lm_head/softcap", dtype)
     if options.float16:
         [logits] = g.add_node("Cast", [logits], [LOGITS + "/float32"], to=onnx.TensorProto.FLOAT)
     [logits] = g.add_node("Identity", [logits], [LOGITS])
@@ -399,20 +400,11 @@ def steered(g: GraphBuilder, m: str, i: int) -> str:
     return y
 
 
-def gemma3_scaled_embeddings(g: GraphBuilder, x: str, scale: float, dtype: type) -> str:
+def gemma_scaled_embeddings(g: GraphBuilder, x: str, scale: float, dtype: type) -> str:
     """Gemma multiplies the embeddings by sqrt(H) (its embedding layer does, so image rows
     taking their place would not be scaled)."""
     factor = g.add_initializer("embeddings.scale", np.array(scale, dtype))
     [y] = g.add_node("Mul", [x, factor], ["embeddings/scaled"])
-    return y
-
-
-def gemma3_softcap(g: GraphBuilder, logits: str, cap: float, dtype: type) -> str:
-    """cap * tanh(logits / cap)."""
-    c = g.add_initializer("lm_head.softcap", np.array(cap, dtype))
-    [y] = g.add_node("Div", [logits, c], ["lm_head/softcap_div"])
-    [y] = g.add_node("Tanh", [y], ["lm_head/softcap_tanh"])
-    [y] = g.add_node("Mul", [y, c], ["lm_head/softcap"])
     return y
 
 

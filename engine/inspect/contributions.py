@@ -8,8 +8,11 @@ frozen at this position's own scale s = sqrt(mean(h_L^2) + eps) it is, so each p
 contributes (lm_head[token] * norm_weight) . p / s and the parts add up to the logit. What
 they leave ("bias") is float rounding only: Qwen2's lm_head and o_proj have no bias. The
 margin over the runner-up is split the same way, along lm_head[token] - lm_head[runner_up].
-Gemma 3 norms each layer's attention output before the add; frozen at the row's own scale
-the same way, that norm passes the heads on as a sum (the reference's probe records them so).
+Gemma 2 and 3 norm each layer's attention output before the add; frozen at the row's own
+scale the same way, that norm passes the heads on as a sum (the reference's probe records
+them so). A model that soft-caps its logits (Gemma 2) is split before the cap, which is not
+linear: the totals are the logit and the margin lm_head gives, which the cap bends into the
+ones sampled (it keeps their order).
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ def contributions(
     heads = np.stack([h[:, 0] for h in probe.heads]).astype(np.float64)  # [L, n_heads, H]
     mlps = np.stack([m[0] for m in probe.mlps]).astype(np.float64)       # [L, H]
 
+    def logit(t: int) -> float:
+        """Token t's logit as lm_head gives it (before a soft cap, which is not linear)."""
+        if not weights.config.final_logit_softcap:
+            return float(row_logits[t])
+        return float((head[t].astype(np.float64) * gain) @ final)
+
     def split(direction: np.ndarray, total: float) -> Split:
         d = direction.astype(np.float64) * gain
         parts = (float(embedding @ d), heads @ d, mlps @ d)
@@ -85,7 +94,7 @@ def contributions(
 
     return Contributions(
         position=row, token=token, runner_up=runner_up, pieces=(piece(token), piece(runner_up)),
-        logit=split(head[token], float(row_logits[token])),
+        logit=split(head[token], logit(token)),
         margin=split(head[token].astype(np.float64) - head[runner_up],
-                     float(row_logits[token] - row_logits[runner_up])),
+                     logit(token) - logit(runner_up)),
     )

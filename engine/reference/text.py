@@ -7,13 +7,15 @@ Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 / Llama share one pre-norm block,
 
 and differ only in config flags: q/k/v bias (Qwen2), per-head q/k RMSNorm before the
 rotary (Qwen3), interleaved rotary pairs (llama GGUF), M-RoPE sections (Qwen2-VL).
-Gemma 3 scales the embeddings by sqrt(H), norms each sublayer's output before the add,
+Gemma 2 and 3 scale the embeddings by sqrt(H), norm each sublayer's output before the add,
 
     x = x + rms_norm(attention(rms_norm(x, attn_norm)), post_attention_norm)
     x = x + rms_norm(mlp(rms_norm(x, ffn_norm)), post_ffw_norm)
 
-uses GELU (tanh) in the gated MLP, its own query scale, and lets five of every six layers
-see only the last sliding_window keys, rotated with their own base. Phi-3's fused matrices
+use GELU (tanh) in the gated MLP and their own query scale. Gemma 2 soft-caps the attention
+scores (cap * tanh(scores / cap)) and lets every other layer see only the last
+sliding_window keys; Gemma 3 lets five of every six layers see them, rotated with their
+own base. Phi-3's fused matrices
 are split when read (ReferenceWeights); its window holds on every layer.
 """
 
@@ -139,6 +141,8 @@ def attention(
     t = k.shape[1]
     scale = cfg.attention_scale or 1 / math.sqrt(d)
     scores = q @ k.transpose(0, 2, 1) * scale  # [n_heads, S, T]
+    if cfg.attn_logit_softcap:  # Gemma 2
+        scores = cfg.attn_logit_softcap * np.tanh(scores / cfg.attn_logit_softcap)
     distance = np.arange(t - s, t)[:, None] - np.arange(t)[None, :]  # [S, T]: query - key
     masked = distance < 0  # the key comes after the query
     if cfg.slides(layer):

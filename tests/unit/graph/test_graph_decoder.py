@@ -97,9 +97,14 @@ def test_zero_points_fold_into_the_offsets_in_fast_mode_only(tmp_path, qtype):
     assert errors[0] <= errors[1] < 0.05 * np.abs(exact).max()
 
 
-def test_float16_variant_runs_on_cpu_kernels(tmp_path):
-    """The CUDA variant's graph (fp16 activations, cache and GQA) checked on CPU."""
-    model = open_model(write_model(tmp_path / "m.gguf", "qwen2", SPEC, default_type=T.Q4_0))
+@pytest.mark.parametrize("arch", ["qwen2", "gemma2"])
+def test_float16_variant_runs_on_cpu_kernels(tmp_path, arch):
+    """The CUDA variant's graph (fp16 activations, cache and GQA) checked on CPU; Gemma 2's
+    soft-capped scores and its window (4 keys, under 5 tokens) in fp16 too, its logits left
+    uncapped so the bound means what it does for Qwen2."""
+    overrides = {"gemma2.final_logit_softcapping": 0.0} if arch == "gemma2" else None
+    model = open_model(write_model(tmp_path / "m.gguf", arch, SPEC, default_type=T.Q4_0,
+                                   overrides=overrides))
     cfg = model.config.text
     built = graph.build_decoder(model, graph.DecoderOptions(float16=True, max_cache_len=16))
     session = create_session(built.model, built.external)
