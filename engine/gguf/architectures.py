@@ -37,6 +37,10 @@ class Architecture:
     windowed: bool = False         # attention.sliding_window (if > 0) holds for every layer
     # tensors of a tower the file does not describe, left unread (the model runs as text)
     unused_prefixes: tuple[str, ...] = ()
+    experts: bool = False          # the MLPs are mixtures of experts (moe_config)
+    # whether the chosen experts' weights are renormalised when the file does not say
+    # (expert_weights_norm): what the family's llama.cpp graph does
+    expert_weights_norm: bool = False
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -44,6 +48,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     for arch in (
         Architecture("qwen2", qkv_bias=True, qk_norm=False, rope_interleaved=False),
         Architecture("qwen3", qkv_bias=False, qk_norm=True, rope_interleaved=False),
+        Architecture("qwen3moe", qkv_bias=False, qk_norm=True, rope_interleaved=False,
+                     experts=True, expert_weights_norm=True),
         Architecture("llama", qkv_bias=False, qk_norm=False, rope_interleaved=True),
         # Phi-3's window as HF applies it (llama.cpp ignores it for now)
         Architecture("phi3", qkv_bias=False, qk_norm=False, rope_interleaved=False, fused=True,
@@ -131,6 +137,8 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
     )
     if LONGROPE_FACTORS[1] in tensors:
         config = longrope_config(config, keys, tensors)
+    if arch.experts:
+        config = moe_config(config, arch, keys)
     if arch.gemma3:
         return gemma3_config(config, keys)
     window = keys.optional_integer(p + "attention.sliding_window") if arch.windowed else None
@@ -141,6 +149,25 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
 
 
 LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
+SOFTMAX_GATING = 1  # {arch}.expert_gating_func: softmax over all experts, then the top k
+
+
+def moe_config(config: TextConfig, arch: Architecture, keys: Keys) -> TextConfig:
+    """The experts of a mixture-of-experts family: how many, how many each token uses, their
+    width, and whether the chosen ones' weights are renormalised."""
+    p = f"{config.architecture}."
+    experts = keys.integer(p + "expert_count")
+    used = keys.integer(p + "expert_used_count")
+    if not 0 < used <= experts:
+        raise CorruptModel(f"{keys.path}: {used} experts used per token out of {experts}")
+    gating = keys.integer(p + "expert_gating_func", SOFTMAX_GATING)
+    if gating != SOFTMAX_GATING:
+        raise UnsupportedModel(f"{keys.path}: expert gating function {gating} is not "
+                               f"supported (only softmax, {SOFTMAX_GATING})")
+    return replace(config, experts=experts, experts_used=used,
+                   expert_intermediate_size=keys.integer(p + "expert_feed_forward_length"),
+                   expert_weights_norm=keys.flag(p + "expert_weights_norm",
+                                                 arch.expert_weights_norm))
 
 
 def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:
@@ -246,18 +273,24 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
             b + "attn_norm.weight": (h,),
             b + "attn_output.weight": (h, q),
             b + "ffn_norm.weight": (h,),
-            b + "ffn_down.weight": (h, f),
         }
         if text.fused_projections:
-            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h)}
+            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h),
+                       b + "ffn_down.weight": (h, f)}
         else:
+            shapes |= {b + "attn_q.weight": (q, h), b + "attn_k.weight": (kv, h),
+                       b + "attn_v.weight": (kv, h)}
+        if text.mixture_of_experts:
+            e, fe = text.experts, text.expert_intermediate_size
             shapes |= {
-                b + "attn_q.weight": (q, h),
-                b + "attn_k.weight": (kv, h),
-                b + "attn_v.weight": (kv, h),
-                b + "ffn_gate.weight": (f, h),
-                b + "ffn_up.weight": (f, h),
+                b + "ffn_gate_inp.weight": (e, h),
+                b + "ffn_gate_exps.weight": (e, fe, h),
+                b + "ffn_up_exps.weight": (e, fe, h),
+                b + "ffn_down_exps.weight": (e, h, fe),
             }
+        elif not text.fused_projections:
+            shapes |= {b + "ffn_gate.weight": (f, h), b + "ffn_up.weight": (f, h),
+                       b + "ffn_down.weight": (h, f)}
         if text.qkv_bias:
             shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
         if text.qk_norm:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class TextConfig:
     """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 /
-    Qwen3-VL text / Llama / Phi-3 / Gemma 3)."""
+    Qwen3-MoE / Qwen3-VL text / Llama / Phi-3 / Gemma 3)."""
 
     architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, ...
     n_layers: int                # {arch}.block_count
@@ -48,6 +48,12 @@ class TextConfig:
     rope_attention_factor: float = 1.0  # {arch}.rope.scaling.attn_factor: cos, sin times it
     # {arch}.rope.dimension_count when below head_dim (Phi-4-mini turns 3/4 of each head)
     partial_rope_dims: int | None = None
+    # mixture of experts (Qwen3-MoE): each block's MLP is `experts` gated MLPs of width
+    # expert_intermediate_size, of which a router picks `experts_used` per token
+    experts: int = 0                   # {arch}.expert_count; 0: a dense MLP
+    experts_used: int = 0              # {arch}.expert_used_count
+    expert_intermediate_size: int = 0  # {arch}.expert_feed_forward_length
+    expert_weights_norm: bool = False  # the chosen experts' weights are scaled to sum to 1
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""
@@ -57,6 +63,10 @@ class TextConfig:
     def rope_dims(self) -> int:
         """How many leading dims of each q/k head turn (R); the rest pass unrotated."""
         return self.partial_rope_dims or self.head_dim
+
+    @property
+    def mixture_of_experts(self) -> bool:
+        return self.experts > 0
 
     @property
     def has_sliding_layers(self) -> bool:

@@ -48,6 +48,7 @@ from functools import partial
 import numpy as np
 import onnx
 
+from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight, pack
@@ -65,6 +66,7 @@ from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
 from engine.graph.linear import GgufWeight, RowsApart, linear
+from engine.graph.moe import ExpertWeights, MoEWeights, Routing, moe
 from engine.graph.norms import add_rms_norm, rms_norm
 from engine.native import custom_ops
 
@@ -191,6 +193,27 @@ class DecoderWeights:
             gate, up = self.matrix(b + "ffn_gate.weight"), self.matrix(b + "ffn_up.weight")
         return MLPWeights(gate=gate, up=up, down=self.matrix(b + "ffn_down.weight"))
 
+    def experts(self, i: int) -> MoEWeights:
+        """Block i's router and expert tensors; the experts stay the file's bytes, which
+        only Lantern's op reads (a copy per expert would cost the file's size again)."""
+        b = f"blk.{i}."
+        return MoEWeights(router=self.matrix(b + "ffn_gate_inp.weight"),
+                          gate=self.expert_tensor(b + "ffn_gate_exps.weight"),
+                          up=self.expert_tensor(b + "ffn_up_exps.weight"),
+                          down=self.expert_tensor(b + "ffn_down_exps.weight"))
+
+    def expert_tensor(self, name: str) -> ExpertWeights:
+        tensor = self.model.tensors[name]
+        count, n, k = tensor.shape
+        ops = custom_ops()
+        if not self.native or not ops.reads(tensor.ggml_type, k):
+            why = (f"GGML type {tensor.ggml_type.name} is not one it reads" if self.native
+                   else "it is not in use: " + (ops.why or "requantized weights or a GPU"))
+            raise UnsupportedModel(f"mixture-of-experts tensor {name} runs only on Lantern's "
+                                   f"GGUF matmul library on the CPU, and {why}")
+        raw = tensor.raw.reshape(count * n, -1)
+        return ExpertWeights(GgufWeight(int(tensor.ggml_type), n, k, raw), count)
+
     def attn_norm(self, i: int) -> np.ndarray:
         return self.vector(f"blk.{i}.attn_norm.weight")
 
@@ -238,6 +261,8 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     if cfg.embedding_scale != 1.0:
         x = gemma3_scaled_embeddings(g, x, cfg.embedding_scale, dtype)
     residual, hidden_states = x, [x]
+    routing = Routing(cfg.experts_used, cfg.expert_weights_norm)
+    experts_chosen = []
     h = rms_norm(g, x, w.attn_norm(0), eps, "blk.0.attn_norm", dtype)
     for i in range(cfg.n_layers):
         last_only = i == cfg.n_layers - 1 and not options.all_logits
@@ -252,7 +277,13 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         if last_only:  # the last block's tail only matters at the rows that get logits
             residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
-        m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn", cfg.activation)
+        if cfg.mixture_of_experts:
+            chosen = moe(g, h, w.experts(i), routing, project, f"blk.{i}.ffn",
+                         fast=not options.exact)
+            m = chosen.y
+            experts_chosen.append(chosen)
+        else:
+            m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn", cfg.activation)
         if cfg.post_norms:
             m = rms_norm(g, m, w.post_ffw_norm(i), eps, f"blk.{i}.post_ffw_norm", dtype)
         if i < deepstack:

@@ -1,0 +1,220 @@
+"""Qwen3-MoE against HF transformers: a random-weight Qwen3MoeForCausalLM (3 layers, 8
+experts of which each token takes 2, renormalised), saved with a SentencePiece BPE tokenizer
+trained here and converted by llama.cpp's own convert_hf_to_gguf.py (f32), then quantized by
+llama.cpp to Q4_K_M so that the experts' K-quant bytes go through lantern.GgufMoE.
+
+The numpy reference equals HF; the engine in exact mode gives HF's logits within the demo
+models' tolerance and HF's greedy tokens; the inspection shows HF's router choices; on the
+quantized file the engine keeps to the reference (exact and fast) and llama.cpp agrees on
+the greedy tokens. Widths of 256 let llama.cpp give every expert a K-quant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sentencepiece as spm
+import torch
+from transformers import AutoModelForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+from engine.chat.prompt_tokens import PromptTokens
+from engine.gguf import GGUFModel, open_model
+from engine.inspect.inspection import inspect_context
+from engine.native import custom_ops
+from engine.reference.text import forward
+from engine.reference.weights import ReferenceWeights
+from engine.runtime.check import check_against_reference
+from engine.runtime.decoder import DecoderSession
+from tests.fixtures.llama_converter import convert
+from tests.fixtures.sentencepiece_models import train
+from tests.integration.test_engine_vs_hf import EXACT_ATOL
+
+llama_cpp = pytest.importorskip("llama_cpp")
+pytestmark = pytest.mark.skipif(not custom_ops().available,
+                                reason="experts run only on Lantern's op library")
+
+EXPERTS, USED = 8, 2
+STD = 0.1
+GREEDY = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class Qwen3Moe:
+    hf: Qwen3MoeForCausalLM
+    model: GGUFModel       # f32, as converted
+    quantized: GGUFModel   # Q4_K_M by llama.cpp
+    prompt: list[int]
+
+
+@cache
+def qwen3moe() -> Qwen3Moe:
+    session = Path(os.environ["LANTERN_CACHE_DIR"]).parent  # removed at exit (conftest)
+    folder = Path(tempfile.mkdtemp(prefix="qwen3moe-", dir=session))
+    tokenizer_model = train(folder / "sp", "bpe", add_dummy_prefix=True)
+    sp = spm.SentencePieceProcessor(model_file=str(tokenizer_model))
+    config = Qwen3MoeConfig(
+        vocab_size=sp.get_piece_size(), hidden_size=256, intermediate_size=512,
+        moe_intermediate_size=256, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, num_experts=EXPERTS, num_experts_per_tok=USED,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], rms_norm_eps=1e-6,
+        max_position_embeddings=512, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0},
+    )
+    torch.manual_seed(0)
+    # eager: each expert's rows through plain linear layers (not grouped_mm), in fp32
+    hf = AutoModelForCausalLM.from_config(config, attn_implementation="eager",
+                                          experts_implementation="eager").eval()
+    with torch.no_grad():  # spread STD, norm weights around 1: norms and routers matter
+        for name, param in hf.named_parameters():
+            noise = torch.randn_like(param) * STD
+            param.copy_(noise + 1 if "norm" in name else noise)
+    hf.save_pretrained(folder / "hf")
+    (folder / "hf" / "tokenizer.model").write_bytes(tokenizer_model.read_bytes())
+    path = convert(folder / "hf", folder / "qwen3moe.gguf", sentencepiece_vocab=True)
+    quantized = folder / "qwen3moe-q4_k_m.gguf"
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.nthread = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M, 2
+    assert llama_cpp.llama_model_quantize(str(path).encode(), str(quantized).encode(),
+                                          params) == 0
+    prompt = sp.encode("def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)")[:20]
+    return Qwen3Moe(hf, open_model(path), open_model(quantized), prompt)
+
+
+@pytest.fixture(scope="module")
+def qwen() -> Qwen3Moe:
+    return qwen3moe()
+
+
+@torch.no_grad()
+def hf_logits(qwen: Qwen3Moe, ids: list[int]) -> np.ndarray:
+    return qwen.hf(torch.tensor([ids])).logits[0].numpy()
+
+
+@torch.no_grad()
+def hf_greedy(qwen: Qwen3Moe, ids: list[int]) -> list[int]:
+    out = qwen.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY, min_new_tokens=GREEDY,
+                           do_sample=False)[0]
+    return out[len(ids):].tolist()
+
+
+def engine_greedy(model: GGUFModel, ids: list[int], exact: bool) -> list[int]:
+    """Prefill, then one token at a time through the KV cache."""
+    session = DecoderSession(model, exact=exact, max_cache_len=64)
+    logits = session.forward(ids).logits
+    tokens = []
+    for _ in range(GREEDY):
+        tokens.append(int(logits.argmax()))
+        logits = session.forward([tokens[-1]]).logits
+    return tokens
+
+
+def test_the_file_reads_as_a_mixture_of_experts(qwen):
+    text = qwen.model.config.text
+    assert text.architecture == "qwen3moe" and text.qk_norm and text.mixture_of_experts
+    assert (text.experts, text.experts_used, text.expert_intermediate_size) == (EXPERTS, USED, 256)
+    assert text.expert_weights_norm  # qwen3moe renormalises, as HF's norm_topk_prob asks
+    types = {qwen.quantized.tensors[f"blk.0.ffn_{p}_exps.weight"].ggml_type.name
+             for p in ("gate", "up", "down")}
+    assert types <= {"Q4_K", "Q6_K"} and "Q4_K" in types
+
+
+def test_reference_equals_hf(qwen):
+    """In float64: at these widths either side's fp32 rounding alone moves the logits by
+    ~6e-5 (HF's fp32 against its float64), which would hide a small wrong step. HF keeps its
+    norms and the router's softmax in fp32 even then: they agree to ~6e-6."""
+    with torch.no_grad():
+        expected = qwen.hf.double()(torch.tensor([qwen.prompt])).logits[0].numpy()
+    qwen.hf.float()
+    assert np.abs(expected).max() > 1.0  # logits big enough to show a wrong step
+    np.testing.assert_allclose(forward(qwen.model, qwen.prompt, dtype=np.float64).logits,
+                               expected, atol=2e-5, rtol=0)
+
+
+def test_a_router_without_renormalising_would_be_caught(qwen):
+    """The flag matters: the same weights without renormalising move the logits far."""
+    weights = ReferenceWeights(qwen.model)
+    weights.config = dataclasses.replace(qwen.model.config.text, expert_weights_norm=False)
+    logits = forward(qwen.model, qwen.prompt, weights=weights).logits
+    assert np.abs(logits - hf_logits(qwen, qwen.prompt)).max() > 50 * EXACT_ATOL
+
+
+def test_no_router_choice_is_a_near_tie(qwen):
+    """The second and third experts of every token are far enough apart that rounding
+    cannot swap them (else the comparisons below would test luck)."""
+    with torch.no_grad():
+        out = qwen.hf(torch.tensor([qwen.prompt]), output_router_logits=True)
+    for router_logits in out.router_logits:
+        top = torch.topk(torch.softmax(router_logits.float(), dim=-1), USED + 1).values
+        assert float((top[:, USED - 1] - top[:, USED]).min()) > 1e-4
+
+
+def test_exact_engine_logits_and_greedy_tokens_are_hfs(qwen):
+    session = DecoderSession(qwen.model, exact=True, max_cache_len=64, all_logits=True)
+    logits = session.forward(qwen.prompt).logits
+    delta = float(np.abs(logits - hf_logits(qwen, qwen.prompt)).max())
+    print(f"\nqwen3moe exact mode: max |delta logit| vs HF, {len(qwen.prompt)} rows: {delta:.1e}")
+    assert delta < EXACT_ATOL
+    assert engine_greedy(qwen.model, qwen.prompt, exact=True) == hf_greedy(qwen, qwen.prompt)
+
+
+def test_the_inspection_shows_hfs_router_choices(qwen):
+    """Per layer, the experts the last token took and their weights, as HF's router gives
+    them."""
+    inspection = inspect_context(qwen.model, PromptTokens.text(qwen.prompt), str)
+    with torch.no_grad():
+        out = qwen.hf(torch.tensor([qwen.prompt]), output_router_logits=True)
+    for layer, router_logits in enumerate(out.router_logits):
+        probs = torch.softmax(router_logits[-1].float(), dim=-1)
+        weights, ids = torch.topk(probs, USED)
+        weights = weights / weights.sum()
+        assert inspection.experts[layer].ids.tolist() == ids.tolist()
+        np.testing.assert_allclose(inspection.experts[layer].weights, weights.numpy(),
+                                   atol=1e-5)
+
+
+def test_quantized_experts_keep_to_the_reference(qwen):
+    """Q4_K / Q6_K experts through GgufMoE: exact mode passes the layer-by-layer check and a
+    decode step equals the reference's last row; fast mode (8-bit activations, on a random
+    model whose logits move ~5% with them) keeps the top token of nearly every row."""
+    prompt = PromptTokens.text(qwen.prompt)
+    report = check_against_reference(qwen.quantized, prompt, str, exact=True)
+    assert report.first_off is None, [(r.label, r.max_abs_diff) for r in report.rows]
+    expected = forward(qwen.quantized, qwen.prompt).logits
+    session = DecoderSession(qwen.quantized, exact=True, max_cache_len=64)
+    session.forward(qwen.prompt[:-1])
+    step = session.forward(qwen.prompt[-1:]).logits
+    np.testing.assert_allclose(step, expected[-1], atol=1e-4, rtol=0)
+    fast = DecoderSession(qwen.quantized, max_cache_len=64, all_logits=True)
+    logits = fast.forward(qwen.prompt).logits
+    assert np.abs(logits - expected).max() < 0.1 * np.abs(expected).max()
+    assert (logits.argmax(axis=-1) == expected.argmax(axis=-1)).mean() >= 0.9
+
+
+def llama_cpp_greedy(path: Path, ids: list[int]) -> list[int]:
+    f32 = int(llama_cpp.GGML_TYPE_F32)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, n_threads=1,
+                          type_k=f32, type_v=f32, verbose=False)
+    try:
+        tokens = []
+        llm.eval(ids)
+        for _ in range(GREEDY):
+            tokens.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
+            llm.eval(tokens[-1:])
+        return tokens
+    finally:
+        llm.close()
+
+
+@pytest.mark.parametrize("which", ["f32", "q4_k_m"])
+def test_llama_cpp_agrees_on_the_greedy_tokens(qwen, which):
+    """On float weights with exact mode; on K-quants with fast mode, whose 8-bit activations
+    are llama.cpp's too (exact mode leaves that path within a few tokens here)."""
+    model = qwen.model if which == "f32" else qwen.quantized
+    ours = engine_greedy(model, qwen.prompt, exact=which == "f32")
+    assert llama_cpp_greedy(model.path, qwen.prompt) == ours
