@@ -164,10 +164,13 @@ def moe_config(config: TextConfig, arch: Architecture, keys: Keys) -> TextConfig
     if gating != SOFTMAX_GATING:
         raise UnsupportedModel(f"{keys.path}: expert gating function {gating} is not "
                                f"supported (only softmax, {SOFTMAX_GATING})")
+    # llama.cpp's converter writes expert_weights_norm where a family's config has one;
+    # Ollama's converter norm_top_k_prob
+    norm = next((p + name for name in ("expert_weights_norm", "norm_top_k_prob")
+                 if keys.has(p + name)), p + "expert_weights_norm")
     return replace(config, experts=experts, experts_used=used,
                    expert_intermediate_size=keys.integer(p + "expert_feed_forward_length"),
-                   expert_weights_norm=keys.flag(p + "expert_weights_norm",
-                                                 arch.expert_weights_norm))
+                   expert_weights_norm=keys.flag(norm, arch.expert_weights_norm))
 
 
 def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:

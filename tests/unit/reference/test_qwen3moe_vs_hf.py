@@ -12,6 +12,7 @@ the greedy tokens. Widths of 256 let llama.cpp give every expert a K-quant.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import tempfile
 from functools import cache
@@ -23,14 +24,19 @@ import sentencepiece as spm
 import torch
 from transformers import AutoModelForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+from engine.chat.events import TokenEvent
+from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
+from engine.cli import main
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import inspect_context
 from engine.native import custom_ops
 from engine.reference.text import forward
 from engine.reference.weights import ReferenceWeights
+from engine.runtime.chat import ChatSession
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
+from engine.runtime.loader import load_model
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
@@ -42,6 +48,7 @@ pytestmark = pytest.mark.skipif(not custom_ops().available,
 EXPERTS, USED = 8, 2
 STD = 0.1
 GREEDY = 12
+RAW = "def fib(n): return n if n < 2"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +183,32 @@ def test_the_inspection_shows_hfs_router_choices(qwen):
         assert inspection.experts[layer].ids.tolist() == ids.tolist()
         np.testing.assert_allclose(inspection.experts[layer].weights, weights.numpy(),
                                    atol=1e-5)
+
+
+def test_lantern_inspect_prints_the_router_choice(qwen, capsys):
+    """`lantern inspect`: per layer, the experts the last token took and their weights, in
+    the table and in --json."""
+    assert main(["inspect", str(qwen.model.path), RAW, "--raw", "--json"]) == 0
+    experts = json.loads(capsys.readouterr().out)["experts"]
+    assert len(experts) == 3 and all(len(layer["ids"]) == USED for layer in experts)
+    assert all(abs(sum(layer["weights"]) - 1) < 1e-5 for layer in experts)  # renormalised
+    assert main(["inspect", str(qwen.model.path), RAW, "--raw"]) == 0
+    table = capsys.readouterr().out
+    first = experts[0]
+    took = "  ".join(f"#{e} {w:.2f}" for e, w in zip(first["ids"], first["weights"], strict=True))
+    assert "experts (weight)" in table and took in table
+
+
+def test_a_raw_answer_is_the_exact_greedy_path(qwen):
+    """`lantern run --raw` (and the window) through ChatSession: HF's greedy tokens."""
+    model = load_model(qwen.model.path, exact=True, num_ctx=128)
+    ids = model.tokenize_raw(RAW).ids.tolist()
+    chat = ChatSession(model, Options(temperature=0, num_predict=GREEDY))
+    answer = [e.id for e in chat.raw(RAW) if isinstance(e, TokenEvent)]
+    expected = hf_greedy(qwen, ids)
+    stops = [i for i, token in enumerate(expected) if token in model.tokenizer.stop_ids]
+    assert answer == expected[:stops[0] if stops else GREEDY]
+    model.tokenizer.close()
 
 
 def test_quantized_experts_keep_to_the_reference(qwen):
