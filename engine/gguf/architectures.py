@@ -277,9 +277,10 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
             b + "attn_output.weight": (h, q),
             b + "ffn_norm.weight": (h,),
         }
+        if not text.mixture_of_experts:
+            shapes[b + "ffn_down.weight"] = (h, f)
         if text.fused_projections:
-            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h),
-                       b + "ffn_down.weight": (h, f)}
+            shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h)}
         else:
             shapes |= {b + "attn_q.weight": (q, h), b + "attn_k.weight": (kv, h),
                        b + "attn_v.weight": (kv, h)}
@@ -292,8 +293,7 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
                 b + "ffn_down_exps.weight": (e, h, fe),
             }
         elif not text.fused_projections:
-            shapes |= {b + "ffn_gate.weight": (f, h), b + "ffn_up.weight": (f, h),
-                       b + "ffn_down.weight": (h, f)}
+            shapes |= {b + "ffn_gate.weight": (f, h), b + "ffn_up.weight": (f, h)}
         if text.qkv_bias:
             shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
         if text.qk_norm:

@@ -261,8 +261,6 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
     if cfg.embedding_scale != 1.0:
         x = gemma3_scaled_embeddings(g, x, cfg.embedding_scale, dtype)
     residual, hidden_states = x, [x]
-    routing = Routing(cfg.experts_used, cfg.expert_weights_norm)
-    experts_chosen = []
     h = rms_norm(g, x, w.attn_norm(0), eps, "blk.0.attn_norm", dtype)
     for i in range(cfg.n_layers):
         last_only = i == cfg.n_layers - 1 and not options.all_logits
@@ -277,13 +275,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         if last_only:  # the last block's tail only matters at the rows that get logits
             residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
-        if cfg.mixture_of_experts:
-            chosen = moe(g, h, w.experts(i), routing, project, f"blk.{i}.ffn",
-                         fast=not options.exact)
-            m = chosen.y
-            experts_chosen.append(chosen)
-        else:
-            m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn", cfg.activation)
+        m = feed_forward(g, h, w, i, cfg, project, fast=not options.exact)
         if cfg.post_norms:
             m = rms_norm(g, m, w.post_ffw_norm(i), eps, f"blk.{i}.post_ffw_norm", dtype)
         if i < deepstack:
@@ -396,6 +388,16 @@ def _spare_rotary_row(g: GraphBuilder, table: str) -> str:
     last = last_position(g, table, f"spare/{table}_last", axis=0)
     [y] = g.add_node("Concat", [table, last], [f"spare/{table}"], axis=0)
     return y
+
+
+def feed_forward(g: GraphBuilder, h: str, w: DecoderWeights, i: int, cfg: TextConfig, project,
+                 *, fast: bool) -> str:
+    """Block i's MLP: the gated MLP, or a mixture of experts (engine.graph.moe)."""
+    name = f"blk.{i}.ffn"
+    if not cfg.mixture_of_experts:
+        return mlp(g, h, w.mlp(i), project, name, cfg.activation)
+    routing = Routing(cfg.experts_used, cfg.expert_weights_norm)
+    return moe(g, h, w.experts(i), routing, project, name, fast=fast).y
 
 
 def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str,
