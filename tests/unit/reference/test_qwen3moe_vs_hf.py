@@ -28,6 +28,7 @@ from engine.chat.events import TokenEvent
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
 from engine.cli import main
+from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel, open_model
 from engine.inspect.inspection import inspect_context
 from engine.native import custom_ops
@@ -227,6 +228,16 @@ def test_quantized_experts_keep_to_the_reference(qwen):
     logits = fast.forward(qwen.prompt).logits
     assert np.abs(logits - expected).max() < 0.1 * np.abs(expected).max()
     assert (logits.argmax(axis=-1) == expected.argmax(axis=-1)).mean() >= 0.9
+
+
+def test_without_the_op_library_the_model_says_why(qwen, monkeypatch):
+    """The experts have no MatMulNBits form (a dense copy would cost the file's size
+    again): with the library off, loading names the tensor and the reason."""
+    monkeypatch.setenv("LANTERN_NATIVE", "off")
+    with pytest.raises(UnsupportedModel, match="blk.0.ffn_gate_exps.weight runs only on "
+                       "Lantern's GGUF matmul library on the CPU, and it is not in use: "
+                       "turned off by LANTERN_NATIVE"):
+        DecoderSession(qwen.quantized, max_cache_len=64)
 
 
 def llama_cpp_greedy(path: Path, ids: list[int]) -> list[int]:
