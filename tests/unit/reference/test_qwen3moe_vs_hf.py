@@ -30,6 +30,7 @@ from engine.chat.prompt_tokens import PromptTokens
 from engine.cli import main
 from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel, open_model
+from engine.graph.decoder import DecoderOptions, build_decoder
 from engine.inspect.inspection import inspect_context
 from engine.native import custom_ops
 from engine.reference.text import forward
@@ -228,6 +229,23 @@ def test_quantized_experts_keep_to_the_reference(qwen):
     logits = fast.forward(qwen.prompt).logits
     assert np.abs(logits - expected).max() < 0.1 * np.abs(expected).max()
     assert (logits.argmax(axis=-1) == expected.argmax(axis=-1)).mean() >= 0.9
+
+
+def test_the_experts_are_read_in_place(qwen):
+    """Every expert tensor is one view of the memory-mapped file that the GgufMoE nodes
+    read (gate, up and down per layer), never a copy: the graph's own weights are the
+    norms' vectors and the routers."""
+    model = qwen.quantized
+    built = build_decoder(model, DecoderOptions(max_cache_len=16, native=True))
+    moe_nodes = [n for n in built.model.graph.node if n.op_type == "GgufMoE"]
+    assert len(moe_nodes) == 3 * model.config.text.n_layers
+    for i in range(model.config.text.n_layers):
+        for part in ("gate", "up", "down"):
+            raw = model.tensors[f"blk.{i}.ffn_{part}_exps.weight"].raw
+            [view] = [v for v in built.in_place.values() if v.nbytes == raw.nbytes
+                      and v.ctypes.data == raw.ctypes.data]
+            assert np.shares_memory(view, raw)
+    assert sum(a.nbytes for a in built.external.values()) < 0.02 * model.path.stat().st_size
 
 
 def test_without_the_op_library_the_model_says_why(qwen, monkeypatch):
