@@ -42,6 +42,7 @@ from engine.runtime.loader import load_model
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
+from tests.unit.runtime.test_speculation import verify_and_steps
 
 llama_cpp = pytest.importorskip("llama_cpp")
 pytestmark = pytest.mark.skipif(not custom_ops().available,
@@ -246,6 +247,18 @@ def test_the_experts_are_read_in_place(qwen):
                       and v.ctypes.data == raw.ctypes.data]
             assert np.shares_memory(view, raw)
     assert sum(a.nbytes for a in built.external.values()) < 0.02 * model.path.stat().st_size
+
+
+def test_a_verify_step_equals_one_token_steps_in_fast_mode(qwen):
+    """Speculation's contract holds with experts: GgufMoE computes each token's rows as a
+    one-token step does whichever tokens share the step, so a verify step's logits are
+    one-token steps' to the bit."""
+    decoder = DecoderSession(qwen.quantized, max_cache_len=64, cache=False)
+    assert decoder.row_invariant
+    for k in (2, 5, 9):
+        decoder.reset()
+        batch, single = verify_and_steps(decoder, qwen.prompt[4:4 + k])
+        np.testing.assert_array_equal(batch, single)
 
 
 def test_without_the_op_library_the_model_says_why(qwen, monkeypatch):
