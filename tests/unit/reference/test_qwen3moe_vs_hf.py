@@ -24,6 +24,7 @@ import sentencepiece as spm
 import torch
 from transformers import AutoModelForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+from engine.catalog.importer import import_gguf
 from engine.chat.events import TokenEvent
 from engine.chat.options import Options
 from engine.chat.prompt_tokens import PromptTokens
@@ -39,6 +40,7 @@ from engine.runtime.chat import ChatSession
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
+from engine.store import Store
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
@@ -212,6 +214,24 @@ def test_a_raw_answer_is_the_exact_greedy_path(qwen):
     stops = [i for i, token in enumerate(expected) if token in model.tokenizer.stop_ids]
     assert answer == expected[:stops[0] if stops else GREEDY]
     model.tokenizer.close()
+
+
+def test_the_store_lists_it_and_lantern_run_answers_hfs_tokens(qwen, tmp_path, capsys):
+    """In an Ollama store: `lantern list` names it, and `lantern run --raw --exact` streams
+    HF's greedy tokens (jsonl ids)."""
+    root = tmp_path / "models"
+    root.mkdir()
+    import_gguf(Store.open(root), qwen.model.path, "moe")
+    assert main(["list", "--models-dir", str(root)]) == 0
+    assert "moe:latest" in capsys.readouterr().out
+    assert main(["run", "moe", RAW, "--raw", "--exact", "--temperature", "0", "--num-predict",
+                 str(GREEDY), "--format", "jsonl", "--models-dir", str(root)]) == 0
+    *tokens, final = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert final["done"] is True
+    model = load_model(qwen.model.path, exact=True, num_ctx=128)
+    expected = hf_greedy(qwen, model.tokenize_raw(RAW).ids.tolist())
+    model.tokenizer.close()
+    assert [t["id"] for t in tokens] == expected[:len(tokens)] and tokens
 
 
 def test_quantized_experts_keep_to_the_reference(qwen):
