@@ -190,7 +190,7 @@ class InsidePage(QWidget):
         self._idle()
         self.title.setText(title)
         self.status.setText(note)
-        self.lens.set_rows(inspection.lens)
+        self.lens.set_rows(inspection.lens, inspection.experts)
         self._clear_attribution()
         parts = inspection.contributions
         self.split_box.blockSignals(True)

@@ -1,7 +1,8 @@
 """`lantern inspect MODEL PROMPT`: the logit lens and attention of one position.
 
 Computed by the numpy fp32 reference over the prompt (exact whatever the engine mode).
-Prints, per layer, the lens' top tokens and where the position looked most; `--json`
+Prints, per layer, the lens' top tokens, where the position looked most and (a mixture of
+experts) which experts the token took, with their weights; `--json`
 prints one object: {"lens": [n_layers + 1 rows of {"top": [...]}], "attention":
 [n_layers][n_heads][position + 1], ...}; `--llama` adds llama.cpp's second opinion,
 `--contributions` the next token's logit split by head and MLP, `--attribution` the change
@@ -133,15 +134,20 @@ def _print(inspection, opinion) -> None:
     mean = inspection.attention_mean  # [L, T]
     print(f"position {inspection.position}: {inspection.tokens[-1]!r} "
           f"(id {inspection.ids[-1]}), computed by the {inspection.source}")
-    print(f"{'layer':<7}{'lens top-3 (probability)':<58}looked most at")
+    experts = "experts (weight)" if inspection.experts else ""
+    print(f"{'layer':<7}{'lens top-3 (probability)':<58}{'looked most at':<32}{experts}")
     for row in inspection.lens:
         top = "  ".join(f"{t.token!r} {t.prob:.2f}" for t in row.top[:3])
-        looked = ""
+        looked = took = ""
         if row.layer > 0:
             weights = mean[row.layer - 1]
             best = int(weights.argmax())
             looked = f"#{best} {inspection.tokens[best]!r} {weights[best]:.2f}"
-        print(f"{row.layer:<7}{top:<58}{looked}")
+        if 0 < row.layer <= len(inspection.experts):
+            choice = inspection.experts[row.layer - 1]
+            took = "  ".join(f"#{int(e)} {float(w):.2f}"
+                             for e, w in zip(choice.ids, choice.weights, strict=True))
+        print(f"{row.layer:<7}{top:<58}{looked:<32}{took}".rstrip())
     for n, grid in enumerate(inspection.images):
         share = float(mean[:, grid.start:grid.stop].sum(axis=1).mean())
         print(f"image {n + 1}: {grid.height} x {grid.width} patches at tokens "

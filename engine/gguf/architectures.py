@@ -41,6 +41,10 @@ class Architecture:
     gpt_oss: bool = False          # gpt-oss's block (see gpt_oss_config)
     # tensors of a tower the file does not describe, left unread (the model runs as text)
     unused_prefixes: tuple[str, ...] = ()
+    experts: bool = False          # the MLPs are mixtures of experts (moe_config)
+    # whether the chosen experts' weights are renormalised when the file does not say
+    # (expert_weights_norm): what the family's llama.cpp graph does
+    expert_weights_norm: bool = False
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -48,6 +52,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     for arch in (
         Architecture("qwen2", qkv_bias=True, qk_norm=False, rope_interleaved=False),
         Architecture("qwen3", qkv_bias=False, qk_norm=True, rope_interleaved=False),
+        Architecture("qwen3moe", qkv_bias=False, qk_norm=True, rope_interleaved=False,
+                     experts=True, expert_weights_norm=True),
         Architecture("llama", qkv_bias=False, qk_norm=False, rope_interleaved=True),
         # Phi-3's window as HF applies it (llama.cpp ignores it for now)
         Architecture("phi3", qkv_bias=False, qk_norm=False, rope_interleaved=False, fused=True,
@@ -152,6 +158,8 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         config = longrope_config(config, keys, tensors)
     if scaling == "yarn":
         config = yarn_config(config, keys)
+    if arch.experts:
+        config = moe_config(config, arch, keys)
     if arch.gemma2:
         return gemma2_config(config, keys)
     if arch.gemma3:
@@ -168,6 +176,28 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
 # any family's file may carry these; gpt-oss's do
 SINKS, OUTPUT_BIAS = "blk.0.attn_sinks.weight", "blk.0.attn_output.bias"
 LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
+SOFTMAX_GATING = 1  # {arch}.expert_gating_func: softmax over all experts, then the top k
+
+
+def moe_config(config: TextConfig, arch: Architecture, keys: Keys) -> TextConfig:
+    """The experts of a mixture-of-experts family: how many, how many each token uses, their
+    width, and whether the chosen ones' weights are renormalised."""
+    p = f"{config.architecture}."
+    experts = keys.integer(p + "expert_count")
+    used = keys.integer(p + "expert_used_count")
+    if not 0 < used <= experts:
+        raise CorruptModel(f"{keys.path}: {used} experts used per token out of {experts}")
+    gating = keys.integer(p + "expert_gating_func", SOFTMAX_GATING)
+    if gating != SOFTMAX_GATING:
+        raise UnsupportedModel(f"{keys.path}: expert gating function {gating} is not "
+                               f"supported (only softmax, {SOFTMAX_GATING})")
+    # llama.cpp's converter writes expert_weights_norm where a family's config has one;
+    # Ollama's converter norm_top_k_prob
+    norm = next((p + name for name in ("expert_weights_norm", "norm_top_k_prob")
+                 if keys.has(p + name)), p + "expert_weights_norm")
+    return replace(config, experts=experts, experts_used=used,
+                   expert_intermediate_size=keys.integer(p + "expert_feed_forward_length"),
+                   expert_weights_norm=keys.flag(norm, arch.expert_weights_norm))
 
 
 def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:
@@ -190,12 +220,12 @@ def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInf
                    rope_attention_factor=keys.number(p + "rope.scaling.attn_factor", derived))
 
 
-def dense_mlps_only(text: TextConfig) -> None:
-    """Where the decoder and the reference will call the mixture-of-experts layer: until
-    then a gpt-oss file is refused by name."""
-    if text.mixture_of_experts:
-        raise UnsupportedModel(f"{text.architecture}: mixture-of-experts MLPs "
-                               f"({text.n_experts} experts) are not supported yet")
+def experts_built(text: TextConfig) -> None:
+    """Refuse the mixtures of experts the decoder and the reference do not build yet:
+    gpt-oss's (the top k logits' softmax, biases, its clamped gate)."""
+    if text.mixture_of_experts and (text.expert_gating != "softmax" or text.expert_biases):
+        raise UnsupportedModel(f"{text.architecture}: mixture-of-experts MLPs gated by "
+                               f"{text.expert_gating} with biases are not supported yet")
 
 
 def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
@@ -233,9 +263,12 @@ def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
         raise CorruptModel(f"{keys.path}: {used} of {experts} experts used per token")
     return replace(
         config,
-        n_experts=experts,
-        n_experts_used=used,
-        expert_ffn_size=keys.integer(p + "expert_feed_forward_length", config.intermediate_size),
+        experts=experts,
+        experts_used=used,
+        expert_intermediate_size=keys.integer(p + "expert_feed_forward_length",
+                                              config.intermediate_size),
+        expert_gating="top_k_softmax",
+        expert_biases=True,
         ffn_norm_tensor="post_attention_norm",
         sliding_window=window or None,
         sliding_layers=(_sliding_layers(keys, p, config.n_layers, GPT_OSS_SLIDING_PERIOD)
@@ -354,12 +387,18 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
             b + "attn_output.weight": (h, q),
             b + text.ffn_norm_tensor + ".weight": (h,),
         }
+        if not text.mixture_of_experts:
+            shapes[b + "ffn_down.weight"] = (h, f)
         if text.fused_projections:
             shapes |= {b + "attn_qkv.weight": (q + 2 * kv, h), b + "ffn_up.weight": (2 * f, h),
                        b + "ffn_down.weight": (h, f)}
         else:
             shapes |= {b + "attn_q.weight": (q, h), b + "attn_k.weight": (kv, h),
-                       b + "attn_v.weight": (kv, h)} | _mlp_shapes(text, b)
+                       b + "attn_v.weight": (kv, h)}
+            if not text.mixture_of_experts:
+                shapes |= {b + "ffn_gate.weight": (f, h), b + "ffn_up.weight": (f, h)}
+        if text.mixture_of_experts:
+            shapes |= _expert_shapes(text, b)
         if text.qkv_bias:
             shapes |= {b + "attn_q.bias": (q,), b + "attn_k.bias": (kv,), b + "attn_v.bias": (kv,)}
         if text.qk_norm:
@@ -373,17 +412,15 @@ def text_tensor_shapes(text: TextConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def _mlp_shapes(text: TextConfig, b: str) -> dict[str, tuple[int, ...]]:
-    """One block's MLP: the gated MLP, or the router and the experts' stacked matrices and
-    biases (gpt-oss), as llama.cpp's converter writes them."""
-    h, f = text.hidden_size, text.intermediate_size
-    if not text.mixture_of_experts:
-        return {b + "ffn_down.weight": (h, f), b + "ffn_gate.weight": (f, h),
-                b + "ffn_up.weight": (f, h)}
-    e, x = text.n_experts, text.expert_ffn_size
-    return {
-        b + "ffn_gate_inp.weight": (e, h), b + "ffn_gate_inp.bias": (e,),
-        b + "ffn_gate_exps.weight": (e, x, h), b + "ffn_gate_exps.bias": (e, x),
-        b + "ffn_up_exps.weight": (e, x, h), b + "ffn_up_exps.bias": (e, x),
-        b + "ffn_down_exps.weight": (e, h, x), b + "ffn_down_exps.bias": (e, h),
+def _expert_shapes(text: TextConfig, b: str) -> dict[str, tuple[int, ...]]:
+    """One block's router and experts' stacked matrices (and biases, gpt-oss), as llama.cpp's
+    converter writes them."""
+    h, e, x = text.hidden_size, text.experts, text.expert_intermediate_size
+    shapes = {
+        b + "ffn_gate_inp.weight": (e, h), b + "ffn_gate_exps.weight": (e, x, h),
+        b + "ffn_up_exps.weight": (e, x, h), b + "ffn_down_exps.weight": (e, h, x),
     }
+    if text.expert_biases:
+        shapes |= {b + "ffn_gate_inp.bias": (e,), b + "ffn_gate_exps.bias": (e, x),
+                   b + "ffn_up_exps.bias": (e, x), b + "ffn_down_exps.bias": (e, h)}
+    return shapes

@@ -24,7 +24,7 @@ class YarnScaling:
 @dataclass(frozen=True)
 class TextConfig:
     """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 /
-    Qwen3-VL text / Llama / Phi-3 / Gemma 2 / Gemma 3)."""
+    Qwen3-MoE / Qwen3-VL text / Llama / Phi-3 / Gemma 2 / Gemma 3 / gpt-oss)."""
 
     architecture: str            # general.architecture: qwen2(vl), qwen25vl, qwen3, llama, ...
     n_layers: int                # {arch}.block_count
@@ -52,11 +52,6 @@ class TextConfig:
     sliding_layers: tuple[bool, ...] = ()  # per layer: does it slide? (empty: none does)
     attention_sinks: bool = False      # gpt-oss: blk.N.attn_sinks.weight, one logit per head
     output_bias: bool = False          # gpt-oss: blk.N.attn_output.bias
-    # mixture of experts (gpt-oss): the MLP is n_experts gated MLPs of expert_ffn_size each,
-    # n_experts_used of them per token as the router (ffn_gate_inp) picks
-    n_experts: int = 0                 # {arch}.expert_count (0: a plain MLP)
-    n_experts_used: int = 0            # {arch}.expert_used_count
-    expert_ffn_size: int = 0           # {arch}.expert_feed_forward_length
     ffn_norm_tensor: str = "ffn_norm"  # the MLP's input norm (gpt-oss: post_attention_norm)
     rope_theta_local: float | None = None  # the sliding layers' rotary base
     rope_linear_factor: float = 1.0    # global layers' positions are divided by it
@@ -71,10 +66,16 @@ class TextConfig:
     rope_yarn: YarnScaling | None = None  # YaRN's frequencies (its attention factor above)
     # {arch}.rope.dimension_count when below head_dim (Phi-4-mini turns 3/4 of each head)
     partial_rope_dims: int | None = None
-
-    @property
-    def mixture_of_experts(self) -> bool:
-        return self.n_experts > 0
+    # mixture of experts (Qwen3-MoE): each block's MLP is `experts` gated MLPs of width
+    # expert_intermediate_size, of which a router picks `experts_used` per token
+    experts: int = 0                   # {arch}.expert_count; 0: a dense MLP
+    experts_used: int = 0              # {arch}.expert_used_count
+    expert_intermediate_size: int = 0  # {arch}.expert_feed_forward_length
+    expert_weights_norm: bool = False  # the chosen experts' weights are scaled to sum to 1
+    # "softmax": over all experts, then the top k (Qwen3-MoE); "top_k_softmax": the top k
+    # logits, then a softmax over them (gpt-oss)
+    expert_gating: str = "softmax"
+    expert_biases: bool = False        # gpt-oss: the router and every expert carry a bias
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""
@@ -84,6 +85,10 @@ class TextConfig:
     def rope_dims(self) -> int:
         """How many leading dims of each q/k head turn (R); the rest pass unrotated."""
         return self.partial_rope_dims or self.head_dim
+
+    @property
+    def mixture_of_experts(self) -> bool:
+        return self.experts > 0
 
     @property
     def has_sliding_layers(self) -> bool:

@@ -48,8 +48,9 @@ from functools import partial
 import numpy as np
 import onnx
 
+from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
-from engine.gguf.architectures import dense_mlps_only
+from engine.gguf.architectures import experts_built
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight, pack
 from engine.gguf.requantize import Requantization, requantize
@@ -67,6 +68,7 @@ from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
 from engine.graph.linear import GgufWeight, RowsApart, linear
+from engine.graph.moe import ExpertWeights, MoEWeights, Routing, moe
 from engine.graph.norms import add_rms_norm, rms_norm
 from engine.native import custom_ops
 
@@ -195,6 +197,27 @@ class DecoderWeights:
             gate, up = self.matrix(b + "ffn_gate.weight"), self.matrix(b + "ffn_up.weight")
         return MLPWeights(gate=gate, up=up, down=self.matrix(b + "ffn_down.weight"))
 
+    def experts(self, i: int) -> MoEWeights:
+        """Block i's router and expert tensors; the experts stay the file's bytes, which
+        only Lantern's op reads (a copy per expert would cost the file's size again)."""
+        b = f"blk.{i}."
+        return MoEWeights(router=self.matrix(b + "ffn_gate_inp.weight"),
+                          gate=self.expert_tensor(b + "ffn_gate_exps.weight"),
+                          up=self.expert_tensor(b + "ffn_up_exps.weight"),
+                          down=self.expert_tensor(b + "ffn_down_exps.weight"))
+
+    def expert_tensor(self, name: str) -> ExpertWeights:
+        tensor = self.model.tensors[name]
+        count, n, k = tensor.shape
+        ops = custom_ops()
+        if not self.native or not ops.reads(tensor.ggml_type, k):
+            why = (f"GGML type {tensor.ggml_type.name} is not one it reads" if self.native
+                   else "it is not in use: " + (ops.why or "requantized weights or a GPU"))
+            raise UnsupportedModel(f"mixture-of-experts tensor {name} runs only on Lantern's "
+                                   f"GGUF matmul library on the CPU, and {why}")
+        raw = tensor.raw.reshape(count * n, -1)
+        return ExpertWeights(GgufWeight(int(tensor.ggml_type), n, k, raw), count)
+
     def attn_norm(self, i: int) -> np.ndarray:
         return self.vector(f"blk.{i}.attn_norm.weight")
 
@@ -216,7 +239,7 @@ class DecoderWeights:
 
 def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) -> DecoderGraph:
     cfg = model.config.text
-    dense_mlps_only(cfg)
+    experts_built(cfg)
     dtype = options.dtype
     g = GraphBuilder("decoder")
     w = DecoderWeights(model, options.requantize,
@@ -257,7 +280,7 @@ def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) 
         if last_only:  # the last block's tail only matters at the rows that get logits
             residual = last_rows(g, residual, NUM_LOGITS, f"blk.{i}.last_residual")
         h, residual = add_rms_norm(g, a, residual, w.ffn_norm(i), eps, f"blk.{i}.ffn_norm", dtype)
-        m = mlp(g, h, w.mlp(i), project, f"blk.{i}.ffn", cfg.activation)
+        m = feed_forward(g, h, w, i, cfg, project, fast=not options.exact)
         if cfg.post_norms:
             m = rms_norm(g, m, w.post_ffw_norm(i), eps, f"blk.{i}.post_ffw_norm", dtype)
         if i < deepstack:
@@ -370,6 +393,16 @@ def _spare_rotary_row(g: GraphBuilder, table: str) -> str:
     last = last_position(g, table, f"spare/{table}_last", axis=0)
     [y] = g.add_node("Concat", [table, last], [f"spare/{table}"], axis=0)
     return y
+
+
+def feed_forward(g: GraphBuilder, h: str, w: DecoderWeights, i: int, cfg: TextConfig, project,
+                 *, fast: bool) -> str:
+    """Block i's MLP: the gated MLP, or a mixture of experts (engine.graph.moe)."""
+    name = f"blk.{i}.ffn"
+    if not cfg.mixture_of_experts:
+        return mlp(g, h, w.mlp(i), project, name, cfg.activation)
+    routing = Routing(cfg.experts_used, cfg.expert_weights_norm)
+    return moe(g, h, w.experts(i), routing, project, name, fast=fast).y
 
 
 def mlp(g: GraphBuilder, x: str, w: MLPWeights, project, name: str,

@@ -5,10 +5,11 @@ streaming engine), so the numbers are exact whatever mode the engine runs in.
 """
 
 from engine.inspect.attention import ImageGrid, image_grids
-from engine.inspect.inspection import Inspection, continued, inspect_context
+from engine.inspect.inspection import ExpertChoice, Inspection, continued, inspect_context
 from engine.inspect.lens import LensRow, LensToken, logit_lens
 
 __all__ = [
+    "ExpertChoice",
     "ImageGrid",
     "Inspection",
     "LensRow",

@@ -33,6 +33,17 @@ class InspectionCancelled(LanternError):
 
 
 @dataclass(frozen=True)
+class ExpertChoice:
+    """One layer's router choice for the inspected token (mixture-of-experts models)."""
+
+    ids: np.ndarray       # int [K]: the experts it took, best first
+    weights: np.ndarray   # float32 [K]: what each one's output was multiplied by
+
+    def to_json(self) -> dict:
+        return {"ids": self.ids.tolist(), "weights": self.weights.astype(float).tolist()}
+
+
+@dataclass(frozen=True)
 class Inspection:
     position: int                        # the query row inspected (0-based)
     ids: tuple[int, ...]                 # the context, ids [position + 1]
@@ -44,6 +55,7 @@ class Inspection:
     contributions: Contributions | None = None  # the next token's logit, split by head
     source: str = SOURCE
     steering: np.ndarray | None = None   # [n_layers, H]: the control vectors it ran with
+    experts: tuple[ExpertChoice, ...] = ()  # per layer, with a mixture of experts
 
     @property
     def attention_mean(self) -> np.ndarray:
@@ -58,6 +70,7 @@ class Inspection:
             "lens": [row.to_json() for row in self.lens],
             "attention": self.attention.astype(float).tolist(),
             "images": [grid.to_json() for grid in self.images],
+            "experts": [choice.to_json() for choice in self.experts],
         }
 
 
@@ -134,6 +147,8 @@ def inspect_context(
         contributions=contributions(probe, out.hidden_states, out.logits, weights, piece,
                                     context.ids[position + 1] if position + 1 < n else None),
         steering=steering,
+        experts=tuple(ExpertChoice(took[0], share[0].astype(np.float32)) for took, share
+                      in zip(probe.expert_ids, probe.expert_weights, strict=True)),
     )
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 ENV = "LANTERN_NATIVE"          # "off": never use the library
 DOMAIN = "lantern"              # the op's ONNX domain
 OP = "GgufMatMul"
+MOE_OP = "GgufMoE"              # its sibling: each row by the experts its token chose
 _NAME = "_lantern_ops" + {"win32": ".dll", "darwin": ".dylib"}.get(sys.platform, ".so")
 
 

@@ -1,7 +1,8 @@
 /* Lantern's ONNX Runtime custom-op library: lantern.GgufMatMul, y = x @ W.T where W is a
- * GGUF tensor's bytes exactly as they lie in the file (quants.h computes; this file checks
- * shapes, finds the expert, quantizes activations and spreads output columns over ONNX
- * Runtime's own thread pool).
+ * GGUF tensor's bytes exactly as they lie in the file, and lantern.GgufMoE, the same product
+ * with one of a 3-D tensor's expert matrices chosen per row (quants.h computes; this file
+ * checks shapes, finds the experts, quantizes activations and spreads output columns over
+ * ONNX Runtime's own thread pool).
  *
  * ONNX Runtime's C headers are not shipped with its wheel, so the few pieces of its stable
  * C ABI used here are declared below: OrtApi is a table of function pointers whose indices
@@ -12,8 +13,18 @@
  *          lq_row_bytes(type, k)); optional expert index (int32 or int64, one element).
  * Attrs:   type (GGML type id), k, n, mode (0 exact, 1 fast), experts (0: w is one matrix).
  * Output:  y float [..., n].
+ *
+ * lantern.GgufMoE (a mixture-of-experts layer's expert matmuls; same attributes, experts > 0):
+ * Inputs:  x float [..., k] (one row per token, shared by its experts) or [..., top_k, k]
+ *          (one row per chosen expert, e.g. the down projection's); w as above, all experts;
+ *          ids int64 or int32 [..., top_k]: the experts each token chose.
+ * Output:  y float [..., top_k, n]: y[t, s] = x's row for (t, s) @ W[ids[t, s]].T.
+ * Rows are grouped by expert, so each chosen expert's matrix is read once per call and the
+ * others not at all.
+ *
  * Every y[i][j] is computed by the same code whatever the number of rows (quants.h), and
- * the column chunks handed to the threads do not depend on it either.
+ * the column chunks handed to the threads do not depend on it either: a row of GgufMoE
+ * equals GgufMatMul's for the same expert, whichever other rows share the call.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -301,9 +312,185 @@ static OrtStatus *compute(void *kernel, OrtKernelContext *ctx) {
     return status;
 }
 
+
+/* ---- the mixture-of-experts op ------------------------------------------------------ */
+
+typedef struct {
+    int64_t expert, first, count;  /* rows first..first+count of the grouped buffers */
+} Group;
+
+typedef struct {
+    const GgufMatMul *op;
+    const uint8_t *w;     /* all experts, one matrix after the other */
+    const Group *groups;  /* the experts chosen at least once */
+    size_t chunks;        /* column chunks per expert */
+    const void *xg;       /* rows grouped by expert: float32 (exact) or quantized (fast) */
+    size_t xg_bytes;      /* bytes of one row of xg */
+    float *yg;            /* outputs in the grouped order */
+} MoeTask;
+
+static void moe_chunk(void *data, size_t index) {
+    const MoeTask *t = data;
+    const GgufMatMul *op = t->op;
+    const Group *g = &t->groups[index / t->chunks];
+    int64_t j0 = (int64_t)(index % t->chunks) * COLUMN_CHUNK;
+    int64_t j1 = j0 + COLUMN_CHUNK < op->n ? j0 + COLUMN_CHUNK : op->n;
+    const uint8_t *w = t->w + (size_t)g->expert * (size_t)op->n * op->row_bytes;
+    const uint8_t *x = (const uint8_t *)t->xg + (size_t)g->first * t->xg_bytes;
+    float *y = t->yg + (size_t)g->first * (size_t)op->n;
+    if (op->fast)
+        lq_matmul_fast(op->type, op->k, g->count, x, w, j0, j1, y, op->n);
+    else
+        lq_matmul_exact(op->type, op->k, g->count, (const float *)x, w, j0, j1, y, op->n);
+}
+
+typedef struct {
+    const GgufMatMul *op;
+    const float *x;
+    uint8_t *xq;
+} QuantizeTask;
+
+static void moe_quantize_row(void *data, size_t i) {
+    const QuantizeTask *t = data;
+    lq_quantize_act(t->op->type, t->op->k, t->x + i * t->op->k, t->xq + i * t->op->act_bytes);
+}
+
+/* The expert ids as int64, each checked against the number of experts. */
+static OrtStatus *read_ids(const OrtApi *api, const OrtValue *value, const GgufMatMul *self,
+                           int64_t *ids, size_t count) {
+    int type;
+    int64_t dims[MAX_RANK];
+    size_t rank;
+    void *data;
+    TRY(describe(api, value, "ids", &type, dims, &rank));
+    TRY(data_of(api, value, &data));
+    for (size_t i = 0; i < count; i++) {
+        ids[i] = type == T_INT32 ? ((const int32_t *)data)[i] : ((const int64_t *)data)[i];
+        if (ids[i] < 0 || ids[i] >= self->experts)
+            return fail(api, "GgufMoE: expert id %lld is outside 0..%lld", (long long)ids[i],
+                        (long long)self->experts - 1);
+    }
+    return NULL;
+}
+
+/* Grouping: slot s (of t = tokens * top_k) goes to position place[s] of the grouped order,
+ * experts in ascending order, each expert's slots in their own order. */
+static OrtStatus *run_moe(const GgufMatMul *self, OrtKernelContext *ctx, const float *x,
+                          const uint8_t *w, const int64_t *ids, size_t slots, size_t top_k,
+                          int row_per_slot, float *y) {
+    const OrtApi *api = self->api;
+    size_t experts = (size_t)self->experts, n = (size_t)self->n, k = (size_t)self->k;
+    size_t x_rows = row_per_slot ? slots : slots / top_k;
+    size_t xg_bytes = self->fast ? self->act_bytes : k * sizeof(float);
+    int64_t *first = calloc(experts + 1, sizeof *first);
+    size_t *place = malloc(slots * sizeof *place);
+    Group *groups = malloc(experts * sizeof *groups);
+    uint8_t *xq = self->fast ? malloc(x_rows * self->act_bytes) : NULL;
+    uint8_t *xg = malloc(slots * xg_bytes);
+    float *yg = malloc(slots * n * sizeof *yg);
+    OrtStatus *status = NULL;
+    if (!first || !place || !groups || (self->fast && !xq) || !xg || !yg) {
+        status = CreateStatus(api)(ORT_FAIL, "GgufMoE: out of memory");
+        goto done;
+    }
+    for (size_t s = 0; s < slots; s++) first[ids[s] + 1]++;
+    size_t used = 0;
+    for (size_t e = 0; e < experts; e++) {
+        if (first[e + 1] > 0) groups[used++] = (Group){(int64_t)e, first[e], first[e + 1]};
+        first[e + 1] += first[e];
+    }
+    for (size_t s = 0; s < slots; s++) place[s] = (size_t)first[ids[s]]++;
+
+    const uint8_t *rows = (const uint8_t *)x;  /* the rows gathered from: x, or x quantized */
+    if (self->fast) {
+        QuantizeTask q = {self, x, xq};
+        status = KernelContext_ParallelFor(api)(ctx, moe_quantize_row, x_rows, 0, &q);
+        if (status != NULL) goto done;
+        rows = xq;
+    }
+    for (size_t s = 0; s < slots; s++) {
+        size_t row = row_per_slot ? s : s / top_k;
+        memcpy(xg + place[s] * xg_bytes, rows + row * xg_bytes, xg_bytes);
+    }
+    size_t chunks = (n + COLUMN_CHUNK - 1) / COLUMN_CHUNK;
+    MoeTask task = {self, w, groups, chunks, xg, xg_bytes, yg};
+    status = KernelContext_ParallelFor(api)(ctx, moe_chunk, used * chunks, 0, &task);
+    if (status != NULL) goto done;
+    for (size_t s = 0; s < slots; s++)
+        memcpy(y + s * n, yg + place[s] * n, n * sizeof *y);
+done:
+    free(first);
+    free(place);
+    free(groups);
+    free(xq);
+    free(xg);
+    free(yg);
+    return status;
+}
+
+static OrtStatus *compute_moe(void *kernel, OrtKernelContext *ctx) {
+    const GgufMatMul *self = kernel;
+    const OrtApi *api = self->api;
+    const OrtValue *x_value, *w_value, *ids_value;
+    TRY(KernelContext_GetInput(api)(ctx, 0, &x_value));
+    TRY(KernelContext_GetInput(api)(ctx, 1, &w_value));
+    TRY(KernelContext_GetInput(api)(ctx, 2, &ids_value));
+
+    int x_type, w_type, ids_type;
+    int64_t dims[MAX_RANK], w_dims[MAX_RANK], ids_dims[MAX_RANK + 1];
+    size_t rank, w_rank, ids_rank;
+    TRY(describe(api, x_value, "x", &x_type, dims, &rank));
+    TRY(describe(api, w_value, "w", &w_type, w_dims, &w_rank));
+    TRY(describe(api, ids_value, "ids", &ids_type, ids_dims, &ids_rank));
+    if (self->experts == 0) return fail(api, "GgufMoE: the attribute experts must be positive");
+    if (x_type != T_FLOAT) return fail(api, "GgufMoE: x must be float32");
+    if (rank == 0 || dims[rank - 1] != self->k)
+        return fail(api, "GgufMoE: x's last dimension must be k=%lld", (long long)self->k);
+    if (w_type != T_UINT8) return fail(api, "GgufMoE: w must be uint8 (the GGUF tensor's bytes)");
+    if (ids_type != T_INT32 && ids_type != T_INT64)
+        return fail(api, "GgufMoE: ids must be int32 or int64");
+    if (ids_rank == 0 || ids_rank == MAX_RANK)
+        return fail(api, "GgufMoE: ids must be [..., top_k] with rank below %d", MAX_RANK);
+    size_t w_bytes = 1;
+    for (size_t d = 0; d < w_rank; d++) w_bytes *= (size_t)w_dims[d];
+    size_t want = (size_t)self->n * self->row_bytes * (size_t)self->experts;
+    if (w_bytes != want)
+        return fail(api, "GgufMoE: w holds %zu bytes; GGML type %d with k=%lld, n=%lld and "
+                    "%lld experts needs %zu", w_bytes, self->type, (long long)self->k,
+                    (long long)self->n, (long long)self->experts, want);
+    /* x's leading dims are ids' (a row per slot) or ids' without top_k (a row per token) */
+    int row_per_slot = rank == ids_rank + 1;
+    if (!row_per_slot && rank != ids_rank)
+        return fail(api, "GgufMoE: x must be [..., k] or [..., top_k, k] for ids [..., top_k]");
+    for (size_t d = 0; d + 1 < rank; d++)
+        if (d < ids_rank && dims[d] != ids_dims[d])
+            return fail(api, "GgufMoE: x's dimension %zu is %lld, ids' is %lld", d,
+                        (long long)dims[d], (long long)ids_dims[d]);
+    size_t slots = 1;
+    for (size_t d = 0; d < ids_rank; d++) slots *= (size_t)ids_dims[d];
+    size_t top_k = (size_t)ids_dims[ids_rank - 1];
+
+    ids_dims[ids_rank] = self->n;
+    OrtValue *y_value;
+    void *x, *w, *y;
+    TRY(KernelContext_GetOutput(api)(ctx, 0, ids_dims, ids_rank + 1, &y_value));
+    if (slots == 0) return NULL;
+    int64_t *ids = malloc(slots * sizeof *ids);
+    if (ids == NULL) return CreateStatus(api)(ORT_FAIL, "GgufMoE: out of memory");
+    OrtStatus *status = read_ids(api, ids_value, self, ids, slots);
+    if (status == NULL) status = data_of(api, x_value, &x);
+    if (status == NULL) status = data_of(api, w_value, &w);
+    if (status == NULL) status = data_of(api, y_value, &y);
+    if (status == NULL)
+        status = run_moe(self, ctx, x, w, ids, slots, top_k, row_per_slot, y);
+    free(ids);
+    return status;
+}
+
 /* ---- registration ------------------------------------------------------------------- */
 
 static const char *op_name(const struct OrtCustomOp *op) { (void)op; return "GgufMatMul"; }
+static const char *moe_name(const struct OrtCustomOp *op) { (void)op; return "GgufMoE"; }
 static const char *op_provider(const struct OrtCustomOp *op) {
     (void)op;
     return "CPUExecutionProvider";
@@ -319,6 +506,7 @@ static int input_characteristic(const struct OrtCustomOp *op, size_t i) {
     (void)op;
     return i == 2 ? IO_OPTIONAL : IO_REQUIRED;
 }
+static int required(const struct OrtCustomOp *op, size_t i) { (void)op; (void)i; return IO_REQUIRED; }
 static int output_characteristic(const struct OrtCustomOp *op, size_t i) {
     (void)op; (void)i;
     return IO_REQUIRED;
@@ -348,6 +536,28 @@ static const struct OrtCustomOp GGUF_MATMUL = {
     .KernelComputeV2 = compute,
 };
 
+static const struct OrtCustomOp GGUF_MOE = {
+    .version = ORT_API_NEEDED,
+    .CreateKernel = NULL,
+    .GetName = moe_name,
+    .GetExecutionProviderType = op_provider,
+    .GetInputType = input_type,  /* ids: int32 or int64 */
+    .GetInputTypeCount = input_count,
+    .GetOutputType = output_type,
+    .GetOutputTypeCount = output_count,
+    .KernelCompute = NULL,
+    .KernelDestroy = destroy_kernel,
+    .GetInputCharacteristic = required,
+    .GetOutputCharacteristic = output_characteristic,
+    .GetInputMemoryType = default_memory,
+    .GetVariadicInputMinArity = one,
+    .GetVariadicInputHomogeneity = one,
+    .GetVariadicOutputMinArity = one,
+    .GetVariadicOutputHomogeneity = one,
+    .CreateKernelV2 = create_kernel,
+    .KernelComputeV2 = compute_moe,
+};
+
 /* Called once per SessionOptions. The domain must outlive every session made with them and
  * ONNX Runtime never hands it back, so each registration leaves one small domain behind. */
 LANTERN_EXPORT OrtStatus *RegisterCustomOps(OrtSessionOptions *options,
@@ -360,5 +570,6 @@ LANTERN_EXPORT OrtStatus *RegisterCustomOps(OrtSessionOptions *options,
     OrtCustomOpDomain *domain;
     TRY(CreateCustomOpDomain(api)("lantern", &domain));
     TRY(CustomOpDomain_Add(api)(domain, &GGUF_MATMUL));
+    TRY(CustomOpDomain_Add(api)(domain, &GGUF_MOE));
     return AddCustomOpDomain(api)(options, domain);
 }

@@ -15,8 +15,10 @@ Gemma 2 and 3 scale the embeddings by sqrt(H), norm each sublayer's output befor
 use GELU (tanh) in the gated MLP and their own query scale. Gemma 2 soft-caps the attention
 scores (cap * tanh(scores / cap)) and lets every other layer see only the last
 sliding_window keys; Gemma 3 lets five of every six layers see them, rotated with their
-own base. Phi-3's fused matrices
-are split when read (ReferenceWeights); its window holds on every layer.
+own base. Phi-3's fused matrices are split when read (ReferenceWeights); its window holds
+on every layer. Qwen3-MoE's mlp(x) is a mixture of experts (``experts_mlp``): softmax over a
+router's logits, each token takes its top k experts' gated MLPs weighted by their
+probabilities (renormalised to sum to one where the config says).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.gguf.architectures import dense_mlps_only
+from engine.gguf.architectures import experts_built
 from engine.modelmath.rope import apply_rope, long_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
@@ -111,6 +113,9 @@ class AttentionProbe:
     parts: bool = False
     heads: list[np.ndarray] = field(default_factory=list)   # per layer [n_heads, R, H]
     mlps: list[np.ndarray] = field(default_factory=list)    # per layer [R, H]
+    # mixture of experts, per layer: the experts rows R chose, best first, and their weights
+    expert_ids: list[np.ndarray] = field(default_factory=list)      # per layer int [R, K]
+    expert_weights: list[np.ndarray] = field(default_factory=list)  # per layer [R, K]
     hidden_keys: np.ndarray | None = None                   # int [K], absolute key indices
 
 
@@ -182,6 +187,34 @@ def mlp(x: np.ndarray, w: LayerWeights, activation: str = "silu") -> np.ndarray:
     return linear(act(linear(x, w.ffn_gate)) * linear(x, w.ffn_up), w.ffn_down)
 
 
+def route(x: np.ndarray, router: np.ndarray, cfg: TextConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's experts, best first, and their weights: x [S, H] -> ids [S, K], w [S, K]."""
+    probs = softmax(linear(x, router))  # [S, E]
+    ids = np.argsort(-probs, axis=-1, kind="stable")[:, :cfg.experts_used]
+    weights = np.take_along_axis(probs, ids, axis=-1)
+    if cfg.expert_weights_norm:
+        weights = weights / weights.sum(axis=-1, keepdims=True)
+    return ids, weights
+
+
+def experts_mlp(x: np.ndarray, w: LayerWeights, cfg: TextConfig,
+                probe: AttentionProbe | None = None) -> np.ndarray:
+    """Mixture of experts, x [S, H] -> [S, H]: each row through the gated MLPs of the
+    experts ``route`` picks, weighted; ``probe`` keeps its rows' choices."""
+    ids, weights = route(x, w.ffn_gate_inp, cfg)
+    if probe is not None:
+        probe.expert_ids.append(ids[probe.rows])
+        probe.expert_weights.append(weights[probe.rows])
+    act, experts, out = ACTIVATIONS[cfg.activation], w.experts, np.zeros_like(x)
+    for e in np.unique(ids):
+        rows, slots = np.nonzero(ids == e)
+        h = x[rows]
+        h = act(linear(h, experts.matrix(experts.gate, e))) * linear(h, experts.matrix(
+            experts.up, e))
+        out[rows] += weights[rows, slots, None] * linear(h, experts.matrix(experts.down, e))
+    return out
+
+
 def post_norm_gain(x: np.ndarray, weight: np.ndarray, cfg: TextConfig) -> np.ndarray:
     """rms_norm(x) = x * gain for rows x [R, H]: the norm frozen at each row's own scale, so
     that the parts x is a sum of (Gemma's heads) pass through it as a sum -> [R, H]."""
@@ -204,7 +237,7 @@ def decoder_layer(
     x = x + residual
     residual = x
     x = rms_norm(x, w.ffn_norm, cfg.rms_eps)
-    x = mlp(x, w, cfg.activation)
+    x = experts_mlp(x, w, cfg, probe) if cfg.mixture_of_experts else mlp(x, w, cfg.activation)
     if cfg.post_norms:
         x = rms_norm(x, w.post_ffw_norm, cfg.rms_eps)
     if probe is not None and probe.parts:  # what the MLP adds to the residual stream
@@ -249,7 +282,7 @@ def forward(
     if weights is None:
         weights = ReferenceWeights(model, dtype)
     cfg = weights.config
-    dense_mlps_only(cfg)
+    experts_built(cfg)
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("pass exactly one of input_ids and inputs_embeds")
     if inputs_embeds is None:

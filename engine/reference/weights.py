@@ -16,6 +16,22 @@ from numpy.typing import DTypeLike
 if TYPE_CHECKING:
     from engine.gguf import GGUFModel
     from engine.gguf.config import TextConfig
+    from engine.gguf.reader import TensorInfo
+
+
+@dataclass(frozen=True)
+class Experts:
+    """A mixture-of-experts block's 3-D tensors [E, n, k]; ``matrix`` de-quantizes one
+    expert's matrix when a token chooses it (the whole stack would be the file's size again)."""
+
+    gate: TensorInfo  # [E, I, H]
+    up: TensorInfo    # [E, I, H]
+    down: TensorInfo  # [E, H, I]
+    dtype: np.dtype
+
+    def matrix(self, tensor: TensorInfo, expert: int) -> np.ndarray:
+        rows = dequantize(tensor.raw[expert], tensor.ggml_type).reshape(tensor.shape[1:])
+        return rows.astype(self.dtype, copy=False)
 
 
 @dataclass(frozen=True)
@@ -28,9 +44,11 @@ class LayerWeights:
     attn_v: np.ndarray                      # [n_kv_heads * D, H]
     attn_output: np.ndarray                 # [H, n_heads * D]
     ffn_norm: np.ndarray                    # [H]
-    ffn_gate: np.ndarray                    # [I, H]
-    ffn_up: np.ndarray                      # [I, H]
-    ffn_down: np.ndarray                    # [H, I]
+    ffn_gate: np.ndarray | None = None      # [I, H]            unless config.experts
+    ffn_up: np.ndarray | None = None        # [I, H]
+    ffn_down: np.ndarray | None = None      # [H, I]
+    ffn_gate_inp: np.ndarray | None = None  # [E, H]            the router, with experts
+    experts: Experts | None = None
     attn_q_bias: np.ndarray | None = None   # [n_heads * D]     when config.qkv_bias
     attn_k_bias: np.ndarray | None = None   # [n_kv_heads * D]
     attn_v_bias: np.ndarray | None = None   # [n_kv_heads * D]
@@ -72,6 +90,7 @@ POST_NORMS = ("post_attention_norm", "post_ffw_norm")    # present when config.p
 SINKS = ("attn_sinks",)                                  # present when config.attention_sinks
 OUTPUT_BIAS = ("attn_output_bias",)                      # present when config.output_bias
 FUSED = ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up")  # stored fused (Phi-3)
+DENSE_MLP = ("ffn_gate", "ffn_up", "ffn_down")  # absent with experts
 
 
 class ReferenceWeights:
@@ -116,7 +135,8 @@ class ReferenceWeights:
                 + (() if cfg.post_norms else POST_NORMS)
                 + (() if cfg.attention_sinks else SINKS)
                 + (() if cfg.output_bias else OUTPUT_BIAS)
-                + (FUSED if cfg.fused_projections else ()))
+                + (FUSED if cfg.fused_projections else ())
+                + (DENSE_MLP if cfg.mixture_of_experts else ()))
         names = LAYER_TENSORS | {"ffn_norm": f"{cfg.ffn_norm_tensor}.weight"}
         weights = {
             field: self.tensor(f"blk.{i}.{name}")
@@ -129,6 +149,11 @@ class ReferenceWeights:
                 self.tensor(f"blk.{i}.attn_qkv.weight"), [q, q + kv])
             weights["ffn_gate"], weights["ffn_up"] = np.split(
                 self.tensor(f"blk.{i}.ffn_up.weight"), 2)
+        if cfg.mixture_of_experts:
+            tensors = self._model.tensors
+            weights["ffn_gate_inp"] = self.tensor(f"blk.{i}.ffn_gate_inp.weight")
+            weights["experts"] = Experts(*(tensors[f"blk.{i}.ffn_{part}_exps.weight"]
+                                           for part in ("gate", "up", "down")), self.dtype)
         return LayerWeights(**weights)
 
     def output_norm(self) -> np.ndarray:

@@ -46,8 +46,9 @@ def test_the_files_keys_read_as_hfs_config(gpt_oss):
     assert text.sliding_layers == tuple(kind == "sliding_attention" for kind in c.layer_types)
     assert text.sliding_layers == (True, False)
     assert text.attention_sinks and text.output_bias and text.qkv_bias
-    assert (text.n_experts, text.n_experts_used, text.expert_ffn_size) == (
+    assert (text.experts, text.experts_used, text.expert_intermediate_size) == (
         c.num_local_experts, c.num_experts_per_tok, c.intermediate_size)
+    assert text.expert_gating == "top_k_softmax" and text.expert_biases
     rope = c.rope_parameters
     assert text.rope_yarn == YarnScaling(factor=rope["factor"],
                                          original_context=rope["original_max_position_embeddings"])

@@ -1,0 +1,94 @@
+"""A mixture-of-experts MLP as ONNX nodes (Qwen3-MoE; ARCHITECTURE.md §3, Experts).
+
+    probs      = softmax(x @ router.T)                 # [.., E]
+    w, ids     = top_k(probs)                          # [.., K]; w / sum(w) when renormalised
+    y          = sum_s w[s] * down_ids[s](silu(gate_ids[s](x)) * up_ids[s](x))
+
+The experts' matmuls are lantern.GgufMoE over the file's 3-D tensors: each token's rows go
+to the experts it chose, grouped inside the op so that a step reads only those experts'
+bytes and the tensors stay where the memory map holds them. The router's choice (``ids``,
+``w``) is returned with the output, so a graph can expose it (the inspect panel's experts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine import native
+from engine.gguf.repack import PackedWeight
+from engine.graph.builder import GraphBuilder
+from engine.graph.linear import EXACT_MODE, FAST_MODE, GgufWeight
+
+
+@dataclass(frozen=True)
+class ExpertWeights:
+    """One of a layer's 3-D expert tensors: ``matrix`` is one expert's [n, k] shape over the
+    bytes of all ``count`` of them (raw [count * n, row_bytes], expert e's rows at e * n)."""
+
+    matrix: GgufWeight
+    count: int
+
+
+@dataclass(frozen=True)
+class MoEWeights:
+    router: PackedWeight | GgufWeight  # [E, H]
+    gate: ExpertWeights   # [E, I, H]
+    up: ExpertWeights     # [E, I, H]
+    down: ExpertWeights   # [E, H, I]
+
+
+@dataclass(frozen=True)
+class Routing:
+    """How a token picks its experts: softmax over all, the top ``used``, their weights
+    renormalised to sum to one when ``normalize``."""
+
+    used: int
+    normalize: bool
+
+
+@dataclass(frozen=True)
+class MoEOutput:
+    y: str        # [1, S, H]
+    ids: str      # int64 [1, S, K]: the experts each token chose, best first
+    weights: str  # [1, S, K]: what each chosen expert's output is multiplied by
+
+
+def moe(g: GraphBuilder, x: str, w: MoEWeights, routing: Routing, project: Callable,
+        name: str, *, fast: bool) -> MoEOutput:
+    """The layer over x [1, S, H]; ``project`` multiplies by the router (a plain linear)."""
+    logits = project(x, w.router, f"{name}.router")  # [1, S, E]
+    [probs] = g.add_node("Softmax", [logits], [f"{name}/router_probs"], axis=-1)
+    k = g.add_initializer(f"{name}.top_k", np.array([routing.used], np.int64))
+    weights, ids = g.add_node("TopK", [probs, k], [f"{name}/expert_weights", f"{name}/expert_ids"],
+                              axis=-1, largest=1, sorted=1)
+    if routing.normalize:
+        last = g.add_initializer(f"{name}.last_axis", np.array([-1], np.int64))
+        [total] = g.add_node("ReduceSum", [weights, last], [f"{name}/weights_sum"], keepdims=1)
+        [weights] = g.add_node("Div", [weights, total], [f"{name}/expert_weights_normed"])
+    gate = expert_matmul(g, x, w.gate, ids, f"{name}.gate", fast=fast)  # [1, S, K, I]
+    up = expert_matmul(g, x, w.up, ids, f"{name}.up", fast=fast)
+    [sig] = g.add_node("Sigmoid", [gate], [f"{name}/sigmoid"])
+    [act] = g.add_node("Mul", [gate, sig], [f"{name}/silu"])
+    [act] = g.add_node("Mul", [act, up], [f"{name}/silu_up"])
+    down = expert_matmul(g, act, w.down, ids, f"{name}.down", fast=fast)  # [1, S, K, H]
+    axis = g.add_initializer(f"{name}.slot_axis", np.array([-1], np.int64))
+    [scale] = g.add_node("Unsqueeze", [weights, axis], [f"{name}/weights_column"])
+    [down] = g.add_node("Mul", [down, scale], [f"{name}/weighted"])
+    slots = g.add_initializer(f"{name}.slots_axis", np.array([-2], np.int64))
+    [y] = g.add_node("ReduceSum", [down, slots], [f"{name}/sum"], keepdims=0)  # [1, S, H]
+    return MoEOutput(y, ids, weights)
+
+
+def expert_matmul(g: GraphBuilder, x: str, w: ExpertWeights, ids: str, name: str, *,
+                  fast: bool) -> str:
+    """lantern.GgufMoE: x [.., k] (or [.., K, k]) by expert ids [.., K] -> [.., K, n]."""
+    m = w.matrix
+    fast = fast and native.custom_ops().reads(m.ggml_type, m.k, fast=True)
+    raw = g.add_file_bytes(f"{name}.gguf", m.raw)
+    [y] = g.add_node(native.MOE_OP, [x, raw, ids], [f"{name}/GgufMoE"], domain=native.DOMAIN,
+                     type=int(m.ggml_type), k=m.k, n=m.n,
+                     mode=FAST_MODE if fast else EXACT_MODE, experts=w.count)
+    return y
