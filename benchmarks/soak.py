@@ -103,7 +103,7 @@ def main() -> int:
 
     def load(name: str) -> None:
         wait_until(app, lambda: window.models.row_of(name) >= 0)
-        window.load_model(window.models.entry(window.models.row_of(name)))
+        window.models_controller.load(window.models.entry(window.models.row_of(name)))
         wait_until(app, lambda: controller.model is not None and controller.model.name == name)
 
     load(first)

@@ -54,7 +54,7 @@ def open_window(qtbot, tmp_path: Path, store: Path) -> MainWindow:
 
 def load(qtbot, window: MainWindow, name: str) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None
                     and window.controller.model.name == name, timeout=TIMEOUT_MS)
 
@@ -153,7 +153,7 @@ def test_switching_model_mid_answer_interrupts_it_first(qtbot, tmp_path, slow_st
     qtbot.waitUntil(lambda: len(window.chat.view.messages[-1].tokens) >= 3,
                     timeout=TIMEOUT_MS)
     job, conversation = window.controller.job, window.controller.conversation_id
-    assert timed(lambda: window.load_model(
+    assert timed(lambda: window.models_controller.load(
         window.models.entry(window.models.row_of("slow2:latest")))) < busy(RETURNS_WITHIN_S)
     # the old answer stops before the new model loads, and says why
     assert_ends(qtbot, job)

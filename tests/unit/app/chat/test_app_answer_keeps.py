@@ -46,7 +46,7 @@ def loaded_window(qtbot, tmp_path: Path, store: Path) -> MainWindow:
 
 def load(qtbot, window: MainWindow, name: str) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None
                     and window.controller.model_name == name, timeout=TIMEOUT_MS)
 

@@ -27,7 +27,7 @@ def open_window(qtbot, history_path: Path, models_dir: Path, **options) -> MainW
 
 def load(qtbot, window: MainWindow, name: str) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
 
 

@@ -49,7 +49,7 @@ def open_window(qtbot, history: Path, models_dir: Path) -> MainWindow:
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.models.row_of(NAME) >= 0 and
                     window.models.entry(window.models.row_of(NAME)).checked, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(NAME)))
+    window.models_controller.load(window.models.entry(window.models.row_of(NAME)))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     assert window.controller.vision
     return window

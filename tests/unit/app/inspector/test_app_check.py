@@ -36,7 +36,7 @@ def loaded_window(qtbot, settings: Settings, tmp_path: Path) -> MainWindow:
     window = MainWindow(settings, History(tmp_path / "h.sqlite3"), auto_load=False)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.models.row_of("tiny:latest") >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of("tiny:latest")))
+    window.models_controller.load(window.models.entry(window.models.row_of("tiny:latest")))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     return window
 
