@@ -42,6 +42,7 @@ from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
+from app.inspector.checks import Checks
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.model_comparer import ModelComparer
@@ -118,6 +119,7 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
         self.panel = DebugPanel(self)
+        self.checks = Checks(self.controller, self)
         self.inspector = Inspector(self.panel, self.controller, self.runner, self)
         self.comparer = ModelComparer(self.panel, self.controller, self.inspector,
                                       self.runner, self.models_controller.store, self)
@@ -254,8 +256,8 @@ class MainWindow(QMainWindow):
         controller.answerDone.connect(self._done)
         controller.notice.connect(lambda text: self.banner.show_message("info", text))
         controller.promptReady.connect(self.panel.prompt.show_prompt)
-        controller.checkDone.connect(self.panel.reference.show_check)
-        controller.checkFailed.connect(self.panel.reference.show_check_failed)
+        self.checks.checkDone.connect(self.panel.reference.show_check)
+        self.checks.checkFailed.connect(self.panel.reference.show_check_failed)
         self.chat.message.connect(self.banner.show_message)
         self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
         self.chat.tokenClicked.connect(self.inspector.select_token)
@@ -329,7 +331,7 @@ class MainWindow(QMainWindow):
         self.models_controller.import_gguf(path, name.strip())
 
     def _loading(self, entry: ModelEntry) -> None:
-        self.controller.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
+        self.controller.answer.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
         self.controller.give_up_check()
         self.sidebar.select_model(entry.name)
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
@@ -458,7 +460,7 @@ class MainWindow(QMainWindow):
         """Esc: stop the answer (of the chat shown); else leave editing; else clear the
         search."""
         if self.controller.busy:
-            self.controller.stop()
+            self.controller.answer.stop()
         elif self.chat.input.waiting or self.chat.input.editing:
             self.chat.input.escape()
         elif self.sidebar.search.text():
@@ -475,7 +477,7 @@ class MainWindow(QMainWindow):
     # -- streaming and the panel -----------------------------------------------------------
 
     def _token(self, event: TokenEvent) -> None:
-        speed = self.controller.tokens_per_second
+        speed = self.controller.answer.tokens_per_second
         self.panel.show_timing(event.elapsed_ns / 1e6, speed)
         self.status_speed.setText(f"{speed:.1f} tok/s")
 
@@ -503,7 +505,7 @@ class MainWindow(QMainWindow):
 
     def _check(self) -> None:
         try:
-            self.controller.check()
+            self.checks.check()
         except LanternError as error:
             self.panel.reference.show_check_failed(str(error))
             return
@@ -561,7 +563,7 @@ class MainWindow(QMainWindow):
     def open_crosscheck(self) -> None:
         """Lantern's loaded model against a server's copy, on the current conversation."""
         if self.crosscheck is None:
-            self.crosscheck = CrossCheckDialog(self.controller, self.models, self.runner, self)
+            self.crosscheck = CrossCheckDialog(self.checks, self.models, self)
         self.crosscheck.refresh()
         self.crosscheck.show()
         self.crosscheck.raise_()

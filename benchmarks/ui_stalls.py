@@ -344,7 +344,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
     window.open_conversation(earlier)
 
     def mid_answer() -> None:
-        wait_until(app, lambda: controller.answering is None)   # one answer at a time
+        wait_until(app, lambda: controller.answer.conversation is None)   # one answer at a time
         window.new_chat()
         send(LONG_PROMPT)
         settle(app, 0.3)
@@ -354,7 +354,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
             lambda: True, after_s=1.0)
     mid_answer()
     measure("Ctrl+N mid-answer", window.new_chat, lambda: True, after_s=1.0)
-    wait_until(app, lambda: controller.answering is None)   # it finishes in the background
+    wait_until(app, lambda: controller.answer.conversation is None)  # it finishes in the background
     window.open_conversation(earlier)
     measure("reference check", window.panel.reference.check_button.click,
             lambda: not controller.checking)

@@ -103,7 +103,7 @@ def test_real_model_streams_matches_the_engine_and_stops(qtbot, tmp_path, real_s
     load(qtbot, window, REAL_NAME)
     tokens, lengths = [], []
     window.controller.token.connect(tokens.append)
-    window.controller.token.connect(lambda _: lengths.append(len(window.controller.answer_text)))
+    window.controller.token.connect(lambda _: lengths.append(len(window.controller.answer.text)))
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
         send(window, "Write a haiku about lanterns.")
     assert len(tokens) > 5 and lengths == sorted(lengths) and lengths[-1] > lengths[0]
@@ -148,5 +148,5 @@ def test_history_survives_restart_and_quitting_mid_answer(qtbot, tmp_path, real_
     second.open_conversation(second.conversations.conversations[0].id)
     user, answer = second.chat.view.messages
     assert user.text == "List twenty fruits, one per line."
-    assert answer.text and answer.text.startswith(first.controller.answer_text[:10])
+    assert answer.text and answer.text.startswith(first.controller.answer.text[:10])
     assert answer.status.text() == "interrupted"

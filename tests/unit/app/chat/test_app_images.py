@@ -137,7 +137,7 @@ def test_reference_check_on_an_image_prompt(qtbot, tmp_path, vision_store, photo
     window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
     window.chat.input.attach([str(photo)])
     send(qtbot, window, "What is this?")
-    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:
         window.panel.reference.check_button.click()
     report = checked.args[0]
     assert report.n_tokens == len(window.controller.session.last_prompt)

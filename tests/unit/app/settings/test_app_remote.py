@@ -97,7 +97,7 @@ def test_stop_closes_the_request_and_keeps_the_answer(qtbot, window, ollama):
         window.chat.input.editor.setPlainText("Hello?")
         window.chat.input.submit()
     with qtbot.waitSignal(window.controller.answerDone, timeout=2000) as done:
-        window.controller.stop()
+        window.controller.answer.stop()
     assert done.args[0].done_reason == "cancel"
     [conversation] = window.history.conversations()
     answer = window.history.messages(conversation.id)[-1]
