@@ -1,6 +1,7 @@
 """The main window: composes the sidebar, the chat page (or the empty state), the debug
 panel dock, the banner and the status bar, and wires their signals together. The work
-itself lives in ModelLoader, ConversationController and the jobs they start.
+itself lives in ModelsController (the store's models, the one loaded),
+ConversationController (the conversation shown and its answers) and the jobs they start.
 """
 
 from __future__ import annotations
@@ -41,20 +42,19 @@ from app.conversations.history import History
 from app.conversations.list_model import ConversationListModel
 from app.desktop import shortcuts
 from app.desktop.about import AboutDialog, about_facts
+from app.inspector.checks import Checks
 from app.inspector.crosscheck import CrossCheckDialog
 from app.inspector.inspector import Inspector
 from app.inspector.model_comparer import ModelComparer
 from app.inspector.panel import MIN_WIDTH, DebugPanel
-from app.models.list_model import ModelEntry, ModelListModel, RemoteScanJob, StoreScanJob
-from app.models.loader import ModelLoader
+from app.models.controller import ModelsController
+from app.models.list_model import ModelEntry, ModelListModel
 from app.models.manager import ModelManager
-from app.models.start_choice import start_model
-from app.settings.connections import ConnectionsDialog, connection_of
+from app.settings.connections import ConnectionsDialog
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
-from app.workers import CallJob, JobRunner
-from engine.catalog.importer import import_gguf
+from app.workers import JobRunner
 from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, TokenEvent
 from engine.chat.tools import ToolCall
@@ -62,7 +62,6 @@ from engine.errors import LanternError
 from engine.paths import data_dir
 from engine.remote.session import RemoteModel
 from engine.runtime.loaded_model import LoadedModel
-from engine.store import Store
 
 RELOAD_FIELDS = ("provider", "exact", "requantize", "num_ctx", "layer_stats")
 
@@ -86,21 +85,15 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.settings = settings or Settings.load()
         self.history = history or History(history_path())
-        self.auto_load = auto_load
-        self._start_note = ""      # why the model loaded on start was chosen for the user
         self.runner = JobRunner(self)
         self.models = ModelListModel(self)
         self.conversations = ConversationListModel(self.history, self)
-        self.loader = ModelLoader(self.runner, self)
+        self.models_controller = ModelsController(self.models, self.history,
+                                                  lambda: self.settings, self.runner,
+                                                  auto_load, self)
         self.controller = ConversationController(self.history, self.settings, self.runner, self)
-        self.manager = ModelManager(self.runner, self.store, self)
-        self.scan_job: StoreScanJob | None = None
-        self.remote_job: RemoteScanJob | None = None
-        self.local_entries: list[ModelEntry] = []
-        self.remote_entries: list[ModelEntry] = []     # models of Settings → Connections
+        self.manager = ModelManager(self.runner, self.models_controller.store, self)
         self.crosscheck: CrossCheckDialog | None = None
-        self.import_job: CallJob | None = None
-        self.entry: ModelEntry | None = None          # the loaded model's entry
         self._first_listing = True
 
         self.sidebar = Sidebar(self.models, self.conversations)
@@ -126,9 +119,10 @@ class MainWindow(QMainWindow):
         splitter.setChildrenCollapsible(False)
         self.setCentralWidget(splitter)
         self.panel = DebugPanel(self)
+        self.checks = Checks(self.controller, self)
         self.inspector = Inspector(self.panel, self.controller, self.runner, self)
         self.comparer = ModelComparer(self.panel, self.controller, self.inspector,
-                                      self.runner, self.store, self)
+                                      self.runner, self.models_controller.store, self)
         self.addDockWidget(Qt.RightDockWidgetArea, self.panel)
         # roomy where the screen allows, else as narrow as the panel goes
         self.resizeDocks([self.panel], [PANEL_WIDTH if available.width() >= 1280 else MIN_WIDTH],
@@ -161,8 +155,8 @@ class MainWindow(QMainWindow):
             self._first_scan()
 
     def _first_scan(self) -> None:
-        if self.scan_job is None:
-            self.rescan()
+        if self.models_controller.scan_job is None:
+            self.models_controller.rescan()
 
     def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt override)
         super().paintEvent(event)
@@ -180,7 +174,8 @@ class MainWindow(QMainWindow):
         file_menu.addAction("Import a conversation…").triggered.connect(
             self._import_conversation)
         file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
-        file_menu.addAction("Look for models again").triggered.connect(self.rescan)
+        file_menu.addAction("Look for models again").triggered.connect(
+            self.models_controller.rescan)
         file_menu.addAction("Connections…").triggered.connect(self.open_connections)
         file_menu.addSeparator()
         settings = file_menu.addAction("Settings…")
@@ -230,8 +225,8 @@ class MainWindow(QMainWindow):
             self._save_settings(allowed_tools=[*self.settings.allowed_tools, tool])
 
     def _connect(self) -> None:
-        sidebar, controller, loader = self.sidebar, self.controller, self.loader
-        sidebar.modelChosen.connect(self.load_model)
+        sidebar, controller, models = self.sidebar, self.controller, self.models_controller
+        sidebar.modelChosen.connect(models.load)
         sidebar.newChatRequested.connect(self.new_chat)
         sidebar.conversationChosen.connect(self.open_conversation)
         sidebar.conversationDeleteRequested.connect(self.delete_conversation)
@@ -243,12 +238,16 @@ class MainWindow(QMainWindow):
         sidebar.getModelRequested.connect(self.manager.get_model)
         sidebar.modelCopyRequested.connect(self.manager.copy)
         sidebar.modelRemoveRequested.connect(self.manager.remove)
-        self.manager.storeChanged.connect(self.rescan)
+        self.manager.storeChanged.connect(models.rescan)
         self.manager.message.connect(self.banner.show_message)
-        loader.progress.connect(self._load_progress)
-        loader.loaded.connect(self._loaded)
-        loader.failed.connect(self._load_failed)
-        loader.cancelled.connect(self.banner.dismiss_progress)
+        models.storeListed.connect(self._store_listed)
+        models.remoteListed.connect(self._remote_listed)
+        models.message.connect(self.banner.show_message)
+        models.loading.connect(self._loading)
+        models.loaded.connect(self._loaded)
+        models.loader.progress.connect(self._load_progress)
+        models.loader.failed.connect(self._load_failed)
+        models.loader.cancelled.connect(self.banner.dismiss_progress)
         self.banner.cancelRequested.connect(self._cancel_banner_job)
         controller.conversationChanged.connect(self._conversation_changed)
         controller.listChanged.connect(self._refresh_conversations)
@@ -257,8 +256,8 @@ class MainWindow(QMainWindow):
         controller.answerDone.connect(self._done)
         controller.notice.connect(lambda text: self.banner.show_message("info", text))
         controller.promptReady.connect(self.panel.prompt.show_prompt)
-        controller.checkDone.connect(self.panel.reference.show_check)
-        controller.checkFailed.connect(self.panel.reference.show_check_failed)
+        self.checks.checkDone.connect(self.panel.reference.show_check)
+        self.checks.checkFailed.connect(self.panel.reference.show_check_failed)
         self.chat.message.connect(self.banner.show_message)
         self.chat.tokenHovered.connect(lambda event: self.panel.show_token(event, latest=False))
         self.chat.tokenClicked.connect(self.inspector.select_token)
@@ -275,108 +274,38 @@ class MainWindow(QMainWindow):
         self.empty.folderChosen.connect(self.set_models_dir)
         self.empty.getModelRequested.connect(self.manager.get_model)
         self.empty.importRequested.connect(self.import_gguf)
-        self.empty.rescanRequested.connect(self.rescan)
+        self.empty.rescanRequested.connect(models.rescan)
 
-    # -- the store -------------------------------------------------------------------------
+    # -- the models: what the models controller reports -------------------------------------
 
-    def store(self) -> Store:
-        return Store.open(self.settings.models_dir)
-
-    def rescan(self) -> None:
-        self.rescan_remote()
-        if self.scan_job is not None:
-            self.scan_job.cancel()
-        job = StoreScanJob(self.store())
-        job.listed.connect(self._listed)
-        job.described.connect(self._described)
-        job.failed.connect(self._scan_failed)
-        self.scan_job = job
-        self.runner.start(job)
-
-    def rescan_remote(self) -> None:
-        """Ask every connection for its models (they join the list after the local ones)."""
-        if self.remote_job is not None:
-            self.remote_job.cancel()
-        connections = []
-        for record in self.settings.connections:
-            try:
-                connections.append(connection_of(record))
-            except LanternError as error:
-                self.banner.show_message("error", f"a saved connection is unusable: {error}")
-        self.remote_entries = []
-        if not connections:
-            self._show_entries()
-            return
-        job = RemoteScanJob(connections)
-        job.listed.connect(self._remote_listed)
-        self.remote_job = job
-        self.runner.start(job)
-
-    def _remote_listed(self, entries: list[ModelEntry]) -> None:
-        if self.sender() is not self.remote_job:
-            return
-        self.remote_job = None
-        self.remote_entries = entries
-        self._show_entries()
-        for entry in entries:
-            if (self.auto_load and entry.runnable and entry.name == self.settings.last_model
-                    and self.entry is None and not self.loader.loading):
-                self.sidebar.select_model(entry.name)
-                self.load_model(entry)
-
-    def _show_entries(self) -> None:
-        """Local models first (the store scan describes them by row), then remote ones."""
-        entries = self.local_entries + self.remote_entries
-        self.models.set_entries(entries)
-        if self.entry is not None:
-            self.sidebar.select_model(self.entry.name)
-        if not self._first_listing:
-            self.pages.setCurrentWidget(self.chat if entries else self.empty)
-
-    def _listed(self, entries: list[ModelEntry]) -> None:
-        self.local_entries = list(entries)
-        entries = self.local_entries + self.remote_entries
-        self.models.set_entries(entries)
-        store = self.store()
+    def _store_listed(self, ok: bool) -> None:
+        store = self.models_controller.store()
         self.empty.set_store(store.root, store.root.is_dir())
+        entries = self.models.entries
         self.pages.setCurrentWidget(self.chat if entries else self.empty)
-        self.comparer.refresh()               # a model added or removed may be B
+        if ok:
+            self.comparer.refresh()               # a model added or removed may be B
         if self._first_listing:
             self._first_listing = False
             # nothing to look inside yet (unless a server's models are on their way)
             self.panel.setVisible(bool(entries or self.settings.connections))
-        if self.entry is not None:
-            self.sidebar.select_model(self.entry.name)
+        if ok:
+            self._select_loaded()
 
-    def _described(self, row: int, entry: ModelEntry) -> None:
-        if 0 <= row < len(self.local_entries):
-            self.local_entries[row] = entry
-        self.models.update_entry(row, entry)
-        if not self.auto_load or self.entry is not None or self.loader.loading:
-            return
-        name, note = start_model(self.models.entries, self.settings.last_model,
-                                 self.history.conversations())
-        chosen = next((e for e in self.local_entries if e.name == name), None)
-        if chosen is not None and chosen.checked and chosen.runnable:
-            self._start_note = note
-            self.sidebar.select_model(chosen.name)
-            self.load_model(chosen)
+    def _remote_listed(self) -> None:
+        self._select_loaded()
+        if not self._first_listing:
+            self.pages.setCurrentWidget(self.chat if self.models.entries else self.empty)
 
-    def _scan_failed(self, message: str) -> None:
-        self.local_entries = []
-        self.models.set_entries(self.remote_entries)
-        store = self.store()
-        self.empty.set_store(store.root, store.root.is_dir())
-        self.pages.setCurrentWidget(self.chat if self.remote_entries else self.empty)
-        if self._first_listing:
-            self._first_listing = False
-            self.panel.setVisible(bool(self.settings.connections))
+    def _select_loaded(self) -> None:
+        if self.models_controller.entry is not None:
+            self.sidebar.select_model(self.models_controller.entry.name)
 
     def set_models_dir(self, folder: str) -> None:
         self.settings = replace(self.settings, models_dir=folder)
         self.controller.settings = self.settings
         self.settings.save()
-        self.rescan()
+        self.models_controller.rescan()
 
     def _choose_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Ollama model store")
@@ -397,43 +326,25 @@ class MainWindow(QMainWindow):
                                             text=suggested_name(path))
             if not ok or not name.strip():
                 return
-        store = self.store()
-        self.import_job = job = CallJob(lambda: import_gguf(store, path, name.strip()))
-        job.result.connect(self._imported)
-        job.failed.connect(self._import_failed)
         self.banner.show_progress(f"Importing {Path(path).name} as {name.strip()}…", None,
                                   cancellable=False)
-        self.runner.start(job)
+        self.models_controller.import_gguf(path, name.strip())
 
-    def _imported(self, model) -> None:
-        self.import_job = None
-        self.banner.show_message("info", f"Imported {model.name.display} into the store.")
-        self.rescan()
-
-    def _import_failed(self, message: str) -> None:
-        self.import_job = None
-        self.banner.show_message("error", message)
-
-    # -- loading ---------------------------------------------------------------------------
-
-    def load_model(self, entry: ModelEntry) -> None:
-        if self.entry is not None and entry.name == self.entry.name and \
-                not self.loader.loading:
-            return
-        self.controller.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
+    def _loading(self, entry: ModelEntry) -> None:
+        self.controller.answer.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
         self.controller.give_up_check()
+        self.sidebar.select_model(entry.name)
         self.banner.show_progress(f"Loading {entry.name}…", 0.0)
         self.status_model.setText(f"loading {entry.name}…")
         self.chat.input.set_loading(entry.name)
         self.chat.refresh_header()            # the empty chat says what is loading
-        self.loader.load(entry, self.settings)
 
     def _load_progress(self, stage: str, fraction: float) -> None:
-        name = self.loader.entry.name if self.loader.entry else ""
+        entry = self.models_controller.loader.entry
+        name = entry.name if entry else ""
         self.banner.show_progress(f"Loading {name}: {stage}…", fraction)
 
     def _loaded(self, model: LoadedModel | RemoteModel, entry: ModelEntry) -> None:
-        self.entry = entry
         where = f"the server {entry.host}" if entry.host else "this computer"
         self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
         self.chat.input.set_video(Capability.VIDEO in model.capabilities)
@@ -441,9 +352,6 @@ class MainWindow(QMainWindow):
         self.comparer.model_changed()
         self.crosscheck_action.setEnabled(not entry.host)
         self.banner.dismiss_progress()
-        if self._start_note:
-            self.banner.show_message("info", self._start_note)
-            self._start_note = ""
         self.chat.input.set_ready(True)
         self._conversation_changed(self.controller.conversation_id)
         if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
@@ -470,18 +378,17 @@ class MainWindow(QMainWindow):
         self.banner.show_message("error", message)
         self.chat.input.load_stopped("did not load (the banner above says why)")
         self.chat.refresh_header()
-        self.status_model.setText(self.entry.name if self.entry else "no model loaded")
+        self._show_loaded_name()
 
     def _cancel_banner_job(self) -> None:
-        self.loader.cancel()
+        self.models_controller.loader.cancel()
         self.chat.input.load_stopped("was not loaded (the load was cancelled)")
         self.chat.refresh_header()
-        self.status_model.setText(self.entry.name if self.entry else "no model loaded")
+        self._show_loaded_name()
 
-    def reload_model(self) -> None:
-        if self.entry is not None:
-            entry, self.entry = self.entry, None
-            self.load_model(entry)
+    def _show_loaded_name(self) -> None:
+        entry = self.models_controller.entry
+        self.status_model.setText(entry.name if entry else "no model loaded")
 
     # -- conversations ---------------------------------------------------------------------
 
@@ -539,7 +446,8 @@ class MainWindow(QMainWindow):
     def pick_model(self) -> None:
         """Ctrl+K: the model list takes the keyboard (arrows, Enter loads)."""
         view = self.sidebar.model_view
-        row = self.models.row_of(self.entry.name) if self.entry else 0
+        entry = self.models_controller.entry
+        row = self.models.row_of(entry.name) if entry else 0
         if self.models.rowCount():
             view.setCurrentIndex(self.models.index(max(row, 0)))
         view.setFocus()
@@ -552,7 +460,7 @@ class MainWindow(QMainWindow):
         """Esc: stop the answer (of the chat shown); else leave editing; else clear the
         search."""
         if self.controller.busy:
-            self.controller.stop()
+            self.controller.answer.stop()
         elif self.chat.input.waiting or self.chat.input.editing:
             self.chat.input.escape()
         elif self.sidebar.search.text():
@@ -569,7 +477,7 @@ class MainWindow(QMainWindow):
     # -- streaming and the panel -----------------------------------------------------------
 
     def _token(self, event: TokenEvent) -> None:
-        speed = self.controller.tokens_per_second
+        speed = self.controller.answer.tokens_per_second
         self.panel.show_timing(event.elapsed_ns / 1e6, speed)
         self.status_speed.setText(f"{speed:.1f} tok/s")
 
@@ -593,11 +501,11 @@ class MainWindow(QMainWindow):
     def _layer_stats(self, enabled: bool) -> None:
         if enabled != self.settings.layer_stats:
             self._save_settings(layer_stats=enabled)
-            self.reload_model()
+            self.models_controller.reload()
 
     def _check(self) -> None:
         try:
-            self.controller.check()
+            self.checks.check()
         except LanternError as error:
             self.panel.reference.show_check_failed(str(error))
             return
@@ -637,30 +545,32 @@ class MainWindow(QMainWindow):
             self.controller.settings = self.settings
             self.settings.save()
             if before.connections != self.settings.connections:
-                self.rescan_remote()
+                self.models_controller.rescan_remote()
             if (before.builtin_tools, before.mcp_servers) != \
                     (self.settings.builtin_tools, self.settings.mcp_servers):
                 self.controller.tools.reset()
+            entry = self.models_controller.entry
             if any(getattr(before, f) != getattr(self.settings, f) for f in RELOAD_FIELDS) \
-                    and (self.entry is None or self.entry.remote is None):
-                self.reload_model()
+                    and (entry is None or entry.remote is None):
+                self.models_controller.reload()
 
     def open_connections(self) -> None:
         dialog = ConnectionsDialog(self.settings.connections, self.runner, self)
         if dialog.exec() and dialog.records != self.settings.connections:
             self._save_settings(connections=dialog.records)
-            self.rescan_remote()
+            self.models_controller.rescan_remote()
 
     def open_crosscheck(self) -> None:
         """Lantern's loaded model against a server's copy, on the current conversation."""
         if self.crosscheck is None:
-            self.crosscheck = CrossCheckDialog(self.controller, self.models, self.runner, self)
+            self.crosscheck = CrossCheckDialog(self.checks, self.models, self)
         self.crosscheck.refresh()
         self.crosscheck.show()
         self.crosscheck.raise_()
 
     def show_about(self) -> None:
-        AboutDialog(about_facts(self.store().root, self.history.path), self).exec()
+        AboutDialog(about_facts(self.models_controller.store().root, self.history.path),
+                    self).exec()
 
     def _save_settings(self, **changes: object) -> None:
         self.settings = replace(self.settings, **changes)
@@ -688,7 +598,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt override)
         """Stop what runs, saving an answer in progress as far as it got."""
         self.controller.shutdown()
-        self.loader.cancel()
+        self.models_controller.loader.cancel()
         self.runner.shutdown()
         super().closeEvent(event)
 

@@ -205,6 +205,24 @@ class ProgressJob(Job):
             self.result.emit(value)
 
 
+class GivenUpJobs:
+    """Jobs given up that may still run on a model's engine, kept by their ``ended`` only:
+    a job kept here would keep its session, and so a switched-from model, in memory. The
+    next job on that engine waits for them (the engine runs one at a time), off the GUI
+    thread."""
+
+    def __init__(self) -> None:
+        self._ended: list[threading.Event] = []
+
+    def add(self, job: Job) -> None:
+        self._ended.append(job.ended)
+
+    def running(self) -> list[threading.Event]:
+        """The ``ended`` events of given-up jobs still running (the next job waits for them)."""
+        self._ended = [ended for ended in self._ended if not ended.is_set()]
+        return list(self._ended)
+
+
 # Every running job and its thread, whoever started them: a job's thread must outlive
 # the runner (or test) that started it, or Qt aborts ("QThread destroyed while running").
 _ACTIVE: dict[Job, QThread] = {}

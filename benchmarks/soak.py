@@ -103,7 +103,7 @@ def main() -> int:
 
     def load(name: str) -> None:
         wait_until(app, lambda: window.models.row_of(name) >= 0)
-        window.load_model(window.models.entry(window.models.row_of(name)))
+        window.models_controller.load(window.models.entry(window.models.row_of(name)))
         wait_until(app, lambda: controller.model is not None and controller.model.name == name)
 
     load(first)
@@ -122,13 +122,13 @@ def main() -> int:
         cancel = turn % args.cancel_every == args.cancel_every - 1
         stopped = False
         if switch or cancel:
-            wait_until(app, lambda: bool(controller.answer_text) or not controller.busy)
+            wait_until(app, lambda: bool(controller.answer.text) or not controller.busy)
             if controller.busy and switch:       # interrupted: never complete
                 given_up.add(turn)
                 load(second if controller.model_name == first else first)
             elif controller.busy:
                 stopped = True
-                controller.stop()
+                controller.answer.stop()
         wait_until(app, lambda: not controller.busy)
         if stopped and reasons[-1] == "cancel":   # not when it ended before Stop reached it
             given_up.add(turn)

@@ -214,7 +214,8 @@ def tiny_store(folder: Path) -> tuple[Path, str, str]:
 def described(window: MainWindow) -> bool:
     """The store's scan is over: every model listed and opened (or found unusable)."""
     entries = window.models.entries
-    return window.scan_job is not None and window.scan_job.ended.is_set() and bool(entries) \
+    scan = window.models_controller.scan_job
+    return scan is not None and scan.ended.is_set() and bool(entries) \
         and all(e.checked for e in entries)
 
 
@@ -323,7 +324,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
                   sep="\n  ")
 
     def load(name: str) -> None:
-        window.load_model(window.models.entry(window.models.row_of(name)))
+        window.models_controller.load(window.models.entry(window.models.row_of(name)))
 
     def send(text: str) -> None:
         window.chat.input.editor.setPlainText(text)
@@ -343,7 +344,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
     window.open_conversation(earlier)
 
     def mid_answer() -> None:
-        wait_until(app, lambda: controller.answering is None)   # one answer at a time
+        wait_until(app, lambda: controller.answer.conversation is None)   # one answer at a time
         window.new_chat()
         send(LONG_PROMPT)
         settle(app, 0.3)
@@ -353,7 +354,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
             lambda: True, after_s=1.0)
     mid_answer()
     measure("Ctrl+N mid-answer", window.new_chat, lambda: True, after_s=1.0)
-    wait_until(app, lambda: controller.answering is None)   # it finishes in the background
+    wait_until(app, lambda: controller.answer.conversation is None)  # it finishes in the background
     window.open_conversation(earlier)
     measure("reference check", window.panel.reference.check_button.click,
             lambda: not controller.checking)
@@ -379,7 +380,7 @@ def run_script(app: QApplication, args: argparse.Namespace, scratch: Path,
     registry.stop()
     if dialog.error.isVisible():
         raise RuntimeError(f"the pull failed: {dialog.error.text()}")
-    remove_model(window.store(), pulled_name)
+    remove_model(window.models_controller.store(), pulled_name)
     send("And more")
     settle(app, 0.1)
     measure("switch back mid-answer", lambda: load(first),     # the larger model let go

@@ -86,7 +86,7 @@ class ChatPage(QWidget):
         self.input = InputBox()
         layout.addWidget(self.input)
         self.input.submitted.connect(self._submitted)
-        self.input.stopRequested.connect(controller.stop)
+        self.input.stopRequested.connect(controller.answer.stop)
         self.input.set_ready(False)
         self.input.documents.count_tokens = controller.count_tokens
         self.input.documents.message_room = controller.message_room
@@ -117,11 +117,11 @@ class ChatPage(QWidget):
         if not controller.busy:
             return
         self.answer = next((w for w in self.view.messages
-                            if w.message_id == controller.answer_id), None)
+                            if w.message_id == controller.answer.message_id), None)
         if self.answer is not None:
             self.answer.tokens = []
             self.answer.unfinished = False
-            self.answer.set_text(controller.answer_text, immediate=True)
+            self.answer.set_text(controller.answer.text, immediate=True)
             self.answer.set_status("writing…")
             self._update_actions()
 
@@ -370,11 +370,11 @@ class ChatPage(QWidget):
             self.answer.set_status("thinking…" if event.thinking else "writing…")
         self.answer.tokens.append(event)
         if event.thinking_text or (event.thinking and thinking.isHidden()):
-            thinking.stream(self.controller.answer_thinking, self.controller.thinking_ms)
+            thinking.stream(self.controller.answer.thinking, self.controller.answer.thinking_ms)
         if event.text and thinking.streaming:      # the answer starts: fold the thinking
-            thinking.finish(self.controller.answer_thinking, self.controller.thinking_ms)
+            thinking.finish(self.controller.answer.thinking, self.controller.answer.thinking_ms)
             self.answer.set_status("writing…")
-        self.answer.set_text(self.controller.answer_text)
+        self.answer.set_text(self.controller.answer.text)
 
     def _on_tool_call(self, event: ToolCallEvent) -> None:
         if self.answer is not None:
@@ -384,9 +384,9 @@ class ChatPage(QWidget):
         if self.answer is None:
             return
         controller = self.controller          # (a continued answer: all of it)
-        self.answer.set_text(controller.answer_text, immediate=True)
-        if controller.answer_thinking:
-            self.answer.thinking.finish(controller.answer_thinking, controller.thinking_ms)
+        self.answer.set_text(controller.answer.text, immediate=True)
+        if controller.answer.thinking:
+            self.answer.thinking.finish(controller.answer.thinking, controller.answer.thinking_ms)
         self.answer.set_status(DONE_NOTES.get(event.done_reason, ""))
         self.answer.unfinished = event.done_reason in DONE_NOTES
         self.answer.set_steering(event.steering)
@@ -399,7 +399,7 @@ class ChatPage(QWidget):
         shown, with ``note`` beside it."""
         if self.answer is None:
             return
-        self.answer.set_text(self.controller.answer_text, immediate=True)
+        self.answer.set_text(self.controller.answer.text, immediate=True)
         self.answer.set_status(note)
         self.answer.unfinished = True
         self.answer = None

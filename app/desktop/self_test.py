@@ -30,7 +30,8 @@ def report(window: MainWindow, started: float) -> str:
     lines = [f"{e.name}\t{e.details if e.runnable else f'cannot run: {e.problem}'}"
              for e in window.models.entries]
     lines.append(f"self-test: {len(window.models.entries)} models listed from "
-                 f"{window.store().root} in {time.perf_counter() - started:.2f} s "
+                 f"{window.models_controller.store().root} in "
+                 f"{time.perf_counter() - started:.2f} s "
                  f"(window visible: {window.isVisible()}, "
                  f"Qt platform: {QGuiApplication.platformName()})")
     return "\n".join(lines)

@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.chat.conversation import ConversationController
 from app.hints import explain
+from app.inspector.checks import Checks
 from app.inspector.panel import CHOSEN_COLOUR
 from app.inspector.reference_page import FAILED_COLOUR
 from app.inspector.rows import visible_piece
@@ -27,7 +27,6 @@ from app.inspector.table_model import Column, RecordTableModel
 from app.inspector.tables import BarDelegate, table_view
 from app.models.list_model import ModelListModel
 from app.verdict import set_verdict, verdict_label
-from app.workers import JobRunner
 from engine.errors import LanternError
 from engine.remote.crosscheck import CrossCheckReport, CrossCheckRow
 
@@ -39,13 +38,13 @@ def _emphasis(row: CrossCheckRow, tolerance: float):
 
 
 class CrossCheckDialog(QDialog):
-    def __init__(self, controller: ConversationController, models: ModelListModel,
-                 runner: JobRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, checks: Checks, models: ModelListModel,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Cross-check with a server")
         self.setObjectName("crossCheckDialog")
         self.resize(760, 620)
-        self.controller, self.models, self.runner = controller, models, runner
+        self.checks, self.models = checks, models
         self.tolerance = 0.0
         layout = QVBoxLayout(self)
         self.intro = QLabel("")
@@ -93,8 +92,8 @@ class CrossCheckDialog(QDialog):
         self.table.horizontalHeader().resizeSection(4, 110)
         self.table.setItemDelegateForColumn(4, BarDelegate(self.table))
         layout.addWidget(self.table, 1)
-        controller.crossCheckDone.connect(self.show_report)
-        controller.crossCheckFailed.connect(self.show_failure)
+        checks.crossCheckDone.connect(self.show_report)
+        checks.crossCheckFailed.connect(self.show_failure)
 
     def refresh(self) -> None:
         """Offer the connections' models; say what will be compared."""
@@ -104,7 +103,7 @@ class CrossCheckDialog(QDialog):
             if entry.remote is not None and entry.runnable:
                 self.remote.addItem(entry.name, entry.remote)
         self.remote.setCurrentIndex(max(0, self.remote.findText(current)))
-        name = self.controller.model_name or "no model"
+        name = self.checks.conversation.model_name or "no model"
         self.intro.setText(
             f"Asks the server for a greedy answer to this conversation's last message, then "
             f"runs Lantern's <b>{name}</b> along the server's tokens and puts both "
@@ -119,7 +118,7 @@ class CrossCheckDialog(QDialog):
         if remote is None:
             return
         try:
-            self.controller.cross_check(remote, self.same_weights.isChecked(),
+            self.checks.cross_check(remote, self.same_weights.isChecked(),
                                         self.tokens.value())
         except LanternError as error:
             self.show_failure(explain(error))

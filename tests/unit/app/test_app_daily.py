@@ -64,7 +64,7 @@ def send(qtbot, window: MainWindow, text: str) -> DoneEvent:
 def test_first_run_loads_the_only_model_focuses_the_input_and_says_what_to_do(
         qtbot, tmp_path, one_model):
     window = start(qtbot, tmp_path, one_model)
-    assert window.entry.name == "tiny:latest"
+    assert window.models_controller.entry.name == "tiny:latest"
     assert window.sidebar.model_view.currentIndex().row() == window.models.row_of("tiny:latest")
     qtbot.waitUntil(lambda: window.chat.input.editor.hasFocus())
     assert window.windowTitle() == "New chat — tiny:latest — Lantern"
@@ -75,7 +75,7 @@ def test_first_run_loads_the_only_model_focuses_the_input_and_says_what_to_do(
 
 def test_every_run_loads_the_last_used_model(qtbot, tmp_path, two_models):
     window = start(qtbot, tmp_path, two_models, last_model="other:latest")
-    assert window.entry.name == "other:latest"
+    assert window.models_controller.entry.name == "other:latest"
 
 
 def press(qtbot, window: MainWindow, key, modifiers=Qt.ControlModifier) -> None:
@@ -272,8 +272,8 @@ def test_ctrl_k_then_arrows_and_enter_load_another_model(qtbot, tmp_path, two_mo
     arrow = Qt.Key_Down if other > window.models.row_of("tiny:latest") else Qt.Key_Up
     press(qtbot, window, arrow, Qt.NoModifier)
     press(qtbot, window, Qt.Key_Return, Qt.NoModifier)
-    qtbot.waitUntil(lambda: window.entry is not None and window.entry.name == "other:latest",
-                    timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.models_controller.entry is not None
+                    and window.models_controller.entry.name == "other:latest", timeout=TIMEOUT_MS)
     assert window.windowTitle() == "New chat — other:latest — Lantern"
     qtbot.waitUntil(lambda: window.chat.input.editor.hasFocus())
 

@@ -54,7 +54,7 @@ def open_window(qtbot, tmp_path: Path, store: Path) -> MainWindow:
 
 def load(qtbot, window: MainWindow, name: str) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None
                     and window.controller.model.name == name, timeout=TIMEOUT_MS)
 
@@ -69,7 +69,7 @@ def start_long_answer(qtbot, window: MainWindow, topic: str = "") -> GenerateJob
     model's cache does not already hold: an answer left to finish leaves its prompt there)."""
     window.new_chat()
     send(window, topic + LONG_PROMPT)
-    job = window.controller.job
+    job = window.controller.answer.job
     assert job is not None
     qtbot.wait(300)                    # the worker is inside the prefill now
     assert not job.ended.is_set(), "the prefill ended too soon to test a cancel"
@@ -120,8 +120,8 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
     answered = window.controller.conversation_id
     assert timed(lambda: window.open_conversation(first)) < busy(RETURNS_WITHIN_S)
     assert window.controller.conversation_id == first and not window.controller.busy
-    assert window.controller.answering == answered and not job.ended.is_set()
-    qtbot.waitUntil(lambda: window.controller.answering is None, timeout=TIMEOUT_MS)
+    assert window.controller.answer.conversation == answered and not job.ended.is_set()
+    qtbot.waitUntil(lambda: window.controller.answer.conversation is None, timeout=TIMEOUT_MS)
     qtbot.wait(100)
     assert [(w.role, w.text) for w in window.chat.view.messages] == shown
     answer = window.history.messages(answered)[-1]
@@ -131,7 +131,7 @@ def test_switching_conversation_new_chat_and_close_never_wait(qtbot, tmp_path, s
     job = start_long_answer(qtbot, window, topic="Again: ")
     assert timed(window.new_chat) < busy(RETURNS_WITHIN_S)
     assert window.controller.conversation_id is None and not window.chat.view.messages
-    qtbot.waitUntil(lambda: window.controller.answering is None, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.controller.answer.conversation is None, timeout=TIMEOUT_MS)
     assert not window.chat.view.messages
 
     # the next answer waits for nothing the user can see and is complete
@@ -152,8 +152,8 @@ def test_switching_model_mid_answer_interrupts_it_first(qtbot, tmp_path, slow_st
     send(window, "Count")
     qtbot.waitUntil(lambda: len(window.chat.view.messages[-1].tokens) >= 3,
                     timeout=TIMEOUT_MS)
-    job, conversation = window.controller.job, window.controller.conversation_id
-    assert timed(lambda: window.load_model(
+    job, conversation = window.controller.answer.job, window.controller.conversation_id
+    assert timed(lambda: window.models_controller.load(
         window.models.entry(window.models.row_of("slow2:latest")))) < busy(RETURNS_WITHIN_S)
     # the old answer stops before the new model loads, and says why
     assert_ends(qtbot, job)

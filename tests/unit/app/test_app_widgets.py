@@ -152,7 +152,7 @@ def test_text_model_gets_a_notice_for_images_and_keeps_them(qtbot, tmp_path, syn
     window = open_window(qtbot, tmp_path, synthetic_store)
     wait_described(qtbot, window.models)
     entry = window.models.entry(window.models.row_of("tiny-qwen2:test"))
-    window.load_model(entry)
+    window.models_controller.load(entry)
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
 
     window.chat.input.attach([image_file(tmp_path / "cat.png")])

@@ -46,7 +46,7 @@ def loaded_window(qtbot, tmp_path: Path, store: Path) -> MainWindow:
 
 def load(qtbot, window: MainWindow, name: str) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None
                     and window.controller.model_name == name, timeout=TIMEOUT_MS)
 
@@ -86,7 +86,7 @@ def test_an_answer_goes_on_in_the_background_and_one_runs_at_a_time(qtbot, tmp_p
 
     window.open_conversation(first)
     shown = [(w.role, w.text) for w in window.chat.view.messages]
-    assert window.controller.answering == counting and not window.controller.busy
+    assert window.controller.answer.conversation == counting and not window.controller.busy
     assert "answering" in details(window, counting) and "answering" not in details(window, first)
     assert window.chat.input.send_button.text() == "Send"
     so_far = window.history.messages(counting)[-1].content
@@ -117,8 +117,8 @@ def test_an_answer_goes_on_in_the_background_and_one_runs_at_a_time(qtbot, tmp_p
     # New chat while it answers: the same
     other = start_long_answer(qtbot, window, tokens=200)
     window.new_chat()
-    assert window.controller.answering == other and not window.chat.view.messages
-    qtbot.waitUntil(lambda: window.controller.answering is None, timeout=TIMEOUT_MS)
+    assert window.controller.answer.conversation == other and not window.chat.view.messages
+    qtbot.waitUntil(lambda: window.controller.answer.conversation is None, timeout=TIMEOUT_MS)
     assert window.history.messages(other)[-1].complete and not window.chat.view.messages
 
 
@@ -144,7 +144,7 @@ def test_a_background_answer_is_stopped_by_a_model_switch(qtbot, tmp_path, store
     counting = start_long_answer(qtbot, window)
     window.new_chat()
     load(qtbot, window, "slow2:latest")
-    assert window.controller.answering is None
+    assert window.controller.answer.conversation is None
     stored = window.history.messages(counting)[-1]
     assert not stored.complete and stored.content
     window.open_conversation(counting)

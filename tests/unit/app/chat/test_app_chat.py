@@ -27,7 +27,7 @@ def open_window(qtbot, history_path: Path, models_dir: Path, **options) -> MainW
 
 def load(qtbot, window: MainWindow, name: str) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
 
 
@@ -103,7 +103,7 @@ def test_real_model_streams_matches_the_engine_and_stops(qtbot, tmp_path, real_s
     load(qtbot, window, REAL_NAME)
     tokens, lengths = [], []
     window.controller.token.connect(tokens.append)
-    window.controller.token.connect(lambda _: lengths.append(len(window.controller.answer_text)))
+    window.controller.token.connect(lambda _: lengths.append(len(window.controller.answer.text)))
     with qtbot.waitSignal(window.controller.answerDone, timeout=TIMEOUT_MS) as done:
         send(window, "Write a haiku about lanterns.")
     assert len(tokens) > 5 and lengths == sorted(lengths) and lengths[-1] > lengths[0]
@@ -148,5 +148,5 @@ def test_history_survives_restart_and_quitting_mid_answer(qtbot, tmp_path, real_
     second.open_conversation(second.conversations.conversations[0].id)
     user, answer = second.chat.view.messages
     assert user.text == "List twenty fruits, one per line."
-    assert answer.text and answer.text.startswith(first.controller.answer_text[:10])
+    assert answer.text and answer.text.startswith(first.controller.answer.text[:10])
     assert answer.status.text() == "interrupted"

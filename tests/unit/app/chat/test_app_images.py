@@ -49,7 +49,7 @@ def open_window(qtbot, history: Path, models_dir: Path) -> MainWindow:
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.models.row_of(NAME) >= 0 and
                     window.models.entry(window.models.row_of(NAME)).checked, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(NAME)))
+    window.models_controller.load(window.models.entry(window.models.row_of(NAME)))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     assert window.controller.vision
     return window
@@ -137,7 +137,7 @@ def test_reference_check_on_an_image_prompt(qtbot, tmp_path, vision_store, photo
     window = open_window(qtbot, tmp_path / "h.sqlite3", vision_store)
     window.chat.input.attach([str(photo)])
     send(qtbot, window, "What is this?")
-    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:
         window.panel.reference.check_button.click()
     report = checked.args[0]
     assert report.n_tokens == len(window.controller.session.last_prompt)

@@ -13,8 +13,8 @@ NAME = "tiny:latest"
 
 def start_loading(qtbot, window) -> None:
     qtbot.waitUntil(lambda: window.models.row_of(NAME) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(NAME)))
-    assert window.loader.loading and window.controller.model is None
+    window.models_controller.load(window.models.entry(window.models.row_of(NAME)))
+    assert window.models_controller.loader.loading and window.controller.model is None
 
 
 def test_enter_during_a_load_sends_it_when_the_model_is_ready(qtbot, tmp_path, tiny_store):  # noqa: F811
@@ -42,7 +42,7 @@ def test_a_failed_load_keeps_the_waiting_message_unsent(qtbot, tmp_path, tiny_st
     start_loading(qtbot, window)
     box = window.chat.input
     send(window, "Hello")
-    qtbot.waitUntil(lambda: not window.loader.loading, timeout=TIMEOUT_MS)
+    qtbot.waitUntil(lambda: not window.models_controller.loader.loading, timeout=TIMEOUT_MS)
     assert not box.waiting and box.editor.toPlainText() == "Hello"
     assert box.wait_label.text().startswith(f"Not sent: {NAME} did not load")
     assert window.chat.view.messages == [] and window.history.conversations() == []
@@ -51,7 +51,7 @@ def test_a_failed_load_keeps_the_waiting_message_unsent(qtbot, tmp_path, tiny_st
 def test_a_cancelled_load_keeps_the_waiting_message_unsent(qtbot, tmp_path, tiny_store):  # noqa: F811
     window = open_window(qtbot, tmp_path / "h.sqlite3", tiny_store)
     start_loading(qtbot, window)
-    job = window.loader.job
+    job = window.models_controller.loader.job
     box = window.chat.input
     send(window, "Hello")
     window.banner.cancelRequested.emit()

@@ -48,7 +48,7 @@ def test_the_slider_steers_the_next_answer_and_marks_it(qtbot, tmp_path, tiny_st
     assert stored[-1].role == "assistant" and stored[-1].steering == "bright x2.5"
 
     # the engine, steered, against the reference with the same vector
-    with qtbot.waitSignal(controller.checkDone, timeout=TIMEOUT_MS) as checked:
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:
         panel.reference.check_button.click()
     assert checked.args[0].ok
 

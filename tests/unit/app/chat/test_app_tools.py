@@ -178,7 +178,7 @@ def test_the_15b_model_calls_the_calculator_in_the_window(qtbot, tmp_path, demo_
     window = MainWindow(settings, History(tmp_path / "h.db"), auto_load=False)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.models.row_of("qwen2.5-coder:1.5b") >= 0, timeout=60_000)
-    window.load_model(window.models.entry(window.models.row_of("qwen2.5-coder:1.5b")))
+    window.models_controller.load(window.models.entry(window.models.row_of("qwen2.5-coder:1.5b")))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=120_000)
     window.chat.input.editor.setPlainText("What is 12345 * 6789?")
     window.chat.input.submit()

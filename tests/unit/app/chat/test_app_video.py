@@ -47,7 +47,7 @@ def open_window(qtbot, tmp_path: Path, models: Path, name: str) -> MainWindow:
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0 and
                     window.models.entry(window.models.row_of(name)).checked, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     return window
 

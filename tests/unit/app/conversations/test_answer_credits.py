@@ -33,7 +33,7 @@ def two_store(tmp_path_factory) -> Path:
 
 
 def load(qtbot, window: MainWindow, name: str) -> None:
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None
                     and window.controller.model_name == name, timeout=TIMEOUT_MS)
 

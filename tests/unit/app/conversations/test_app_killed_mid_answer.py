@@ -54,7 +54,7 @@ def child(models: Path, history: Path) -> None:
         controller, models_list = window.controller, window.models
         if not loading and models_list.row_of("tiny:latest") >= 0:
             loading.append(True)
-            window.load_model(models_list.entry(models_list.row_of("tiny:latest")))
+            window.models_controller.load(models_list.entry(models_list.row_of("tiny:latest")))
         elif controller.model is not None and controller.conversation_id is None:
             window.chat.input.editor.setPlainText("Hello")
             window.chat.input.submit()

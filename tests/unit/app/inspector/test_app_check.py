@@ -36,7 +36,7 @@ def loaded_window(qtbot, settings: Settings, tmp_path: Path) -> MainWindow:
     window = MainWindow(settings, History(tmp_path / "h.sqlite3"), auto_load=False)
     qtbot.addWidget(window)
     qtbot.waitUntil(lambda: window.models.row_of("tiny:latest") >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of("tiny:latest")))
+    window.models_controller.load(window.models.entry(window.models.row_of("tiny:latest")))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     return window
 
@@ -57,7 +57,7 @@ def test_check_shows_every_layer_a_green_verdict_and_the_chat_goes_on(qtbot, tmp
     assert window.panel.prompt.prompt_table.isColumnHidden(3)             # 1-D positions: no t·h·w
 
     panel = window.panel
-    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:
         panel.reference.check_button.click()
         assert not panel.reference.check_button.isEnabled()                  # running...
         assert not window.chat.input.send_button.isEnabled()       # ...and sending waits
@@ -107,7 +107,7 @@ def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbo
     assert "NOT the GGUF's exact weights" in window.status_provider.toolTip()
     send(qtbot, window, "Hello")
 
-    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:
         window.panel.reference.check_button.click()
     report = checked.args[0]
     assert report.requantized == "q4"

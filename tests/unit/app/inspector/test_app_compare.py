@@ -97,7 +97,7 @@ def test_the_view_shows_the_engines_comparison_and_clears(qtbot, tmp_path, pair_
 
     listed, set_candidates = [], page.set_candidates
     page.set_candidates = lambda found: (listed.append(found), set_candidates(found))
-    window.rescan()                   # the store listed again: the result and pick stay
+    window.models_controller.rescan()       # the store listed again: the result and pick stay
     qtbot.waitUntil(lambda: bool(listed), timeout=TIMEOUT_MS)
     assert listed[0] == page.candidates
     assert len(page.rows.records) == len(rows) and "mean |Δ|" in page.status.text()

@@ -61,7 +61,7 @@ def assert_tabs_empty(window) -> None:
 
 
 def check(qtbot, window) -> None:
-    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS):
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS):
         window.panel.reference.check_button.click()
     reference = window.panel.reference
     assert reference.verdict.text() and reference.check_model.rowCount() > 0

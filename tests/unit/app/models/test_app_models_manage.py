@@ -69,7 +69,7 @@ def test_get_a_model_appears_in_the_picker(qtbot, window, published):
     assert dialog.status.text().startswith(f"{published} is in the store")
     assert not dialog.isVisible()
     qtbot.waitUntil(lambda: published in _names(window), timeout=TIMEOUT_MS)
-    assert result.size == window.store().get(published).size
+    assert result.size == window.models_controller.store().get(published).size
     assert "is ready" in window.banner.text.text()
 
 
@@ -93,7 +93,7 @@ def test_get_a_model_cancel_keeps_only_a_resumable_download(qtbot, window, publi
     qtbot.waitUntil(lambda: dialog.error.isVisible(), timeout=TIMEOUT_MS)
     assert "cancelled" in dialog.error.text() and "pull again to resume" in dialog.error.text()
     assert dialog.cancel_button.text() == "Close" and dialog.download.isEnabled()
-    tree = store_tree(window.store().root)
+    tree = store_tree(window.models_controller.store().root)
     assert tree and all(k.startswith(f"blobs/{writer.PARTIAL_PREFIX}") for k in tree)
 
 
@@ -104,7 +104,7 @@ def test_get_a_model_shows_one_clear_line_for_a_wrong_name(qtbot, window, regist
     dialog.download.click()
     qtbot.waitUntil(lambda: dialog.error.isVisible(), timeout=TIMEOUT_MS)
     assert "not found in registry" in dialog.error.text() and "\n" not in dialog.error.text()
-    assert not dialog.bar.isVisible() and store_tree(window.store().root) == {}
+    assert not dialog.bar.isVisible() and store_tree(window.models_controller.store().root) == {}
     dialog.cancel_button.click()
     assert not dialog.isVisible()
     menu_action = next(a for a in window.menuBar().actions()[0].menu().actions()
@@ -118,10 +118,10 @@ def test_get_a_model_shows_one_clear_line_for_a_wrong_name(qtbot, window, regist
 
 
 def test_remove_and_copy_from_the_context_menu(qtbot, window, monkeypatch):
-    builder = StoreBuilder(window.store().root)
+    builder = StoreBuilder(window.models_controller.store().root)
     builder.add("a:1", model=b"GGUF shared", template="A")
     builder.add("b:1", model=b"GGUF shared", template="B")
-    window.rescan()
+    window.models_controller.rescan()
     qtbot.waitUntil(lambda: _names(window) == ["a:1", "b:1"], timeout=TIMEOUT_MS)
     entry = window.models.entry(0)
     menu = window.sidebar.model_menu(entry)

@@ -32,7 +32,7 @@ def window(qtbot, tmp_path, ollama):
     qtbot.addWidget(window)
     name = f"tiny:latest @ {ollama.url[len('http://'):]}"
     qtbot.waitUntil(lambda: window.models.row_of(name) >= 0, timeout=TIMEOUT_MS)
-    window.load_model(window.models.entry(window.models.row_of(name)))
+    window.models_controller.load(window.models.entry(window.models.row_of(name)))
     qtbot.waitUntil(lambda: window.controller.model is not None, timeout=TIMEOUT_MS)
     return window
 
@@ -50,7 +50,7 @@ def cell(model, row: int, column: int) -> str:
 
 def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     host = ollama.url[len("http://"):]
-    entry = window.entry
+    entry = window.models_controller.entry
     assert isinstance(window.controller.model, RemoteModel)
     assert entry.details == f"on {host} · 494M · qwen2 · Q4_K_M"
     assert window.status_provider.text() == f"remote · {host} (ollama)"
@@ -97,7 +97,7 @@ def test_stop_closes_the_request_and_keeps_the_answer(qtbot, window, ollama):
         window.chat.input.editor.setPlainText("Hello?")
         window.chat.input.submit()
     with qtbot.waitSignal(window.controller.answerDone, timeout=2000) as done:
-        window.controller.stop()
+        window.controller.answer.stop()
     assert done.args[0].done_reason == "cancel"
     [conversation] = window.history.conversations()
     answer = window.history.messages(conversation.id)[-1]
