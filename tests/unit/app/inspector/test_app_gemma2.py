@@ -34,7 +34,7 @@ def test_gemma2_answers_passes_the_check_and_shows_its_window(qtbot, tmp_path, g
     done = send(qtbot, window, "Hello there, how are you?")
     assert done.eval_count == N and window.chat.view.messages[-1].text == done.text
 
-    with qtbot.waitSignal(window.controller.checkDone, timeout=TIMEOUT_MS) as checked:
+    with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:
         window.panel.reference.check_button.click()
     report = checked.args[0]
     assert report.ok and len(report.rows) == LAYERS + 1
