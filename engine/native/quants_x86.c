@@ -905,14 +905,22 @@ LQ_FN void F(q6_k_tile)(const int nj, const int nt, const int64_t nsb, const uin
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q6_K_BYTES;
         const int8_t *sc = (const int8_t *)(blk + 192);
+        /* the 16 scales as words, 8 at a time in both halves: sub-blocks g (low half) and
+         * g + 1 (high half) are shuffled out of a register, not loaded byte by byte */
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        const __m256i sc16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
+                                 _mm256_broadcastsi128_si256(
+                                     _mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc8, sc8)))};
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 4
             for (int n = 0; n < 4; n++) {
                 const __m256i q = F(q6_k_codes)(blk, h, n);
-                const int g = 8 * h + 2 * n;
-                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                const __m256i s = _mm256_shuffle_epi8(
+                    sc16[h], _mm256_set_m128i(_mm_set1_epi16((short)(0x0302 + 0x0404 * n)),
+                                              _mm_set1_epi16((short)(0x0100 + 0x0404 * n))));
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
                     const __m256i xs = F(load)(x[t * xstride + sb].qs + 128 * h + 32 * n);
