@@ -128,7 +128,17 @@ struct OrtCustomOp {
 /* ---- the op ------------------------------------------------------------------------- */
 
 #define MAX_RANK 8
+/* -D overrides: benchmarks.decode_ops builds variants */
+#ifndef COLUMN_CHUNK
 #define COLUMN_CHUNK 64  /* output columns per task: fixed, so no row depends on m */
+#endif
+/* A product reading fewer weight bytes (times rows of x) runs on the calling thread alone:
+ * waking a pool thread that sleeps costs more than it brings (a one-token step's k and v
+ * projections). Who computes a column never changes its bits. */
+#ifndef SERIAL_BYTES
+#define SERIAL_BYTES (512 * 1024)
+#endif
+#define SERIAL_ROWS 8  /* fewer rows of x are quantized on the calling thread */
 
 typedef struct {
     const OrtApi *api;
@@ -303,11 +313,15 @@ static OrtStatus *compute(void *kernel, OrtKernelContext *ctx) {
         if (task.xq == NULL) return CreateStatus(api)(ORT_FAIL, "GgufMatMul: out of memory");
     }
     OrtStatus *status = NULL;
-    if (self->fast) status = KernelContext_ParallelFor(api)(ctx, quantize_row, (size_t)m, 0, &task);
-    if (status == NULL) {
-        size_t chunks = (size_t)((self->n + COLUMN_CHUNK - 1) / COLUMN_CHUNK);
+    if (self->fast && m < SERIAL_ROWS)
+        for (int64_t i = 0; i < m; i++) quantize_row(&task, (size_t)i);
+    else if (self->fast)
+        status = KernelContext_ParallelFor(api)(ctx, quantize_row, (size_t)m, 0, &task);
+    size_t chunks = (size_t)((self->n + COLUMN_CHUNK - 1) / COLUMN_CHUNK);
+    if (status == NULL && (size_t)m * matrix_bytes < SERIAL_BYTES)
+        for (size_t c = 0; c < chunks; c++) column_chunk(&task, c);
+    else if (status == NULL)
         status = KernelContext_ParallelFor(api)(ctx, column_chunk, chunks, 0, &task);
-    }
     free(task.xq);
     return status;
 }

@@ -595,18 +595,21 @@ LQ_FN void F(q4_k_tile)(const int nj, const int nt, const int64_t nsb, const uin
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q4_K_BYTES;
-        uint8_t sc[8], mn[8];
-        F(q4_k_scales)(blk + 4, sc, mn);
-        const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)mn));
+        const __m128i scmn = F(q4_k_scales_vec)(blk + 4);
+        const __m128i mins = _mm_cvtepu8_epi16(_mm_unpackhi_epi64(scmn, scmn));
+        /* the 8 scales as words in both halves: each sub-block's is shuffled out of a
+         * register (no store and byte reloads per sub-block) */
+        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scmn));
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             /* 32 bytes: sub-block 2p in the low nibbles, 2p + 1 in the high ones */
             const __m256i q4 = F(load)(blk + 16 + 32 * p);
             const __m256i lo = _mm256_and_si256(q4, _mm256_set1_epi8(0x0F));
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), _mm256_set1_epi8(0x0F));
-            const __m256i slo = _mm256_set1_epi16(sc[2 * p]);
-            const __m256i shi = _mm256_set1_epi16(sc[2 * p + 1]);
+            const __m256i slo = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0404 * p)));
+            const __m256i shi = _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0302 + 0x0404 * p)));
 #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
                 const int8_t *xs = x[t * xstride + sb].qs + 64 * p;
@@ -902,14 +905,22 @@ LQ_FN void F(q6_k_tile)(const int nj, const int nt, const int64_t nsb, const uin
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q6_K_BYTES;
         const int8_t *sc = (const int8_t *)(blk + 192);
+        /* the 16 scales as words, 8 at a time in both halves: sub-blocks g (low half) and
+         * g + 1 (high half) are shuffled out of a register, not loaded byte by byte */
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
+        const __m256i sc16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
+                                 _mm256_broadcastsi128_si256(
+                                     _mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc8, sc8)))};
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) sumi[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 4
             for (int n = 0; n < 4; n++) {
                 const __m256i q = F(q6_k_codes)(blk, h, n);
-                const int g = 8 * h + 2 * n;
-                const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                const __m256i s = _mm256_shuffle_epi8(
+                    sc16[h], _mm256_set_m128i(_mm_set1_epi16((short)(0x0302 + 0x0404 * n)),
+                                              _mm_set1_epi16((short)(0x0100 + 0x0404 * n))));
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
                     const __m256i xs = F(load)(x[t * xstride + sb].qs + 128 * h + 32 * n);

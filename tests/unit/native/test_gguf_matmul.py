@@ -183,3 +183,19 @@ def test_a_fused_tensor_splits_into_views_of_its_rows(tmp_path):
     sessions = [session(w, fast=True) for w in (whole, *parts)]  # each with its values
     y, *got = (sess.run(None, {"x": x})[0] for sess, *_ in sessions)
     assert np.concatenate(got, axis=-1).tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["exact", "fast"])
+@pytest.mark.parametrize("qtype", [T.Q4_K, T.Q6_K, T.Q8_0], ids=lambda t: t.name)
+def test_a_row_alone_on_the_calling_thread_equals_the_pools(qtype, fast, tmp_path):
+    """A small product (a one-token step's k projection) runs on the calling thread alone,
+    a larger one on the pool's threads (op.c, SERIAL_BYTES): the same bits either way."""
+    n, k = 256, 1536  # 221-430 KB: one row stays on the calling thread, 8 rows do not
+    raw = mapped(random_raw(qtype, n, k), tmp_path)
+    assert raw.nbytes < 512 * 1024 <= 8 * raw.nbytes
+    sess, _values, _, _ = session(GgufWeight(qtype, n, k, raw), fast=fast)
+    x = activations(8, k)
+    y = sess.run(None, {"x": x})[0]
+    check(qtype, y, x, raw, fast)
+    for i in range(8):
+        assert sess.run(None, {"x": x[:, i:i + 1]})[0].tobytes() == y[:, i:i + 1].tobytes()
