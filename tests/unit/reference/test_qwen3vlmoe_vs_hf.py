@@ -39,7 +39,13 @@ from tests.fixtures.hf_qwen3vl import (
 )
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 from tests.unit.reference.test_qwen3vl_vs_hf import hf_logits
-from tests.unit.vision.test_qwen3vl_tower import image_prompt_is_hfs, noise, store_chat_is_hfs
+from tests.unit.vision.test_qwen3vl_tower import (
+    hf_inputs,
+    image_prompt_checks_and_inspects,
+    image_prompt_is_hfs,
+    noise,
+    store_chat_is_hfs,
+)
 from tests.unit.vision.test_qwen3vl_video import gif, video_prompt, video_prompt_is_hfs
 
 pytestmark = pytest.mark.skipif(not custom_ops().available,
@@ -100,6 +106,20 @@ def test_the_chosen_experts_weights_are_renormalised_as_hfs(qwen):
 
 def test_image_prompt_logits_and_greedy_tokens_are_hfs(qwen, image):
     image_prompt_is_hfs(qwen, image)
+
+
+def test_reference_check_and_inside_tab_show_hfs_experts_on_an_image_prompt(qwen, image):
+    """The layer-by-layer check passes (fast and exact); the Inside tab shows, per layer,
+    the experts the last token took and their weights, as HF's router gives them."""
+    inspection = image_prompt_checks_and_inspects(qwen, image)
+    with torch.no_grad():
+        out = qwen.hf(**hf_inputs(qwen, list(inspection.ids), image),
+                      output_router_logits=True)
+    assert len(out.router_logits) == len(inspection.experts) == 3
+    for choice, router_logits in zip(inspection.experts, out.router_logits, strict=True):
+        weights, ids = torch.topk(torch.softmax(router_logits[-1].float(), dim=-1), USED)
+        assert choice.ids.tolist() == ids.tolist()
+        np.testing.assert_allclose(choice.weights, (weights / weights.sum()).numpy(), atol=1e-5)
 
 
 def test_video_prompt_logits_and_greedy_tokens_are_hfs(qwen):

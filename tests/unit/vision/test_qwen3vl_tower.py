@@ -22,7 +22,7 @@ from engine.chat.events import TokenEvent
 from engine.chat.options import Options
 from engine.gguf import open_model
 from engine.graph.kernels import kernels_for
-from engine.inspect.inspection import inspect_context
+from engine.inspect.inspection import Inspection, inspect_context
 from engine.modelmath.vision_grid import position_interpolation
 from engine.native import ENV
 from engine.reference import qwen3vl_tower
@@ -221,6 +221,10 @@ def test_a_last_row_run_apart_keeps_its_deepstack_row(qwen, monkeypatch):
 
 
 def test_reference_check_and_inside_tab_on_an_image_prompt(qwen, image):
+    image_prompt_checks_and_inspects(qwen, image)
+
+
+def image_prompt_checks_and_inspects(qwen: Qwen3VL, image) -> Inspection:
     """Fast and exact graphs pass the layer-by-layer check with DeepStack fed; the Inside
     tab's lens ends on HF's top-1 and its attention reaches the image rows."""
     prompt = image_prompt(image_ids(qwen), [image], qwen.paired.config,
@@ -234,6 +238,7 @@ def test_reference_check_and_inside_tab_on_an_image_prompt(qwen, image):
     inspection = inspect_context(qwen.paired, prompt, piece)
     assert inspection.lens[-1].top[0].id == int(expected.argmax())
     assert inspection.attention[:, :, prompt.image_rows].sum() > 0
+    return inspection
 
 
 def test_lists_as_runnable_with_vision_and_chats_about_an_image_as_hf(qwen, tmp_path):
