@@ -82,6 +82,13 @@ ARCHITECTURES: dict[str, Architecture] = {
             mrope_keys=("rope.dimension_sections", "mrope_sections"), mrope_interleaved=True,
             vision="either",
         ),
+        # Qwen3-VL's MoE sizes: the qwen3vl record with Qwen3-MoE's MLPs (HF renormalises the
+        # chosen experts' weights always)
+        Architecture(
+            "qwen3vlmoe", qkv_bias=False, qk_norm=True, rope_interleaved=False,
+            mrope_keys=("rope.dimension_sections", "mrope_sections"), mrope_interleaved=True,
+            vision="either", experts=True, expert_weights_norm=True,
+        ),
     )
 }
 

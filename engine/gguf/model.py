@@ -94,7 +94,7 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
         if arch.gemma3:
             vision = inline_siglip_config(keys, tensors, text.hidden_size)
         else:
-            vision, tensors = qwen3vl_inline(keys, tensors, text.hidden_size)
+            vision, tensors = qwen3vl_inline(keys, tensors, text.hidden_size, arch.name)
 
     shapes = siglip_tensor_shapes if vision and vision.siglip else vision_tensor_shapes
     expected = text_tensor_shapes(text) | (shapes(vision) if vision else {})

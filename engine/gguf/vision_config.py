@@ -2,7 +2,8 @@
 ``VisionConfig`` and one set of canonical tensor names (Ollama's inline Qwen2.5-VL names;
 for Qwen3-VL, llama.cpp's mmproj names, Ollama's inline ones mapped onto them).
 
-- Ollama, inline: keys ``qwen25vl.vision.*`` (``qwen3vl.vision.*``) in the model file;
+- Ollama, inline: keys ``qwen25vl.vision.*`` (``qwen3vl.vision.*``, ``qwen3vlmoe.vision.*``)
+  in the model file;
   tensors ``v.*``.
 - llama.cpp, projector: an mmproj file (arch ``clip``, ``clip.projector_type =
   "qwen2.5vl_merger"`` or ``"qwen3vl_merger"``, keys ``clip.vision.*``) whose tensor names
@@ -288,11 +289,12 @@ _OLLAMA_DEEPSTACK = re.compile(
     r"v\.deepstack_merger\.(\d+)\.(norm|linear_fc1|linear_fc2)\.(weight|bias)$")
 
 
-def qwen3vl_inline(keys: Keys, tensors: dict[str, TensorInfo],
-                   text_hidden: int) -> tuple[VisionConfig, dict[str, TensorInfo]]:
-    """Ollama's one-file qwen3vl: the tower's config and the file's tensors under canonical
-    names (q|k|v fused again, the Conv3d split into its two temporal halves)."""
-    p = "qwen3vl.vision."
+def qwen3vl_inline(keys: Keys, tensors: dict[str, TensorInfo], text_hidden: int,
+                   arch: str) -> tuple[VisionConfig, dict[str, TensorInfo]]:
+    """Ollama's one-file qwen3vl (or qwen3vlmoe, keys under its own name): the tower's config
+    and the file's tensors under canonical names (q|k|v fused again, the Conv3d split into
+    its two temporal halves)."""
+    p = f"{arch}.vision."
     indexes = keys.integers(p + "deepstack_visual_indexes", ())
     out: dict[str, TensorInfo] = {}
     qkv: dict[tuple[str, str], dict[str, TensorInfo]] = {}
@@ -305,7 +307,7 @@ def qwen3vl_inline(keys: Keys, tensors: dict[str, TensorInfo],
             part = {"norm": "norm", "linear_fc1": "fc1", "linear_fc2": "fc2"}[match[2]]
             out[f"v.deepstack.{indexes[int(match[1])]}.{part}.{match[3]}"] = tensor
         elif name == "v.patch_embed.weight":
-            out |= _patch_halves(tensor, keys)
+            out |= _patch_halves(tensor, keys, p)
         else:
             canonical = next((pattern.sub(target, name) for pattern, target in _OLLAMA_QWEN3VL
                               if pattern.match(name)), None)
@@ -350,9 +352,9 @@ def _stacked(parts: dict[str, TensorInfo], name: str, keys: Keys) -> TensorInfo:
     return TensorInfo(name, q.ggml_type, shape, raw, q.n_elements + k.n_elements + v.n_elements)
 
 
-def _patch_halves(tensor: TensorInfo, keys: Keys) -> dict[str, TensorInfo]:
+def _patch_halves(tensor: TensorInfo, keys: Keys, p: str) -> dict[str, TensorInfo]:
     """Ollama's Conv3d [D*C, T, P, P] -> the mmproj's two temporal halves [D, C, P, P]."""
-    channels = _channels(keys, "qwen3vl.vision.num_channels")
+    channels = _channels(keys, p + "num_channels")
     rows, temporal, ps, _ = tensor.shape
     raw = tensor.raw.reshape(rows // channels, channels, temporal, ps, -1)
     return {

@@ -22,7 +22,7 @@ from engine.chat.events import TokenEvent
 from engine.chat.options import Options
 from engine.gguf import open_model
 from engine.graph.kernels import kernels_for
-from engine.inspect.inspection import inspect_context
+from engine.inspect.inspection import Inspection, inspect_context
 from engine.modelmath.vision_grid import position_interpolation
 from engine.native import ENV
 from engine.reference import qwen3vl_tower
@@ -158,6 +158,13 @@ def hf_inputs(qwen: Qwen3VL, ids, image) -> dict:
 
 
 def test_image_prompt_logits_and_greedy_tokens_are_hfs(qwen, image):
+    image_prompt_is_hfs(qwen, image)
+
+
+def image_prompt_is_hfs(qwen: Qwen3VL, image) -> None:
+    """An image prompt through the exact engine: HF's logits and greedy tokens; the
+    reference's logits, which move away without the DeepStack features (also run on the
+    MoE model)."""
     prompt = image_prompt(image_ids(qwen), [image], qwen.paired.config,
                           VisionEncoder(qwen.paired, threads=1).encode)
     assert prompt.image_deepstack is not None and prompt.image_deepstack.shape[0] == 2
@@ -214,6 +221,10 @@ def test_a_last_row_run_apart_keeps_its_deepstack_row(qwen, monkeypatch):
 
 
 def test_reference_check_and_inside_tab_on_an_image_prompt(qwen, image):
+    image_prompt_checks_and_inspects(qwen, image)
+
+
+def image_prompt_checks_and_inspects(qwen: Qwen3VL, image) -> Inspection:
     """Fast and exact graphs pass the layer-by-layer check with DeepStack fed; the Inside
     tab's lens ends on HF's top-1 and its attention reaches the image rows."""
     prompt = image_prompt(image_ids(qwen), [image], qwen.paired.config,
@@ -227,19 +238,26 @@ def test_reference_check_and_inside_tab_on_an_image_prompt(qwen, image):
     inspection = inspect_context(qwen.paired, prompt, piece)
     assert inspection.lens[-1].top[0].id == int(expected.argmax())
     assert inspection.attention[:, :, prompt.image_rows].sum() > 0
+    return inspection
 
 
 def test_lists_as_runnable_with_vision_and_chats_about_an_image_as_hf(qwen, tmp_path):
+    store_chat_is_hfs(qwen, tmp_path)
+
+
+def store_chat_is_hfs(qwen: Qwen3VL, tmp_path: Path) -> None:
     """From a store (text GGUF + projector layer, a Qwen-style Go template): the model list
-    says runnable with vision; a chat turn with a picture answers HF's greedy tokens."""
+    says runnable with vision, as its family; a chat turn with a picture answers HF's
+    greedy tokens."""
+    family = qwen.text.config.architecture
     builder = StoreBuilder(tmp_path / "models")
     builder.add("qwen3-vl:tiny", qwen.text.path, projector=qwen.projector,
                 template=TEMPLATE.read_text(encoding="utf-8"),
-                config={"model_format": "gguf", "model_family": "qwen3vl",
+                config={"model_format": "gguf", "model_family": family,
                         "model_type": "1M", "file_type": "F32"})
     [local] = Store.open(tmp_path / "models").list()
     entry = described_entry(listed_entry(local))
-    assert entry.runnable and entry.family == "qwen3vl" and entry.vision
+    assert entry.runnable and entry.family == family and entry.vision, entry.line
     path = tmp_path / "photo.png"
     noise(90, 60, seed=3).save(path)
     chat = LocalSession(load_model(local, exact=True, num_ctx=256),

@@ -28,6 +28,7 @@ from transformers.video_utils import VideoMetadata
 from engine.chat.backend import Capability
 from engine.chat.events import TokenEvent
 from engine.chat.options import Options
+from engine.chat.prompt_tokens import PromptTokens
 from engine.cli.run_command import attachment_note
 from engine.errors import ImageError
 from engine.reference import qwen3vl_tower
@@ -128,6 +129,10 @@ def hf_expansion(video) -> str:
 
 @pytest.fixture(scope="module")
 def prompt(qwen, video):
+    return video_prompt(qwen, video)
+
+
+def video_prompt(qwen: Qwen3VL, video: VideoInput) -> PromptTokens:
     """Text, the chat template's one placeholder (here carrying the video), text."""
     start, end = qwen.token("<|vision_start|>"), qwen.token("<|vision_end|>")
     ids = qwen.prompt[:6] + [start, qwen.token("<|image_pad|>"), end] + qwen.prompt[6:14]
@@ -180,6 +185,12 @@ def test_tower_over_each_temporal_patch_is_hfs_over_the_video(qwen, video, promp
 
 
 def test_video_prompt_logits_and_greedy_tokens_are_hfs(qwen, video, prompt):
+    video_prompt_is_hfs(qwen, video, prompt)
+
+
+def video_prompt_is_hfs(qwen: Qwen3VL, video: VideoInput, prompt: PromptTokens) -> None:
+    """A video prompt through the exact engine: HF's logits and greedy tokens (also run on
+    the MoE model)."""
     with torch.no_grad():
         expected = qwen.hf(**hf_inputs(qwen, prompt, video)).logits[0].numpy()
         hf_tokens = qwen.hf.generate(**hf_inputs(qwen, prompt, video), max_new_tokens=GREEDY,
