@@ -195,9 +195,10 @@ class InsidePage(QWidget):
         parts = inspection.contributions
         self.split_box.blockSignals(True)
         self.split_box.clear()
+        capped = f" before the cap at {parts.softcap:g}" if parts.softcap else ""
         self.split_box.addItems([
-            f"logit of {visible_piece(parts.pieces[0])}",
-            f"margin over {visible_piece(parts.pieces[1])}"])
+            f"logit of {visible_piece(parts.pieces[0])}{capped}",
+            f"margin over {visible_piece(parts.pieces[1])}{capped}"])
         self.split_box.blockSignals(False)
         self._redraw_contributions()
         layers, heads = inspection.attention.shape[:2]

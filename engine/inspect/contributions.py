@@ -51,6 +51,7 @@ class Contributions:
     pieces: tuple[str, str]  # their display text
     logit: Split
     margin: Split       # logit[token] - logit[runner_up]
+    softcap: float | None = None  # the cap the split comes before (Gemma 2); None: no cap
 
     def to_json(self) -> dict:
         return ({"token": self.token, "piece": self.pieces[0]} | self.logit.to_json()
@@ -97,4 +98,5 @@ def contributions(
         logit=split(head[token], logit(token)),
         margin=split(head[token].astype(np.float64) - head[runner_up],
                      logit(token) - logit(runner_up)),
+        softcap=weights.config.final_logit_softcap,
     )

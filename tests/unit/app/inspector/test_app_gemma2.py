@@ -49,5 +49,9 @@ def test_gemma2_answers_passes_the_check_and_shows_its_window(qtbot, tmp_path, g
     assert np.all(result.attention[0, :, : last - WINDOW + 1] == 0)  # layer 0 slides
     assert np.all(result.attention[1, :, 0] > 0)                      # layer 1 is global
     assert len(window.panel.inside.lens.rows) == LAYERS + 1
+    # the capped logits are split before the cap, and the panel says so
+    cap = window.controller.model.gguf.config.text.final_logit_softcap
+    assert cap and result.contributions.softcap == cap
+    assert window.panel.inside.split_box.itemText(0).endswith(f"before the cap at {cap:g}")
     direct = inspect_context(window.controller.model.gguf, inspector.context, str, last)
     np.testing.assert_array_equal(direct.attention, result.attention)

@@ -70,7 +70,7 @@ def test_choosing_one_opens_no_dialog_and_loads_nothing(qtbot, tmp_path, models)
         index = window.models.index(window.models.row_of(name))
         qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.visualRect(index).center())
         view.activated.emit(index)                  # Enter on it after Ctrl+K
-        assert not window.loader.loading
+        assert not window.models_controller.loader.loading
         assert window.controller.model_name == "tiny:latest"
         assert open_dialogs() == []
         assert window.banner.level != "error"
