@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, replace
 
 from engine.errors import CorruptModel, Remedy, UnsupportedModel
-from engine.gguf.config import TextConfig, YarnScaling
+from engine.gguf.config import ClampedSwiGLU, TextConfig, YarnScaling
 from engine.gguf.keys import Keys
 from engine.gguf.reader import TensorInfo
 
@@ -220,14 +220,6 @@ def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInf
                    rope_attention_factor=keys.number(p + "rope.scaling.attn_factor", derived))
 
 
-def experts_built(text: TextConfig) -> None:
-    """Refuse the mixtures of experts the decoder and the reference do not build yet:
-    gpt-oss's (the top k logits' softmax, biases, its clamped gate)."""
-    if text.mixture_of_experts and (text.expert_gating != "softmax" or text.expert_biases):
-        raise UnsupportedModel(f"{text.architecture}: mixture-of-experts MLPs gated by "
-                               f"{text.expert_gating} with biases are not supported yet")
-
-
 def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
     """YaRN as llama.cpp's converter writes it: the factor and the original context, the
     betas and the mixing factor where the HF config set them (else YaRN's 32, 1 and 1). The
@@ -249,12 +241,14 @@ def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
 
 
 GPT_OSS_SLIDING_PERIOD = 2  # llama.cpp's default and HF's layer_types: even layers slide
+GPT_OSS_GLU = ClampedSwiGLU(alpha=1.702, limit=7.0)  # llama.cpp's constants, HF's defaults
 
 
 def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
     """gpt-oss's differences from the plain block: every MLP is a mixture of experts (with
-    biases), the MLP's input norm is stored as post_attention_norm, and sliding layers take
-    turns with full ones (sinks, the output bias and YaRN are read for any family)."""
+    biases, the top k logits' softmax, the clamped SwiGLU), the MLP's input norm is stored
+    as post_attention_norm, and sliding layers take turns with full ones (sinks, the output
+    bias and YaRN are read for any family)."""
     p = f"{config.architecture}."
     window = keys.optional_integer(p + "attention.sliding_window")
     experts = keys.integer(p + "expert_count")
@@ -269,6 +263,7 @@ def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
                                               config.intermediate_size),
         expert_gating="top_k_softmax",
         expert_biases=True,
+        expert_glu=GPT_OSS_GLU,
         ffn_norm_tensor="post_attention_norm",
         sliding_window=window or None,
         sliding_layers=(_sliding_layers(keys, p, config.n_layers, GPT_OSS_SLIDING_PERIOD)

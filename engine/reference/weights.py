@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Experts:
     """A mixture-of-experts block's 3-D tensors [E, n, k]; ``matrix`` de-quantizes one
-    expert's matrix when a token chooses it (the whole stack would be the file's size again)."""
+    expert's matrix when a token chooses it (the whole stack would be the file's size again).
+    The biases (gpt-oss) are small: read whole."""
 
     gate: TensorInfo  # [E, I, H]
     up: TensorInfo    # [E, I, H]
     down: TensorInfo  # [E, H, I]
     dtype: np.dtype
+    gate_bias: np.ndarray | None = None  # [E, I]  when config.expert_biases
+    up_bias: np.ndarray | None = None    # [E, I]
+    down_bias: np.ndarray | None = None  # [E, H]
 
     def matrix(self, tensor: TensorInfo, expert: int) -> np.ndarray:
         rows = dequantize(tensor.raw[expert], tensor.ggml_type).reshape(tensor.shape[1:])
@@ -48,6 +52,7 @@ class LayerWeights:
     ffn_up: np.ndarray | None = None        # [I, H]
     ffn_down: np.ndarray | None = None      # [H, I]
     ffn_gate_inp: np.ndarray | None = None  # [E, H]            the router, with experts
+    ffn_gate_inp_bias: np.ndarray | None = None  # [E]          with config.expert_biases
     experts: Experts | None = None
     attn_q_bias: np.ndarray | None = None   # [n_heads * D]     when config.qkv_bias
     attn_k_bias: np.ndarray | None = None   # [n_kv_heads * D]
@@ -152,8 +157,14 @@ class ReferenceWeights:
         if cfg.mixture_of_experts:
             tensors = self._model.tensors
             weights["ffn_gate_inp"] = self.tensor(f"blk.{i}.ffn_gate_inp.weight")
+            biases = {}
+            if cfg.expert_biases:
+                weights["ffn_gate_inp_bias"] = self.tensor(f"blk.{i}.ffn_gate_inp.bias")
+                biases = {f"{part}_bias": self.tensor(f"blk.{i}.ffn_{part}_exps.bias")
+                          for part in ("gate", "up", "down")}
             weights["experts"] = Experts(*(tensors[f"blk.{i}.ffn_{part}_exps.weight"]
-                                           for part in ("gate", "up", "down")), self.dtype)
+                                           for part in ("gate", "up", "down")), self.dtype,
+                                         **biases)
         return LayerWeights(**weights)
 
     def output_norm(self) -> np.ndarray:

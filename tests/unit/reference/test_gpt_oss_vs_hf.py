@@ -1,0 +1,146 @@
+"""gpt-oss end to end against HF transformers' GptOss (fp32, eager): the tiny random model of
+tests/fixtures/gpt_oss.py (routers, expert biases and gates spread so that the top-k
+softmax, the biases and the SwiGLU's clamp all matter), converted by llama.cpp's converter.
+
+The numpy reference and the engine's exact mode give HF's logits on a prompt past the
+sliding window and past YaRN's original context, and HF's greedy tokens; llama.cpp's
+MXFP4_MOE file runs its MXFP4 experts through lantern.GgufMoE (exact mode equal to the
+reference on gguf's de-quantized weights) and llama.cpp agrees on its greedy tokens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gguf.constants import GGMLQuantizationType as GGMLType
+
+from engine.gguf import GGUFModel, open_model
+from engine.graph.decoder import DecoderOptions, build_decoder
+from engine.native import custom_ops
+from engine.reference.text import forward, greedy
+from engine.reference.weights import ReferenceWeights
+from engine.runtime.decoder import DecoderSession
+from tests.fixtures.gpt_oss import convert_gpt_oss, quantize_mxfp4_moe
+from tests.integration.test_engine_vs_hf import EXACT_ATOL
+from tests.unit.reference.test_qwen3moe_vs_hf import GREEDY, llama_cpp_greedy
+
+pytestmark = pytest.mark.skipif(not custom_ops().available,
+                                reason="experts run only on Lantern's op library")
+
+LENGTH = 24  # past the window (4) and YaRN's original context (16)
+
+
+@dataclasses.dataclass(frozen=True)
+class GptOss:
+    hf: torch.nn.Module
+    model: GGUFModel      # f32, as converted
+    mxfp4: GGUFModel      # llama.cpp's MXFP4_MOE
+    prompt: list[int]
+
+
+@cache
+def gpt_oss() -> GptOss:
+    session = Path(os.environ["LANTERN_CACHE_DIR"]).parent  # removed at exit (conftest)
+    folder = Path(tempfile.mkdtemp(prefix="gpt-oss-", dir=session))
+    hf, path = convert_gpt_oss(folder)
+    mxfp4 = quantize_mxfp4_moe(path, folder / "gpt-oss-mxfp4.gguf")
+    prompt = np.random.default_rng(1).integers(10, hf.config.vocab_size, LENGTH).tolist()
+    return GptOss(hf, open_model(path), open_model(mxfp4), prompt)
+
+
+@pytest.fixture(scope="module")
+def oss() -> GptOss:
+    return gpt_oss()
+
+
+@torch.no_grad()
+def hf_logits(oss: GptOss, ids: list[int]) -> np.ndarray:
+    return oss.hf(torch.tensor([ids])).logits[0].numpy()
+
+
+@torch.no_grad()
+def hf_greedy(oss: GptOss, ids: list[int]) -> list[int]:
+    out = oss.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY, min_new_tokens=GREEDY,
+                          do_sample=False)[0]
+    return out[len(ids):].tolist()
+
+
+def engine_greedy(model: GGUFModel, ids: list[int], exact: bool) -> list[int]:
+    """Prefill, then one token at a time through the KV cache."""
+    session = DecoderSession(model, exact=exact, max_cache_len=64)
+    logits = session.forward(ids).logits
+    tokens = []
+    for _ in range(GREEDY):
+        tokens.append(int(logits.argmax()))
+        logits = session.forward([tokens[-1]]).logits
+    return tokens
+
+
+def test_reference_equals_hf(oss):
+    expected = hf_logits(oss, oss.prompt)
+    assert np.abs(expected).max() > 1.0  # logits big enough to show a wrong step
+    np.testing.assert_allclose(forward(oss.model, oss.prompt).logits, expected,
+                               atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("change", [
+    dict(expert_gating="softmax"),  # softmax over all experts, then the top k
+    dict(expert_glu=None),          # SiLU(gate) * up
+    dict(expert_glu_limit=1e9),     # the clamp left out
+    dict(expert_biases=False),      # the router's and experts' biases left out
+])
+def test_each_of_gpt_oss_moe_choices_matters(oss, change):
+    """The same weights with one of the MoE's choices undone move the logits far."""
+    cfg = oss.model.config.text
+    if "expert_glu_limit" in change:
+        change = dict(expert_glu=dataclasses.replace(cfg.expert_glu,
+                                                     limit=change["expert_glu_limit"]))
+    weights = ReferenceWeights(oss.model)
+    weights.config = dataclasses.replace(cfg, **change)
+    logits = forward(oss.model, oss.prompt, weights=weights).logits
+    assert np.abs(logits - hf_logits(oss, oss.prompt)).max() > 50 * EXACT_ATOL
+
+
+def test_the_reference_greedy_tokens_are_hfs(oss):
+    assert greedy(oss.model, oss.prompt, GREEDY) == hf_greedy(oss, oss.prompt)
+
+
+def test_exact_engine_logits_and_greedy_tokens_are_hfs(oss):
+    session = DecoderSession(oss.model, exact=True, max_cache_len=64, all_logits=True)
+    logits = session.forward(oss.prompt).logits
+    delta = float(np.abs(logits - hf_logits(oss, oss.prompt)).max())
+    print(f"\ngpt-oss exact mode: max |delta logit| vs HF, {LENGTH} rows: {delta:.1e}")
+    assert delta < EXACT_ATOL
+    assert engine_greedy(oss.model, oss.prompt, exact=True) == hf_greedy(oss, oss.prompt)
+
+
+def test_the_mxfp4_experts_run_on_the_op(oss):
+    """llama.cpp's MXFP4_MOE: the experts are MXFP4 (type 39) read in place by GgufMoE;
+    exact mode equals the reference, whose weights are gguf.quants.dequantize's."""
+    model = oss.mxfp4
+    for part in ("gate", "up", "down"):
+        assert model.tensors[f"blk.0.ffn_{part}_exps.weight"].ggml_type == GGMLType.MXFP4
+    built = build_decoder(model, DecoderOptions(max_cache_len=16, native=True))
+    types = {a.i for n in built.model.graph.node if n.op_type == "GgufMoE"
+             for a in n.attribute if a.name == "type"}
+    assert types == {int(GGMLType.MXFP4)}
+    expected = forward(model, oss.prompt).logits
+    session = DecoderSession(model, exact=True, max_cache_len=64, all_logits=True)
+    np.testing.assert_allclose(session.forward(oss.prompt).logits, expected, atol=1e-4, rtol=0)
+    assert np.abs(expected - hf_logits(oss, oss.prompt)).max() > 1e-3  # it is quantized
+
+
+@pytest.mark.parametrize("which", ["f32", "mxfp4"])
+def test_llama_cpp_agrees_on_the_greedy_tokens(oss, which):
+    """On float weights with exact mode; on the MXFP4_MOE file with fast mode, whose 8-bit
+    activations are llama.cpp's too."""
+    model = oss.model if which == "f32" else oss.mxfp4
+    ours = engine_greedy(model, oss.prompt, exact=which == "f32")
+    assert llama_cpp_greedy(model.path, oss.prompt) == ours
