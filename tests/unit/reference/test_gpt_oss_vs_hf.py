@@ -5,7 +5,9 @@ softmax, the biases and the SwiGLU's clamp all matter), converted by llama.cpp's
 The numpy reference and the engine's exact mode give HF's logits on a prompt past the
 sliding window and past YaRN's original context, and HF's greedy tokens; llama.cpp's
 MXFP4_MOE file runs its MXFP4 experts through lantern.GgufMoE (exact mode equal to the
-reference on gguf's de-quantized weights) and llama.cpp agrees on its greedy tokens.
+reference on gguf's de-quantized weights) and llama.cpp agrees on its greedy tokens. A
+chat turn with the official template through LocalSession, on weights written to answer in
+harmony, splits thinking from the answer.
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ import pytest
 import torch
 from gguf.constants import GGMLQuantizationType as GGMLType
 
+from engine.chat.events import TokenEvent
+from engine.chat.options import Options
 from engine.gguf import GGUFModel, open_model
 from engine.graph.decoder import DecoderOptions, build_decoder
 from engine.native import custom_ops
 from engine.reference.text import forward, greedy
 from engine.reference.weights import ReferenceWeights
 from engine.runtime.decoder import DecoderSession
-from tests.fixtures.gpt_oss import convert_gpt_oss, quantize_mxfp4_moe
+from engine.runtime.loader import load_model
+from engine.runtime.session import LocalSession
+from tests.fixtures.gpt_oss import convert_gpt_oss, quantize_mxfp4_moe, scripted
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 from tests.unit.reference.test_qwen3moe_vs_hf import GREEDY, llama_cpp_greedy
 
@@ -144,3 +150,29 @@ def test_llama_cpp_agrees_on_the_greedy_tokens(oss, which):
     model = oss.model if which == "f32" else oss.mxfp4
     ours = engine_greedy(model, oss.prompt, exact=which == "f32")
     assert llama_cpp_greedy(model.path, oss.prompt) == ours
+
+
+def test_a_harmony_chat_turn_splits_thinking_and_answer(tmp_path):
+    """A chat turn through LocalSession on a gpt-oss file whose weights write a harmony
+    reply (tests/fixtures/gpt_oss.py, ``scripted``), prompted by the official template the
+    file carries: the analysis channel streams as thinking, the final one as the answer, the
+    turn stops at <|return|>, and HF's greedy reply is the same text."""
+    hf, path = convert_gpt_oss(tmp_path, weights=scripted("Think", "Hello"),
+                               max_position_embeddings=512)
+    model = load_model(path, exact=True, num_ctx=512)
+    assert "<|channel|>" in model.gguf.config.chat_template
+    chat = LocalSession(model, Options(temperature=0, num_predict=40))
+    events = list(chat.send("Hi there"))
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    assert "".join(e.thinking_text for e in tokens) == "Think"
+    assert "".join(e.text for e in tokens) == "Hello"
+    assert chat.messages[-1].thinking == "Think" and chat.messages[-1].content == "Hello"
+    assert events[-1].done_reason == "stop"
+    prompt = [int(i) for i in chat.last_prompt.ids]
+    ids = [e.id for e in tokens]  # the stop token is not streamed
+    assert model.tokenizer.decode(ids) == ("<|channel|>analysis<|message|>Think<|end|>"
+                                           "<|start|>assistant<|channel|>final<|message|>Hello")
+    with torch.no_grad():
+        out = hf.generate(torch.tensor([prompt]), max_new_tokens=len(ids) + 1, do_sample=False)
+    assert out[0, len(prompt):].tolist() == [*ids, model.tokenizer.token_to_id("<|return|>")]
+    model.tokenizer.close()
