@@ -87,6 +87,9 @@ class TextConfig:
     expert_gating: str = "softmax"
     expert_biases: bool = False        # gpt-oss: the router and every expert carry a bias
     expert_glu: ClampedSwiGLU | None = None  # gpt-oss's; None: act(gate) * up, act = activation
+    # Ollama's gpt-oss: ffn_gate_up_exps holds each expert's gate and up rows taking turns
+    # (gate row j at 2j, up row j at 2j + 1), with its bias alike
+    fused_gate_up_experts: bool = False
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""

@@ -200,14 +200,25 @@ class DecoderWeights:
         """Block i's router and expert tensors; the experts stay the file's bytes, which
         only Lantern's op reads (a copy per expert would cost the file's size again)."""
         b = f"blk.{i}."
+        cfg = self.model.config.text
         biases = None
-        if self.model.config.text.expert_biases:  # gpt-oss
-            biases = ExpertBiases(*(self.vector(f"{b}ffn_{part}.bias")
-                                    for part in ("gate_inp", "gate_exps", "up_exps", "down_exps")))
-        return MoEWeights(router=self.matrix(b + "ffn_gate_inp.weight"),
-                          gate=self.expert_tensor(b + "ffn_gate_exps.weight"),
-                          up=self.expert_tensor(b + "ffn_up_exps.weight"),
-                          down=self.expert_tensor(b + "ffn_down_exps.weight"), biases=biases)
+        if cfg.expert_biases:  # gpt-oss
+            router, down = (self.vector(f"{b}ffn_{part}.bias") for part in ("gate_inp",
+                                                                           "down_exps"))
+            if cfg.fused_gate_up_experts:  # the rows of gate and up take turns
+                both = self.vector(b + "ffn_gate_up_exps.bias")
+                gate, up = both[:, 0::2], both[:, 1::2]
+            else:
+                gate, up = (self.vector(f"{b}ffn_{part}_exps.bias") for part in ("gate", "up"))
+            biases = ExpertBiases(router, gate, up, down)
+        router = self.matrix(b + "ffn_gate_inp.weight")
+        if cfg.fused_gate_up_experts:
+            gate_up = self.expert_tensor(b + "ffn_gate_up_exps.weight")
+            return MoEWeights(router, None, None, self.expert_tensor(b + "ffn_down_exps.weight"),
+                              biases, gate_up=gate_up)
+        gate, up, down = (self.expert_tensor(f"{b}ffn_{part}_exps.weight")
+                          for part in ("gate", "up", "down"))
+        return MoEWeights(router, gate, up, down, biases)
 
     def expert_tensor(self, name: str) -> ExpertWeights:
         tensor = self.model.tensors[name]

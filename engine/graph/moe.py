@@ -51,11 +51,15 @@ class ExpertBiases:
 
 @dataclass(frozen=True)
 class MoEWeights:
+    """gate and up, or (Ollama's gpt-oss) gate_up whose rows alternate: gate row j at 2j,
+    up row j at 2j + 1."""
+
     router: PackedWeight | GgufWeight  # [E, H]
-    gate: ExpertWeights   # [E, I, H]
-    up: ExpertWeights     # [E, I, H]
-    down: ExpertWeights   # [E, H, I]
+    gate: ExpertWeights | None    # [E, I, H]
+    up: ExpertWeights | None      # [E, I, H]
+    down: ExpertWeights           # [E, H, I]
     biases: ExpertBiases | None = None
+    gate_up: ExpertWeights | None = None  # [E, 2I, H]
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,13 @@ def moe(g: GraphBuilder, x: str, w: MoEWeights, routing: Routing, project: Calla
         last = g.add_initializer(f"{name}.last_axis", np.array([-1], np.int64))
         [total] = g.add_node("ReduceSum", [weights, last], [f"{name}/weights_sum"], keepdims=1)
         [weights] = g.add_node("Div", [weights, total], [f"{name}/expert_weights_normed"])
-    gate = expert_matmul(g, x, w.gate, ids, f"{name}.gate", fast=fast)  # [1, S, K, I]
-    up = expert_matmul(g, x, w.up, ids, f"{name}.up", fast=fast)
+    if w.gate_up is None:
+        gate = expert_matmul(g, x, w.gate, ids, f"{name}.gate", fast=fast)  # [1, S, K, I]
+        up = expert_matmul(g, x, w.up, ids, f"{name}.up", fast=fast)
+    else:
+        both = expert_matmul(g, x, w.gate_up, ids, f"{name}.gate_up", fast=fast)  # [.., K, 2I]
+        gate, up = (every_other_column(g, both, first, f"{name}.{part}")
+                    for first, part in ((0, "gate"), (1, "up")))
     if b is not None:
         gate = add_expert_bias(g, gate, b.gate, ids, f"{name}.gate")
         up = add_expert_bias(g, up, b.up, ids, f"{name}.up")
@@ -123,6 +132,16 @@ def expert_matmul(g: GraphBuilder, x: str, w: ExpertWeights, ids: str, name: str
     [y] = g.add_node(native.MOE_OP, [x, raw, ids], [f"{name}/GgufMoE"], domain=native.DOMAIN,
                      type=int(m.ggml_type), k=m.k, n=m.n,
                      mode=FAST_MODE if fast else EXACT_MODE, experts=w.count)
+    return y
+
+
+def every_other_column(g: GraphBuilder, y: str, first: int, name: str) -> str:
+    """Columns first, first + 2, .. of y's last axis."""
+    start, end, axis, step = (g.add_initializer(f"{name}.every_other_{label}",
+                                                np.array([v], np.int64))
+                              for label, v in (("start", first), ("end", 2**62), ("axis", -1),
+                                               ("step", 2)))
+    [y] = g.add_node("Slice", [y, start, end, axis, step], [f"{name}/columns"])
     return y
 
 

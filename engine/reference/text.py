@@ -222,8 +222,9 @@ def experts_mlp(x: np.ndarray, w: LayerWeights, cfg: TextConfig,
     for e in np.unique(ids):
         rows, slots = np.nonzero(ids == e)
         h = x[rows]
-        gate = linear(h, experts.matrix(experts.gate, e), bias(experts.gate_bias, e))
-        up = linear(h, experts.matrix(experts.up, e), bias(experts.up_bias, e))
+        gate_w, up_w = experts.gate_up(e)
+        gate = linear(h, gate_w, bias(experts.gate_bias, e))
+        up = linear(h, up_w, bias(experts.up_bias, e))
         h = glu(gate, up, cfg)
         down = linear(h, experts.matrix(experts.down, e), bias(experts.down_bias, e))
         out[rows] += weights[rows, slots, None] * down

@@ -33,10 +33,17 @@ from engine.reference.weights import ReferenceWeights
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
 from engine.runtime.session import LocalSession
-from tests.fixtures.gpt_oss import convert_gpt_oss, quantize_mxfp4_moe, scripted
+from tests.fixtures.gpt_oss import convert_gpt_oss, ollama_layout, quantize_mxfp4_moe, scripted
+from tests.fixtures.greedy_runs import (
+    GREEDY,
+    engine_greedy,
+    hf_greedy,
+    hf_logits,
+    llama_cpp_greedy,
+)
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
-from tests.unit.reference.test_qwen3moe_vs_hf import GREEDY, llama_cpp_greedy
 
+pytest.importorskip("llama_cpp")  # quantizes the MXFP4_MOE file
 pytestmark = pytest.mark.skipif(not custom_ops().available,
                                 reason="experts run only on Lantern's op library")
 
@@ -66,31 +73,11 @@ def oss() -> GptOss:
     return gpt_oss()
 
 
-@torch.no_grad()
-def hf_logits(oss: GptOss, ids: list[int]) -> np.ndarray:
-    return oss.hf(torch.tensor([ids])).logits[0].numpy()
 
-
-@torch.no_grad()
-def hf_greedy(oss: GptOss, ids: list[int]) -> list[int]:
-    out = oss.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY, min_new_tokens=GREEDY,
-                          do_sample=False)[0]
-    return out[len(ids):].tolist()
-
-
-def engine_greedy(model: GGUFModel, ids: list[int], exact: bool) -> list[int]:
-    """Prefill, then one token at a time through the KV cache."""
-    session = DecoderSession(model, exact=exact, max_cache_len=64)
-    logits = session.forward(ids).logits
-    tokens = []
-    for _ in range(GREEDY):
-        tokens.append(int(logits.argmax()))
-        logits = session.forward([tokens[-1]]).logits
-    return tokens
 
 
 def test_reference_equals_hf(oss):
-    expected = hf_logits(oss, oss.prompt)
+    expected = hf_logits(oss.hf, oss.prompt)
     assert np.abs(expected).max() > 1.0  # logits big enough to show a wrong step
     np.testing.assert_allclose(forward(oss.model, oss.prompt).logits, expected,
                                atol=5e-5, rtol=0)
@@ -111,20 +98,20 @@ def test_each_of_gpt_oss_moe_choices_matters(oss, change):
     weights = ReferenceWeights(oss.model)
     weights.config = dataclasses.replace(cfg, **change)
     logits = forward(oss.model, oss.prompt, weights=weights).logits
-    assert np.abs(logits - hf_logits(oss, oss.prompt)).max() > 50 * EXACT_ATOL
+    assert np.abs(logits - hf_logits(oss.hf, oss.prompt)).max() > 50 * EXACT_ATOL
 
 
 def test_the_reference_greedy_tokens_are_hfs(oss):
-    assert greedy(oss.model, oss.prompt, GREEDY) == hf_greedy(oss, oss.prompt)
+    assert greedy(oss.model, oss.prompt, GREEDY) == hf_greedy(oss.hf, oss.prompt)
 
 
 def test_exact_engine_logits_and_greedy_tokens_are_hfs(oss):
     session = DecoderSession(oss.model, exact=True, max_cache_len=64, all_logits=True)
     logits = session.forward(oss.prompt).logits
-    delta = float(np.abs(logits - hf_logits(oss, oss.prompt)).max())
+    delta = float(np.abs(logits - hf_logits(oss.hf, oss.prompt)).max())
     print(f"\ngpt-oss exact mode: max |delta logit| vs HF, {LENGTH} rows: {delta:.1e}")
     assert delta < EXACT_ATOL
-    assert engine_greedy(oss.model, oss.prompt, exact=True) == hf_greedy(oss, oss.prompt)
+    assert engine_greedy(oss.model, oss.prompt, exact=True) == hf_greedy(oss.hf, oss.prompt)
 
 
 def test_the_mxfp4_experts_run_on_the_op(oss):
@@ -140,7 +127,7 @@ def test_the_mxfp4_experts_run_on_the_op(oss):
     expected = forward(model, oss.prompt).logits
     session = DecoderSession(model, exact=True, max_cache_len=64, all_logits=True)
     np.testing.assert_allclose(session.forward(oss.prompt).logits, expected, atol=1e-4, rtol=0)
-    assert np.abs(expected - hf_logits(oss, oss.prompt)).max() > 1e-3  # it is quantized
+    assert np.abs(expected - hf_logits(oss.hf, oss.prompt)).max() > 1e-3  # it is quantized
 
 
 @pytest.mark.parametrize("which", ["f32", "mxfp4"])
@@ -176,3 +163,34 @@ def test_a_harmony_chat_turn_splits_thinking_and_answer(tmp_path):
         out = hf.generate(torch.tensor([prompt]), max_new_tokens=len(ids) + 1, do_sample=False)
     assert out[0, len(prompt):].tolist() == [*ids, model.tokenizer.token_to_id("<|return|>")]
     model.tokenizer.close()
+
+
+@pytest.mark.parametrize("which", ["f32", "mxfp4"])
+def test_ollamas_own_layout_runs_as_llama_cpps(oss, which, tmp_path):
+    """The same file rewritten in Ollama's "gptoss" layout (its names, no scaling type, gate
+    and up rows alternating in one tensor) reads as the same model: the reference's logits
+    are the llama.cpp layout's to the bit, and so are exact mode's (through one GgufMoE
+    over the fused tensor); on float weights the greedy tokens are HF's."""
+    from gguf import GGUFReader
+
+    model = oss.model if which == "f32" else oss.mxfp4
+    path = ollama_layout(model.path, tmp_path / "gptoss.gguf")
+    names = {t.name for t in GGUFReader(path).tensors}
+    assert {"blk.0.attn_out.weight", "blk.0.attn_sinks", "blk.0.ffn_norm.weight",
+            "blk.0.ffn_gate_up_exps.weight", "blk.0.ffn_gate_up_exps.bias"} <= names
+    assert "blk.0.ffn_gate_exps.weight" not in names
+    ollama = open_model(path)
+    assert ollama.config.architecture == "gptoss"
+    text = ollama.config.text
+    assert text.fused_gate_up_experts and text.rope_yarn == model.config.text.rope_yarn
+    assert dataclasses.replace(text, architecture="gpt-oss",
+                               fused_gate_up_experts=False) == model.config.text
+    np.testing.assert_array_equal(forward(ollama, oss.prompt).logits,
+                                  forward(model, oss.prompt).logits)
+    logits = {}
+    for m in (model, ollama):
+        session = DecoderSession(m, exact=True, max_cache_len=64, all_logits=True)
+        logits[m.config.architecture] = session.forward(oss.prompt).logits
+    np.testing.assert_array_equal(logits["gptoss"], logits["gpt-oss"])
+    if which == "f32":
+        assert engine_greedy(ollama, oss.prompt, exact=True) == hf_greedy(oss.hf, oss.prompt)
