@@ -5,7 +5,8 @@ softmax, the biases and the SwiGLU's clamp all matter), converted by llama.cpp's
 The numpy reference and the engine's exact mode give HF's logits on a prompt past the
 sliding window and past YaRN's original context, and HF's greedy tokens; llama.cpp's
 MXFP4_MOE file runs its MXFP4 experts through lantern.GgufMoE (exact mode equal to the
-reference on gguf's de-quantized weights) and llama.cpp agrees on its greedy tokens. A
+reference on gguf's de-quantized weights) and llama.cpp agrees on its greedy tokens; the
+inspection shows HF's router choices; Ollama's own layout of the same file runs alike. A
 chat turn with the official template through LocalSession, on weights written to answer in
 harmony, splits thinking from the answer.
 """
@@ -25,8 +26,10 @@ from gguf.constants import GGMLQuantizationType as GGMLType
 
 from engine.chat.events import TokenEvent
 from engine.chat.options import Options
+from engine.chat.prompt_tokens import PromptTokens
 from engine.gguf import GGUFModel, open_model
 from engine.graph.decoder import DecoderOptions, build_decoder
+from engine.inspect.inspection import inspect_context
 from engine.native import custom_ops
 from engine.reference.text import forward, greedy
 from engine.reference.weights import ReferenceWeights
@@ -194,3 +197,17 @@ def test_ollamas_own_layout_runs_as_llama_cpps(oss, which, tmp_path):
     np.testing.assert_array_equal(logits["gptoss"], logits["gpt-oss"])
     if which == "f32":
         assert engine_greedy(ollama, oss.prompt, exact=True) == hf_greedy(oss.hf, oss.prompt)
+
+
+def test_the_inspection_shows_hfs_router_choices(oss):
+    """Per layer, the experts the last token took and their weights: HF's top k of the
+    router's logits (bias included) and the softmax over those k."""
+    inspection = inspect_context(oss.model, PromptTokens.text(oss.prompt), str)
+    with torch.no_grad():
+        out = oss.hf(torch.tensor([oss.prompt]), output_router_logits=True)
+    assert len(out.router_logits) == len(inspection.experts) == oss.model.config.text.n_layers
+    for layer, router_logits in enumerate(out.router_logits):
+        top, ids = torch.topk(router_logits[-1].float(), oss.hf.config.num_experts_per_tok)
+        assert inspection.experts[layer].ids.tolist() == ids.tolist()
+        np.testing.assert_allclose(inspection.experts[layer].weights,
+                                   torch.softmax(top, dim=-1).numpy(), atol=1e-5)
