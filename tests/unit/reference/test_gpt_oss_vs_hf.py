@@ -33,6 +33,7 @@ from engine.inspect.inspection import inspect_context
 from engine.native import custom_ops
 from engine.reference.text import forward, greedy
 from engine.reference.weights import ReferenceWeights
+from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
 from engine.runtime.session import LocalSession
@@ -45,6 +46,7 @@ from tests.fixtures.greedy_runs import (
     llama_cpp_greedy,
 )
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
+from tests.unit.runtime.test_speculation import verify_and_steps
 
 pytest.importorskip("llama_cpp")  # quantizes the MXFP4_MOE file
 pytestmark = pytest.mark.skipif(not custom_ops().available,
@@ -131,6 +133,18 @@ def test_the_mxfp4_experts_run_on_the_op(oss):
     session = DecoderSession(model, exact=True, max_cache_len=64, all_logits=True)
     np.testing.assert_allclose(session.forward(oss.prompt).logits, expected, atol=1e-4, rtol=0)
     assert np.abs(expected - hf_logits(oss.hf, oss.prompt)).max() > 1e-3  # it is quantized
+    report = check_against_reference(model, PromptTokens.text(oss.prompt), str, exact=True)
+    assert report.first_off is None, [(r.label, r.max_abs_diff) for r in report.rows]
+
+
+def test_a_verify_step_equals_one_token_steps_in_fast_mode(oss):
+    """Speculation's contract holds with gpt-oss's experts (MXFP4, fast mode)."""
+    decoder = DecoderSession(oss.mxfp4, max_cache_len=64, cache=False)
+    assert decoder.row_invariant
+    for k in (2, 5, 9):
+        decoder.reset()
+        batch, single = verify_and_steps(decoder, oss.prompt[4:4 + k])
+        np.testing.assert_array_equal(batch, single)
 
 
 @pytest.mark.parametrize("which", ["f32", "mxfp4"])
