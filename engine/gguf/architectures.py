@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, replace
 
 from engine.errors import CorruptModel, Remedy, UnsupportedModel
-from engine.gguf.config import TextConfig, YarnScaling
+from engine.gguf.config import ClampedSwiGLU, TextConfig, YarnScaling
 from engine.gguf.keys import Keys
 from engine.gguf.reader import TensorInfo
 
@@ -45,6 +45,10 @@ class Architecture:
     # whether the chosen experts' weights are renormalised when the file does not say
     # (expert_weights_norm): what the family's llama.cpp graph does
     expert_weights_norm: bool = False
+    # Ollama's own gpt-oss layout ("gptoss", engine.gguf.ollama_names): its block tensors are
+    # read under llama.cpp's names, YaRN is implied by a scaling factor (no scaling type is
+    # written), and each expert's gate and up rows alternate in one tensor
+    ollama_gpt_oss: bool = False
 
 
 ARCHITECTURES: dict[str, Architecture] = {
@@ -67,6 +71,8 @@ ARCHITECTURES: dict[str, Architecture] = {
         # mixture-of-experts MLPs, sinks, alternating sliding layers, YaRN (gpt_oss_config)
         Architecture("gpt-oss", qkv_bias=True, qk_norm=False, rope_interleaved=False,
                      gpt_oss=True),
+        Architecture("gptoss", qkv_bias=True, qk_norm=False, rope_interleaved=False,
+                     gpt_oss=True, ollama_gpt_oss=True),
         Architecture(
             "qwen25vl", qkv_bias=True, qk_norm=False, rope_interleaved=False,
             mrope_keys=("rope.mrope_section",), vision="inline",
@@ -132,6 +138,9 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
         raise UnsupportedModel(f"{keys.path}: partial rotary ({rope_dims} of {head_dim} dims) "
                                f"on interleaved pairs ({arch.name}) is not supported")
     scaling = keys.string(p + "rope.scaling.type", None)
+    if arch.ollama_gpt_oss and scaling is None and keys.number(p + "rope.scaling.factor",
+                                                                1.0) > 1:
+        scaling = "yarn"
     if scaling not in (None, "none", "", "linear", "yarn"):
         raise UnsupportedModel(f"{keys.path}: rope scaling {scaling!r} is not supported")
     linear_factor = keys.number(p + "rope.scaling.factor", 1.0) if scaling == "linear" else 1.0
@@ -172,7 +181,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
     if arch.gemma3:
         return gemma3_config(config, keys)
     if arch.gpt_oss:
-        return gpt_oss_config(config, keys)
+        return gpt_oss_config(config, keys, tensors)
     window = keys.optional_integer(p + "attention.sliding_window") if arch.windowed else None
     if window:
         config = replace(config, sliding_window=window,
@@ -182,6 +191,7 @@ def text_config(arch: Architecture, keys: Keys, tensors: dict[str, TensorInfo]) 
 
 # any family's file may carry these; gpt-oss's do
 SINKS, OUTPUT_BIAS = "blk.0.attn_sinks.weight", "blk.0.attn_output.bias"
+FUSED_GATE_UP = "blk.0.ffn_gate_up_exps.weight"  # Ollama's gpt-oss: gate and up rows alternate
 LONGROPE_FACTORS = ("rope_factors_short.weight", "rope_factors_long.weight")
 SOFTMAX_GATING = 1  # {arch}.expert_gating_func: softmax over all experts, then the top k
 
@@ -227,14 +237,6 @@ def longrope_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInf
                    rope_attention_factor=keys.number(p + "rope.scaling.attn_factor", derived))
 
 
-def experts_built(text: TextConfig) -> None:
-    """Refuse the mixtures of experts the decoder and the reference do not build yet:
-    gpt-oss's (the top k logits' softmax, biases, its clamped gate)."""
-    if text.mixture_of_experts and (text.expert_gating != "softmax" or text.expert_biases):
-        raise UnsupportedModel(f"{text.architecture}: mixture-of-experts MLPs gated by "
-                               f"{text.expert_gating} with biases are not supported yet")
-
-
 def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
     """YaRN as llama.cpp's converter writes it: the factor and the original context, the
     betas and the mixing factor where the HF config set them (else YaRN's 32, 1 and 1). The
@@ -256,12 +258,14 @@ def yarn_config(config: TextConfig, keys: Keys) -> TextConfig:
 
 
 GPT_OSS_SLIDING_PERIOD = 2  # llama.cpp's default and HF's layer_types: even layers slide
+GPT_OSS_GLU = ClampedSwiGLU(alpha=1.702, limit=7.0)  # llama.cpp's constants, HF's defaults
 
 
-def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
+def gpt_oss_config(config: TextConfig, keys: Keys, tensors: dict[str, TensorInfo]) -> TextConfig:
     """gpt-oss's differences from the plain block: every MLP is a mixture of experts (with
-    biases), the MLP's input norm is stored as post_attention_norm, and sliding layers take
-    turns with full ones (sinks, the output bias and YaRN are read for any family)."""
+    biases, the top k logits' softmax, the clamped SwiGLU), the MLP's input norm is stored
+    as post_attention_norm, and sliding layers take turns with full ones (sinks, the output
+    bias and YaRN are read for any family)."""
     p = f"{config.architecture}."
     window = keys.optional_integer(p + "attention.sliding_window")
     experts = keys.integer(p + "expert_count")
@@ -276,6 +280,8 @@ def gpt_oss_config(config: TextConfig, keys: Keys) -> TextConfig:
                                               config.intermediate_size),
         expert_gating="top_k_softmax",
         expert_biases=True,
+        expert_glu=GPT_OSS_GLU,
+        fused_gate_up_experts=FUSED_GATE_UP in tensors,
         ffn_norm_tensor="post_attention_norm",
         sliding_window=window or None,
         sliding_layers=(_sliding_layers(keys, p, config.n_layers, GPT_OSS_SLIDING_PERIOD)
@@ -423,11 +429,10 @@ def _expert_shapes(text: TextConfig, b: str) -> dict[str, tuple[int, ...]]:
     """One block's router and experts' stacked matrices (and biases, gpt-oss), as llama.cpp's
     converter writes them."""
     h, e, x = text.hidden_size, text.experts, text.expert_intermediate_size
-    shapes = {
-        b + "ffn_gate_inp.weight": (e, h), b + "ffn_gate_exps.weight": (e, x, h),
-        b + "ffn_up_exps.weight": (e, x, h), b + "ffn_down_exps.weight": (e, h, x),
-    }
+    shapes = {b + "ffn_gate_inp.weight": (e, h), b + "ffn_down_exps.weight": (e, h, x)}
+    parts = ({"gate_up": 2 * x} if text.fused_gate_up_experts else {"gate": x, "up": x})
+    shapes |= {f"{b}ffn_{part}_exps.weight": (e, n, h) for part, n in parts.items()}
     if text.expert_biases:
-        shapes |= {b + "ffn_gate_inp.bias": (e,), b + "ffn_gate_exps.bias": (e, x),
-                   b + "ffn_up_exps.bias": (e, x), b + "ffn_down_exps.bias": (e, h)}
+        shapes |= {b + "ffn_gate_inp.bias": (e,), b + "ffn_down_exps.bias": (e, h)}
+        shapes |= {f"{b}ffn_{part}_exps.bias": (e, n) for part, n in parts.items()}
     return shapes

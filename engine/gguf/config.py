@@ -22,6 +22,16 @@ class YarnScaling:
 
 
 @dataclass(frozen=True)
+class ClampedSwiGLU:
+    """gpt-oss's experts' activation: the gate clamped above at ``limit``, up to
+    [-limit, limit], then (up + 1) * gate * sigmoid(alpha * gate). The file does not record
+    it; llama.cpp and HF's config agree on the values (gpt_oss_config)."""
+
+    alpha: float
+    limit: float
+
+
+@dataclass(frozen=True)
 class TextConfig:
     """The text decoder's hyper-parameters (Qwen2 / Qwen2.5 / Qwen2.5-VL text / Qwen3 /
     Qwen3-MoE / Qwen3-VL text / Llama / Phi-3 / Gemma 2 / Gemma 3 / gpt-oss)."""
@@ -76,6 +86,10 @@ class TextConfig:
     # logits, then a softmax over them (gpt-oss)
     expert_gating: str = "softmax"
     expert_biases: bool = False        # gpt-oss: the router and every expert carry a bias
+    expert_glu: ClampedSwiGLU | None = None  # gpt-oss's; None: act(gate) * up, act = activation
+    # Ollama's gpt-oss: ffn_gate_up_exps holds each expert's gate and up rows taking turns
+    # (gate row j at 2j, up row j at 2j + 1), with its bias alike
+    fused_gate_up_experts: bool = False
 
     def slides(self, layer: int) -> bool:
         """Does ``layer`` attend to the last ``sliding_window`` keys only?"""

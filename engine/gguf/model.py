@@ -22,6 +22,7 @@ from engine.gguf.architectures import (
 from engine.gguf.config import ModelConfig, SpecialTokens, TextConfig, VisionConfig
 from engine.gguf.keys import Keys
 from engine.gguf.labels import human_number, parameter_count, quantization_label
+from engine.gguf.ollama_names import llama_cpp_names
 from engine.gguf.reader import Metadata, TensorInfo, read_gguf
 from engine.gguf.siglip_config import (
     canonical_siglip_tensors,
@@ -68,8 +69,10 @@ def open_model(path: str | Path, projector_path: str | Path | None = None) -> GG
     text_file = read_gguf(path)
     keys = Keys(text_file.metadata, path)
     arch = architecture(keys)
-    text = text_config(arch, keys, text_file.tensors)
     tensors = dict(text_file.tensors)
+    if arch.ollama_gpt_oss:
+        tensors = llama_cpp_names(tensors)
+    text = text_config(arch, keys, tensors)
 
     vision: VisionConfig | None = None
     projector_metadata: Metadata | None = None

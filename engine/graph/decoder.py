@@ -50,7 +50,6 @@ import onnx
 
 from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel
-from engine.gguf.architectures import experts_built
 from engine.gguf.config import TextConfig
 from engine.gguf.repack import PackedWeight, pack
 from engine.gguf.requantize import Requantization, requantize
@@ -68,7 +67,7 @@ from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
 from engine.graph.kernels import Kernels, fold_zero_points
 from engine.graph.linear import GgufWeight, RowsApart, linear
-from engine.graph.moe import ExpertWeights, MoEWeights, Routing, moe
+from engine.graph.moe import ExpertBiases, ExpertWeights, MoEWeights, Routing, moe
 from engine.graph.norms import add_rms_norm, rms_norm
 from engine.native import custom_ops
 
@@ -201,10 +200,25 @@ class DecoderWeights:
         """Block i's router and expert tensors; the experts stay the file's bytes, which
         only Lantern's op reads (a copy per expert would cost the file's size again)."""
         b = f"blk.{i}."
-        return MoEWeights(router=self.matrix(b + "ffn_gate_inp.weight"),
-                          gate=self.expert_tensor(b + "ffn_gate_exps.weight"),
-                          up=self.expert_tensor(b + "ffn_up_exps.weight"),
-                          down=self.expert_tensor(b + "ffn_down_exps.weight"))
+        cfg = self.model.config.text
+        biases = None
+        if cfg.expert_biases:  # gpt-oss
+            router, down = (self.vector(f"{b}ffn_{part}.bias") for part in ("gate_inp",
+                                                                           "down_exps"))
+            if cfg.fused_gate_up_experts:  # the rows of gate and up take turns
+                both = self.vector(b + "ffn_gate_up_exps.bias")
+                gate, up = both[:, 0::2], both[:, 1::2]
+            else:
+                gate, up = (self.vector(f"{b}ffn_{part}_exps.bias") for part in ("gate", "up"))
+            biases = ExpertBiases(router, gate, up, down)
+        router = self.matrix(b + "ffn_gate_inp.weight")
+        if cfg.fused_gate_up_experts:
+            gate_up = self.expert_tensor(b + "ffn_gate_up_exps.weight")
+            return MoEWeights(router, None, None, self.expert_tensor(b + "ffn_down_exps.weight"),
+                              biases, gate_up=gate_up)
+        gate, up, down = (self.expert_tensor(f"{b}ffn_{part}_exps.weight")
+                          for part in ("gate", "up", "down"))
+        return MoEWeights(router, gate, up, down, biases)
 
     def expert_tensor(self, name: str) -> ExpertWeights:
         tensor = self.model.tensors[name]
@@ -239,7 +253,6 @@ class DecoderWeights:
 
 def build_decoder(model: GGUFModel, options: DecoderOptions = DecoderOptions()) -> DecoderGraph:
     cfg = model.config.text
-    experts_built(cfg)
     dtype = options.dtype
     g = GraphBuilder("decoder")
     w = DecoderWeights(model, options.requantize,
@@ -401,7 +414,8 @@ def feed_forward(g: GraphBuilder, h: str, w: DecoderWeights, i: int, cfg: TextCo
     name = f"blk.{i}.ffn"
     if not cfg.mixture_of_experts:
         return mlp(g, h, w.mlp(i), project, name, cfg.activation)
-    routing = Routing(cfg.experts_used, cfg.expert_weights_norm)
+    routing = Routing(cfg.experts_used, cfg.expert_weights_norm,
+                      top_k_first=cfg.expert_gating == "top_k_softmax", glu=cfg.expert_glu)
     return moe(g, h, w.experts(i), routing, project, name, fast=fast).y
 
 

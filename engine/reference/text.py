@@ -18,7 +18,11 @@ sliding_window keys; Gemma 3 lets five of every six layers see them, rotated wit
 own base. Phi-3's fused matrices are split when read (ReferenceWeights); its window holds
 on every layer. Qwen3-MoE's mlp(x) is a mixture of experts (``experts_mlp``): softmax over a
 router's logits, each token takes its top k experts' gated MLPs weighted by their
-probabilities (renormalised to sum to one where the config says).
+probabilities (renormalised to sum to one where the config says). gpt-oss's router takes the
+top k logits (with a bias) and a softmax over those k; its experts carry biases and a
+clamped SwiGLU, (clip(up) + 1) * g * sigmoid(alpha g) with g the gate clamped above (``glu``);
+it adds sinks to
+the attention's softmax and an output bias, and slides every other layer.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from engine.gguf.architectures import experts_built
 from engine.modelmath.rope import apply_rope, long_rope, rope_amplitude, text_rope_angles
 from engine.reference.weights import LayerWeights, ReferenceWeights
 
@@ -187,11 +190,17 @@ def mlp(x: np.ndarray, w: LayerWeights, activation: str = "silu") -> np.ndarray:
     return linear(act(linear(x, w.ffn_gate)) * linear(x, w.ffn_up), w.ffn_down)
 
 
-def route(x: np.ndarray, router: np.ndarray, cfg: TextConfig) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's experts, best first, and their weights: x [S, H] -> ids [S, K], w [S, K]."""
-    probs = softmax(linear(x, router))  # [S, E]
-    ids = np.argsort(-probs, axis=-1, kind="stable")[:, :cfg.experts_used]
-    weights = np.take_along_axis(probs, ids, axis=-1)
+def route(x: np.ndarray, router: np.ndarray, cfg: TextConfig,
+          bias: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's experts, best first, and their weights: x [S, H] -> ids [S, K], w [S, K].
+    "softmax" gating ranks the softmax over all experts; "top_k_softmax" ranks the logits and
+    takes the softmax of the k chosen."""
+    logits = linear(x, router, bias)  # [S, E]
+    scores = softmax(logits) if cfg.expert_gating == "softmax" else logits
+    ids = np.argsort(-scores, axis=-1, kind="stable")[:, :cfg.experts_used]
+    weights = np.take_along_axis(scores, ids, axis=-1)
+    if cfg.expert_gating == "top_k_softmax":
+        weights = softmax(weights)
     if cfg.expert_weights_norm:
         weights = weights / weights.sum(axis=-1, keepdims=True)
     return ids, weights
@@ -201,18 +210,36 @@ def experts_mlp(x: np.ndarray, w: LayerWeights, cfg: TextConfig,
                 probe: AttentionProbe | None = None) -> np.ndarray:
     """Mixture of experts, x [S, H] -> [S, H]: each row through the gated MLPs of the
     experts ``route`` picks, weighted; ``probe`` keeps its rows' choices."""
-    ids, weights = route(x, w.ffn_gate_inp, cfg)
+    ids, weights = route(x, w.ffn_gate_inp, cfg, w.ffn_gate_inp_bias)
     if probe is not None:
         probe.expert_ids.append(ids[probe.rows])
         probe.expert_weights.append(weights[probe.rows])
-    act, experts, out = ACTIVATIONS[cfg.activation], w.experts, np.zeros_like(x)
+    experts, out = w.experts, np.zeros_like(x)
+
+    def bias(b: np.ndarray | None, e: int) -> np.ndarray | None:
+        return None if b is None else b[e]
+
     for e in np.unique(ids):
         rows, slots = np.nonzero(ids == e)
         h = x[rows]
-        h = act(linear(h, experts.matrix(experts.gate, e))) * linear(h, experts.matrix(
-            experts.up, e))
-        out[rows] += weights[rows, slots, None] * linear(h, experts.matrix(experts.down, e))
+        gate_w, up_w = experts.gate_up(e)
+        gate = linear(h, gate_w, bias(experts.gate_bias, e))
+        up = linear(h, up_w, bias(experts.up_bias, e))
+        h = glu(gate, up, cfg)
+        down = linear(h, experts.matrix(experts.down, e), bias(experts.down_bias, e))
+        out[rows] += weights[rows, slots, None] * down
     return out
+
+
+def glu(gate: np.ndarray, up: np.ndarray, cfg: TextConfig) -> np.ndarray:
+    """An expert's gated activation: act(gate) * up, or gpt-oss's clamped SwiGLU."""
+    clamped = cfg.expert_glu
+    if clamped is None:
+        return ACTIVATIONS[cfg.activation](gate) * up
+    gate = np.minimum(gate, clamped.limit)
+    up = np.clip(up, -clamped.limit, clamped.limit)
+    with np.errstate(over="ignore"):  # exp overflows to inf for gate << 0: the product is 0
+        return (up + 1) * gate / (1 + np.exp(-clamped.alpha * gate))
 
 
 def post_norm_gain(x: np.ndarray, weight: np.ndarray, cfg: TextConfig) -> np.ndarray:
@@ -282,7 +309,6 @@ def forward(
     if weights is None:
         weights = ReferenceWeights(model, dtype)
     cfg = weights.config
-    experts_built(cfg)
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("pass exactly one of input_ids and inputs_embeds")
     if inputs_embeds is None:

@@ -22,16 +22,28 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Experts:
     """A mixture-of-experts block's 3-D tensors [E, n, k]; ``matrix`` de-quantizes one
-    expert's matrix when a token chooses it (the whole stack would be the file's size again)."""
+    expert's matrix when a token chooses it (the whole stack would be the file's size again).
+    The biases (gpt-oss) are small: read whole."""
 
-    gate: TensorInfo  # [E, I, H]
-    up: TensorInfo    # [E, I, H]
+    gate: TensorInfo  # [E, I, H]; with ``fused``, [E, 2I, H], gate and up rows alternating
+    up: TensorInfo    # [E, I, H]; with ``fused``, the same tensor as gate
     down: TensorInfo  # [E, H, I]
     dtype: np.dtype
+    gate_bias: np.ndarray | None = None  # [E, I]  when config.expert_biases
+    up_bias: np.ndarray | None = None    # [E, I]
+    down_bias: np.ndarray | None = None  # [E, H]
+    fused: bool = False                  # config.fused_gate_up_experts (Ollama's gpt-oss)
 
     def matrix(self, tensor: TensorInfo, expert: int) -> np.ndarray:
         rows = dequantize(tensor.raw[expert], tensor.ggml_type).reshape(tensor.shape[1:])
         return rows.astype(self.dtype, copy=False)
+
+    def gate_up(self, expert: int) -> tuple[np.ndarray, np.ndarray]:
+        """One expert's gate and up matrices [I, H]."""
+        if self.fused:
+            rows = self.matrix(self.gate, expert)
+            return rows[0::2], rows[1::2]
+        return self.matrix(self.gate, expert), self.matrix(self.up, expert)
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,7 @@ class LayerWeights:
     ffn_up: np.ndarray | None = None        # [I, H]
     ffn_down: np.ndarray | None = None      # [H, I]
     ffn_gate_inp: np.ndarray | None = None  # [E, H]            the router, with experts
+    ffn_gate_inp_bias: np.ndarray | None = None  # [E]          with config.expert_biases
     experts: Experts | None = None
     attn_q_bias: np.ndarray | None = None   # [n_heads * D]     when config.qkv_bias
     attn_k_bias: np.ndarray | None = None   # [n_kv_heads * D]
@@ -152,8 +165,19 @@ class ReferenceWeights:
         if cfg.mixture_of_experts:
             tensors = self._model.tensors
             weights["ffn_gate_inp"] = self.tensor(f"blk.{i}.ffn_gate_inp.weight")
-            weights["experts"] = Experts(*(tensors[f"blk.{i}.ffn_{part}_exps.weight"]
-                                           for part in ("gate", "up", "down")), self.dtype)
+            parts = ("gate_up",) * 2 if cfg.fused_gate_up_experts else ("gate", "up")
+            biases = {}
+            if cfg.expert_biases:
+                weights["ffn_gate_inp_bias"] = self.tensor(f"blk.{i}.ffn_gate_inp.bias")
+                biases = {f"{part}_bias": self.tensor(f"blk.{i}.ffn_{name}_exps.bias")
+                          for part, name in zip(("gate", "up", "down"), (*parts, "down"),
+                                                strict=True)}
+                if cfg.fused_gate_up_experts:  # the rows of gate and up take turns
+                    biases["gate_bias"] = biases["gate_bias"][:, 0::2]
+                    biases["up_bias"] = biases["up_bias"][:, 1::2]
+            weights["experts"] = Experts(*(tensors[f"blk.{i}.ffn_{name}_exps.weight"]
+                                           for name in (*parts, "down")), self.dtype,
+                                         **biases, fused=cfg.fused_gate_up_experts)
         return LayerWeights(**weights)
 
     def output_norm(self) -> np.ndarray:

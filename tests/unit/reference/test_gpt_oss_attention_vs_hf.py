@@ -2,8 +2,7 @@
 transformers' GptOss (fp32, eager): the file's keys read as HF's config says (alternating
 sliding and full layers, sinks, biases, YaRN, the experts), and each layer's attention in the
 numpy reference, from the file's weights, equal to HF's at HF's own inputs on a prompt longer
-than the window and the original context. The MoE layers are HF's only: Lantern's decoder
-and reference refuse them by name until the mixture-of-experts layer joins.
+than the window and the original context. The whole model: test_gpt_oss_vs_hf.py.
 """
 
 from __future__ import annotations
@@ -15,13 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from engine.errors import UnsupportedModel
 from engine.gguf import GGUFModel, open_model
 from engine.gguf.config import YarnScaling
 from engine.modelmath.rope import text_rope_angles
-from engine.reference.text import attention, forward
+from engine.reference.text import attention
 from engine.reference.weights import LayerWeights
-from engine.runtime.decoder import DecoderSession
 from tests.fixtures.gpt_oss import convert_gpt_oss
 
 LENGTH = 24
@@ -104,9 +101,3 @@ def test_each_layers_attention_equals_hfs(gpt_oss):
             assert np.abs(attention(x, w, full, angles, layer=i) - expected).max() > 1e-3
     assert len(caught) == cfg.n_layers
 
-
-def test_the_experts_are_refused_by_name_until_the_moe_layer_joins(gpt_oss):
-    with pytest.raises(UnsupportedModel, match="mixture-of-experts MLPs"):
-        forward(gpt_oss.model, [1, 2, 3])
-    with pytest.raises(UnsupportedModel, match="mixture-of-experts MLPs"):
-        DecoderSession(gpt_oss.model, exact=True, max_cache_len=32, cache=False)

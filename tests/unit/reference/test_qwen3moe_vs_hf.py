@@ -41,6 +41,13 @@ from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import load_model
 from engine.runtime.session import LocalSession
 from engine.store import Store
+from tests.fixtures.greedy_runs import (
+    GREEDY,
+    engine_greedy,
+    hf_greedy,
+    hf_logits,
+    llama_cpp_greedy,
+)
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
@@ -52,7 +59,6 @@ pytestmark = pytest.mark.skipif(not custom_ops().available,
 
 EXPERTS, USED = 8, 2
 STD = 0.1
-GREEDY = 12
 RAW = "def fib(n): return n if n < 2"
 
 
@@ -103,27 +109,7 @@ def qwen() -> Qwen3Moe:
     return qwen3moe()
 
 
-@torch.no_grad()
-def hf_logits(qwen: Qwen3Moe, ids: list[int]) -> np.ndarray:
-    return qwen.hf(torch.tensor([ids])).logits[0].numpy()
 
-
-@torch.no_grad()
-def hf_greedy(qwen: Qwen3Moe, ids: list[int]) -> list[int]:
-    out = qwen.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY, min_new_tokens=GREEDY,
-                           do_sample=False)[0]
-    return out[len(ids):].tolist()
-
-
-def engine_greedy(model: GGUFModel, ids: list[int], exact: bool) -> list[int]:
-    """Prefill, then one token at a time through the KV cache."""
-    session = DecoderSession(model, exact=exact, max_cache_len=64)
-    logits = session.forward(ids).logits
-    tokens = []
-    for _ in range(GREEDY):
-        tokens.append(int(logits.argmax()))
-        logits = session.forward([tokens[-1]]).logits
-    return tokens
 
 
 def test_the_file_reads_as_a_mixture_of_experts(qwen):
@@ -153,7 +139,7 @@ def test_a_router_without_renormalising_would_be_caught(qwen):
     weights = ReferenceWeights(qwen.model)
     weights.config = dataclasses.replace(qwen.model.config.text, expert_weights_norm=False)
     logits = forward(qwen.model, qwen.prompt, weights=weights).logits
-    assert np.abs(logits - hf_logits(qwen, qwen.prompt)).max() > 50 * EXACT_ATOL
+    assert np.abs(logits - hf_logits(qwen.hf, qwen.prompt)).max() > 50 * EXACT_ATOL
 
 
 def test_no_router_choice_is_a_near_tie(qwen):
@@ -169,10 +155,10 @@ def test_no_router_choice_is_a_near_tie(qwen):
 def test_exact_engine_logits_and_greedy_tokens_are_hfs(qwen):
     session = DecoderSession(qwen.model, exact=True, max_cache_len=64, all_logits=True)
     logits = session.forward(qwen.prompt).logits
-    delta = float(np.abs(logits - hf_logits(qwen, qwen.prompt)).max())
+    delta = float(np.abs(logits - hf_logits(qwen.hf, qwen.prompt)).max())
     print(f"\nqwen3moe exact mode: max |delta logit| vs HF, {len(qwen.prompt)} rows: {delta:.1e}")
     assert delta < EXACT_ATOL
-    assert engine_greedy(qwen.model, qwen.prompt, exact=True) == hf_greedy(qwen, qwen.prompt)
+    assert engine_greedy(qwen.model, qwen.prompt, exact=True) == hf_greedy(qwen.hf, qwen.prompt)
 
 
 def test_the_inspection_shows_hfs_router_choices(qwen):
@@ -210,7 +196,7 @@ def test_a_raw_answer_is_the_exact_greedy_path(qwen):
     ids = model.tokenize_raw(RAW).ids.tolist()
     chat = LocalSession(model, Options(temperature=0, num_predict=GREEDY))
     answer = [e.id for e in chat.raw(RAW) if isinstance(e, TokenEvent)]
-    expected = hf_greedy(qwen, ids)
+    expected = hf_greedy(qwen.hf, ids)
     stops = [i for i, token in enumerate(expected) if token in model.tokenizer.stop_ids]
     assert answer == expected[:stops[0] if stops else GREEDY]
     model.tokenizer.close()
@@ -229,7 +215,7 @@ def test_the_store_lists_it_and_lantern_run_answers_hfs_tokens(qwen, tmp_path, c
     *tokens, final = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert final["done"] is True
     model = load_model(qwen.model.path, exact=True, num_ctx=128)
-    expected = hf_greedy(qwen, model.tokenize_raw(RAW).ids.tolist())
+    expected = hf_greedy(qwen.hf, model.tokenize_raw(RAW).ids.tolist())
     model.tokenizer.close()
     assert [t["id"] for t in tokens] == expected[:len(tokens)] and tokens
 
@@ -290,20 +276,6 @@ def test_without_the_op_library_the_model_says_why(qwen, monkeypatch):
                        "turned off by LANTERN_NATIVE"):
         DecoderSession(qwen.quantized, max_cache_len=64)
 
-
-def llama_cpp_greedy(path: Path, ids: list[int]) -> list[int]:
-    f32 = int(llama_cpp.GGML_TYPE_F32)
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=64, logits_all=True, n_threads=1,
-                          type_k=f32, type_v=f32, verbose=False)
-    try:
-        tokens = []
-        llm.eval(ids)
-        for _ in range(GREEDY):
-            tokens.append(int(np.argmax(llm.scores[llm.n_tokens - 1])))
-            llm.eval(tokens[-1:])
-        return tokens
-    finally:
-        llm.close()
 
 
 @pytest.mark.parametrize("which", ["f32", "q4_k_m"])
