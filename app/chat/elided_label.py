@@ -51,7 +51,10 @@ class ElidedLabel(QLabel):
         if not self._elided():
             super().paintEvent(event)
             return
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         rect = self.contentsRect()
         shown = self.fontMetrics().elidedText(self.text(), Qt.ElideRight, rect.width())
         self.style().drawItemText(painter, rect, int(self.alignment()), self.palette(),

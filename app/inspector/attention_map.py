@@ -86,7 +86,10 @@ class TokenHeat(QWidget):
         self._lay_out()
 
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         text = self.palette().windowText().color()
         scale = self.scale() if len(self.weights) else 1.0
         labels = self._labels()
@@ -174,7 +177,10 @@ class ImageHeat(QWidget):
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
         if not self.grid.size:
             return
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         target = self._target()
         if not self.image.isNull():
             painter.drawImage(target, self.image)

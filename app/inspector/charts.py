@@ -114,7 +114,10 @@ class LineChart(QWidget):
     # -- painting -------------------------------------------------------------------------
 
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         painter.setRenderHint(QPainter.Antialiasing)
         text = self.palette().windowText().color()
         faint = QColor(text)

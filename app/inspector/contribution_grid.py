@@ -58,7 +58,10 @@ class ContributionGrid(QWidget):
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
         if self.split is None:
             return
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         text = self.palette().windowText().color()
         painter.setPen(text)
         heads = self.split.attention.shape[1]

@@ -58,7 +58,10 @@ class LensGrid(QWidget):
                          for e, w in zip(choice.ids, choice.weights, strict=True))
 
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         text = self.palette().windowText().color()
         answer = self.rows[-1].top[0].id if self.rows else None
         for r, row in enumerate(self.rows):

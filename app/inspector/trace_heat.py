@@ -68,7 +68,10 @@ class TraceHeat(QWidget):
     def paintEvent(self, _event) -> None:  # noqa: N802 (Qt override)
         if not self.restored.size:
             return
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended here even if a frame outlives the call
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         text = self.palette().windowText().color()
         painter.setPen(text)
         self._paint_scale(painter)
