@@ -3,7 +3,7 @@ in the file and are handed out as zero-copy numpy views.
 
 Why not ``gguf.GGUFReader``: it builds two numpy arrays per metadata string, which takes
 seconds for a 152k-token vocabulary (measured:
-BENCHMARKS.md, 'Figures behind design choices'). This reader walks the
+docs/benchmarks-journal.md, 'Figures behind design choices'). This reader walks the
 header with ``struct`` and decodes the big string arrays only when someone asks for them.
 Every way a file can be short or malformed ends in ``CorruptModel`` naming the file, the
 byte offset and what was being read — never a raw struct/numpy error.

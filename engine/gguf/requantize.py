@@ -84,7 +84,7 @@ def quantize_blocks(w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     Plain min/max rounding, the range widened to hold 0 so that 0 stays exact. (Searching
     for a clipped range with less squared error lowered the weight error but not the logit
-    error: BENCHMARKS.md, 'Re-quantization accuracy'.)
+    error: docs/benchmarks-journal.md, 'Re-quantization accuracy'.)
     """
     lo = np.minimum(w.min(axis=-1), 0.0)  # [..., kb]
     hi = np.maximum(w.max(axis=-1), 0.0)

@@ -15,7 +15,7 @@ the largest window L (64 patches), with padded keys masked; blocks in
 fullatt_block_indexes attend over all S rows. Both use com.microsoft.MultiHeadAttention:
 measured faster than MatMul/Softmax/MatMul on a full-attention layer of the 3B shape, and
 it streams the scores where MatMul/Softmax holds all [heads, S, S] of them, gigabytes for a
-large image (BENCHMARKS.md, 'Figures behind design choices').
+large image (docs/benchmarks-journal.md, 'Figures behind design choices').
 
 Weights: float tensors as fp32 MatMul (the 3420-wide FFN is F16 in real files), 4-bit
 formats as MatMulNBits with float activations, 8-bit formats widened to fp32 (no float

@@ -130,7 +130,7 @@ class DecoderSession:
         # Measured on 2 shared cores (0.5B decode): with spinning workers any other busy
         # process costs a large share of the speed; without spinning and with shrinking
         # work blocks a quiet machine loses nothing, prefill included
-        # (BENCHMARKS.md, 'What was wrong with the reported 10 tok/s').
+        # (docs/benchmarks-journal.md, 'What was wrong with the reported 10 tok/s').
         session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session_options.add_session_config_entry("session.dynamic_block_base", "4")
         if native:
@@ -170,7 +170,7 @@ class DecoderSession:
     def __del__(self, give_back: Callable[[], None] = give_back_freed_memory) -> None:
         """The session first, then its memory back to the system off the GIL: left to the
         rest of the teardown, glibc would unmap the emptied heaps inside a later small
-        free with the GIL held (BENCHMARKS.md, 'Dropping a session'). (``give_back`` is
+        free with the GIL held (docs/benchmarks-journal.md, 'Dropping a session'). (``give_back`` is
         bound here: at the interpreter's exit the module's names may be gone.)"""
         self._binding = self._kv_buffers = self._session = None
         self._in_place = None  # after the session: it reads them to the end

@@ -7,7 +7,7 @@ and tells the drafter how many it kept (``accepted``); the output never depends 
 drafter proposes, only the speed does.
 
 How many to propose is a cost question (``DraftLength``): a verify of n rows costs
-``verify_cost(n)`` single-token forwards (measured: BENCHMARKS.md, 'Verify cost'), and
+``verify_cost(n)`` single-token forwards (measured: docs/benchmarks-journal.md, 'Verify cost'), and
 with a per-token acceptance a each extra drafted token is kept with probability a^i. The
 drafter proposes the length that maximises tokens per unit of time, or nothing when no length
 beats plain decoding.
@@ -21,7 +21,7 @@ from typing import Protocol
 import numpy as np
 
 # Cost of one forward of n new rows on a ~300-token cache, in single-token forwards:
-# DecoderSession.forward on the 1.5B demo model, 2 threads (BENCHMARKS.md, 'Verify cost';
+# DecoderSession.forward on the 1.5B demo model, 2 threads (docs/benchmarks-journal.md, 'Verify cost';
 # the 0.5B is cheaper). Interpolated linearly between the measured points.
 VERIFY_ROWS = (1, 2, 4, 8, 16)
 VERIFY_COST = (1.0, 1.52, 1.81, 2.60, 4.17)

@@ -7,7 +7,7 @@ files' sizes. With a typical per-token acceptance of 0.7 and the measured verify
 (engine.runtime.drafters.verify_cost), the best draft length must beat plain decoding by
 ``AUTO_MIN_GAIN``: a 0.5B draft for the 1.5B target (size ratio 0.44) is predicted to
 slow it down, so ``auto`` keeps prompt lookup there; a draft a tenth of a 7B target's size
-is predicted to pay (BENCHMARKS.md, 'Figures behind design choices').
+is predicted to pay (docs/benchmarks-journal.md, 'Figures behind design choices').
 Otherwise ``auto`` is prompt lookup, which drafts nothing (costs only its search) where
 the context offers nothing to copy.
 

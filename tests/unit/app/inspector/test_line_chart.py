@@ -2,7 +2,7 @@
 points is still drawn, a gap (a value a log scale cannot show) stays a gap, and a short
 series has its points marked. A streamed answer's chart is painted every frame, so a long
 series is drawn as each pixel column's highest and lowest value
-(BENCHMARKS.md, 'The reply chart')."""
+(docs/benchmarks-journal.md, 'The reply chart')."""
 
 import math
 
