@@ -4,8 +4,8 @@ OpenBLAS's worker threads wait for the next call by spinning, by default for 2**
 (about a tenth of a second) after each one. The reference check, the inspection and the
 attribution run numpy on a worker thread while the window is in use; on a machine with few
 cores the spinning threads hold the cores the window's thread needs, and the window stalls
-(docs/benchmarks-journal.md, 'BLAS threads that spin'). The wait is read once, when the library loads,
-so it is set before numpy is imported; a value the user set stands.
+(docs/benchmarks-journal.md, 'BLAS threads that spin'). The wait is read once, when the
+library loads, so it is set before numpy is imported; a value the user set stands.
 """
 
 from __future__ import annotations

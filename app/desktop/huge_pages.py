@@ -4,7 +4,8 @@ Dropping a model (a model switch, the reference check's own decoder) frees its O
 session's memory inside one call that holds the GIL: the window runs no Python until it
 returns, and the kernel's share of that work grows with the number of pages handed back.
 In 2 MiB pages it is a fraction of the time in 4 KiB ones, with the same speed and memory
-otherwise (docs/benchmarks-journal.md, 'Freeing a model in huge pages'). glibc does so only when told at
+otherwise (docs/benchmarks-journal.md, 'Freeing a model in huge pages'). glibc does so
+only when told at
 process start (the ``glibc.malloc.hugetlb=1`` tunable), so the window's start replaces its
 process once with the same command and the tunable set.
 """

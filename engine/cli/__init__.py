@@ -52,7 +52,8 @@ def add_models_dir(parser: argparse.ArgumentParser) -> None:
 
 def parser_for(argv: list[str]) -> argparse.ArgumentParser:
     """The parser for ``argv``: `lantern run` parses with its own module only, so a run that a
-    server answers imports little more than the chat client (docs/benchmarks-journal.md, '2026-11-25')."""
+    server answers imports little more than the chat client
+    (docs/benchmarks-journal.md, '2026-11-25')."""
     return build_parser(("engine.cli.run_command",) if argv[:1] == ["run"] else COMMAND_MODULES)
 
 

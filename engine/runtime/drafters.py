@@ -21,8 +21,9 @@ from typing import Protocol
 import numpy as np
 
 # Cost of one forward of n new rows on a ~300-token cache, in single-token forwards:
-# DecoderSession.forward on the 1.5B demo model, 2 threads (docs/benchmarks-journal.md, 'Verify cost';
-# the 0.5B is cheaper). Interpolated linearly between the measured points.
+# DecoderSession.forward on the 1.5B demo model, 2 threads
+# (docs/benchmarks-journal.md, 'Verify cost'; the 0.5B is cheaper). Interpolated linearly
+# between the measured points.
 VERIFY_ROWS = (1, 2, 4, 8, 16)
 VERIFY_COST = (1.0, 1.52, 1.81, 2.60, 4.17)
 

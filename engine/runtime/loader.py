@@ -64,7 +64,8 @@ def load_model(
     checkpoint("Building the tokenizer", 0.1)
     # ONNX Runtime packs the weights without holding the GIL, so the session is made on a
     # second thread while this one builds the tokenizer (measured: the tokenizer's time
-    # disappears into the session's when a core is free; docs/benchmarks-journal.md, 'Where a warm load').
+    # disappears into the session's when a core is free;
+    # docs/benchmarks-journal.md, 'Where a warm load').
     with ThreadPoolExecutor(1, thread_name_prefix="lantern-session") as pool:
         session = pool.submit(
             DecoderSession, gguf, exact=exact, provider=provider, max_cache_len=num_ctx,
