@@ -31,6 +31,7 @@ from engine.reference.text import forward, greedy
 from engine.runtime import decoder as runtime_decoder
 from engine.runtime.check import check_against_reference
 from engine.runtime.decoder import DecoderSession
+from tests.fixtures.greedy_runs import engine_greedy, hf_greedy
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
 from tests.unit.reference.test_phi3_longrope_vs_hf import (
@@ -93,16 +94,8 @@ def test_exact_greedy_tokens_are_hfs(phi4):
     delta = float(np.abs(session.forward(long_ids).logits - hf_logits(phi4, long_ids)).max())
     assert delta < EXACT_ATOL
     ids = prompt(ORIGINAL - 6)
-    with torch.no_grad():
-        hf_tokens = phi4.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY,
-                                     min_new_tokens=GREEDY, do_sample=False)[0]
-    session = DecoderSession(phi4.model, exact=True, max_cache_len=CONTEXT)
-    last = session.forward(ids).logits
-    tokens = []
-    for _ in range(GREEDY):
-        tokens.append(int(last.argmax()))
-        last = session.forward([tokens[-1]]).logits
-    assert tokens == hf_tokens[len(ids):].tolist()
+    tokens = engine_greedy(phi4.model, ids, exact=True, n=GREEDY, max_cache_len=CONTEXT)
+    assert tokens == hf_greedy(phi4.hf, ids, GREEDY)
     assert greedy(phi4.model, ids, GREEDY) == tokens
 
 

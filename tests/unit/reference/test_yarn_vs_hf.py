@@ -21,6 +21,7 @@ from engine.gguf.config import YarnScaling
 from engine.modelmath.rope import inverse_frequencies, yarn_divisors
 from engine.reference.text import forward, greedy
 from engine.runtime.decoder import DecoderSession
+from tests.fixtures.greedy_runs import engine_greedy, hf_greedy
 from tests.fixtures.llama_converter import convert
 from tests.fixtures.sentencepiece_models import train
 from tests.integration.test_engine_vs_hf import EXACT_ATOL
@@ -107,14 +108,6 @@ def test_exact_mode_logits_and_greedy_tokens_are_hfs(yarn):
     delta = float(np.abs(session.forward(long_ids).logits - hf_logits(yarn, long_ids)).max())
     assert delta < EXACT_ATOL
     ids = prompt(ORIGINAL + 4)
-    with torch.no_grad():
-        hf_tokens = yarn.hf.generate(torch.tensor([ids]), max_new_tokens=GREEDY,
-                                     min_new_tokens=GREEDY, do_sample=False)[0]
-    session = DecoderSession(yarn.model, exact=True, max_cache_len=4 * ORIGINAL)
-    last = session.forward(ids).logits
-    tokens = []
-    for _ in range(GREEDY):
-        tokens.append(int(last.argmax()))
-        last = session.forward([tokens[-1]]).logits
-    assert tokens == hf_tokens[len(ids):].tolist()
+    tokens = engine_greedy(yarn.model, ids, exact=True, n=GREEDY, max_cache_len=4 * ORIGINAL)
+    assert tokens == hf_greedy(yarn.hf, ids, GREEDY)
     assert greedy(yarn.model, ids, GREEDY) == tokens
