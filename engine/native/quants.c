@@ -9,20 +9,21 @@
  * y = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
  *
  * Fast mode: integer dot products per block against activations quantized once per row of
- * x (lq_quantize_act: d = max|x| / 127 in float32, codes x * (1 / d) rounded to nearest,
- * ties away from zero), scales applied in float32, blocks summed in order into one float
- * per (i, j). Activation blocks and each block's term, per weight format:
+ * x (lq_quantize_act: d = max|x| / 127 in float32 per 32 values, codes x * (1 / d) rounded
+ * to nearest, ties away from zero), scales applied in float32, blocks summed in order into
+ * one float per (i, j). Activation blocks and each block's term, per weight format:
  *   F32, F16, BF16     float32 activations (lq_act_bytes = 4 k, a copy): no integer path,
  *                      fast mode computes what exact mode computes.
  *   Q4_0, Q5_0, Q8_0   lq_act32:  (d_w * d_x) * sum(q_w q_x)
  *   MXFP4              lq_act32:  (d_w * d_x) * sum(q_w q_x), q_w the doubled E2M1 values
  *                      and d_w half the E8M0 scale (gguf-py's kvalues, llama.cpp's too)
  *   Q4_1, Q5_1         lq_act32:  (d_w * d_x) * sum(q_w q_x) + m_w * s_x
- *   Q3_K, Q6_K         lq_act256: d_x * (d_w * sumi),  sumi = sum_g(sc_g * sum_16(q_w q_x))
- *   Q2_K, Q4_K, Q5_K   lq_act256: d_x * (d_w * sumi - dmin_w * summ),
- *                                 summ = sum_g(m_g * bsums_g)
- * (sums of integers are exact; g runs over the 16 groups of 16, a Q4_K/Q5_K sub-block's
- * scale and minimum counting for both of its groups.)
+ *   K-quants           lq_act256, its 8 sub-blocks of 32 added in order, sub-block j:
+ *                      d_x[j] * (d_w * sumi_j - dmin_w * summ_j),
+ *                      sumi_j = sum_g(sc_g * sum_16(q_w q_x)), summ_j = sum_g(m_g * bsums_g)
+ *                      over j's two groups g of 16 (dmin_w = 0 for Q3_K and Q6_K)
+ * (sums of integers are exact; a Q4_K/Q5_K sub-block's scale and minimum count for both of
+ * its groups.)
  *
  * Both modes walk W in groups of rows and chunks of elements: each weight block is
  * decoded once per ITILE rows of x (once per call up to ITILE rows) and then used for all
@@ -601,15 +602,16 @@ static void quantize_act32(const float *x, int64_t nb, lq_act32 *y)
 static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
 {
     for (int64_t i = 0; i < nb; i++, x += 256, y++) {
-        const float d = act_scale(x, 256);
-        act_codes(x, 256, d, y->qs);
+        for (int j = 0; j < 8; j++) {
+            y->d[j] = act_scale(x + 32 * j, 32);
+            act_codes(x + 32 * j, 32, y->d[j], y->qs + 32 * j);
+        }
         for (int g = 0; g < 16; g++) {
             int sum = 0;
             for (int l = 0; l < 16; l++)
                 sum += y->qs[g * 16 + l];
             y->bsums[g] = (int16_t)sum;
         }
-        y->d = d;
     }
 }
 
@@ -902,39 +904,23 @@ static inline float dot32(const blk32 *w, const lq_act32 *a, const int16_t *x)
     return (w->d * a->d) * (float)s + w->m * a->s;
 }
 
-/* dot256 for a panel's rows at once, as dot32_panel. */
-static inline void dot256_panel(const blk256 *w0, const blk256 *w1, const blk256 *w2,
-                                const blk256 *w3, const lq_act256 *a,
-                                const int16_t *LQ_RESTRICT x, float out[PANEL])
+/* One sub-block of 32 (groups 2j, 2j + 1) of a 256-element block against its activations:
+ * d_x[j] * (d_w * sumi_j - dmin_w * summ_j). */
+static inline float dot256_sub(const blk256 *w, const lq_act256 *a, const int16_t *LQ_RESTRICT x,
+                               int j)
 {
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0, m0 = 0, m1 = 0, m2 = 0, m3 = 0;
-    for (int l = 0; l < 256; l++) {
-        const int32_t xv = x[l];
-        s0 += w0->q[l] * xv;
-        s1 += w1->q[l] * xv;
-        s2 += w2->q[l] * xv;
-        s3 += w3->q[l] * xv;
-    }
-    for (int g = 0; g < 16; g++) {
-        const int32_t b = a->bsums[g];
-        m0 += w0->mn[g] * b;
-        m1 += w1->mn[g] * b;
-        m2 += w2->mn[g] * b;
-        m3 += w3->mn[g] * b;
-    }
-    out[0] = a->d * (w0->d * (float)s0 - w0->dmin * (float)m0);
-    out[1] = a->d * (w1->d * (float)s1 - w1->dmin * (float)m1);
-    out[2] = a->d * (w2->d * (float)s2 - w2->dmin * (float)m2);
-    out[3] = a->d * (w3->d * (float)s3 - w3->dmin * (float)m3);
+    const int32_t sumi = dot_i16(w->q + 32 * j, x + 32 * j, 32);
+    const int32_t summ = w->mn[2 * j] * a->bsums[2 * j] + w->mn[2 * j + 1] * a->bsums[2 * j + 1];
+    return a->d[j] * (w->d * (float)sumi - w->dmin * (float)summ);
 }
 
+/* A 256-element block: its 8 sub-blocks' terms added in order. */
 static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x)
 {
-    const int32_t sumi = dot_i16(w->q, x, 256);
-    int32_t summ = 0;
-    for (int g = 0; g < 16; g++)
-        summ += w->mn[g] * a->bsums[g];
-    return a->d * (w->d * (float)sumi - w->dmin * (float)summ);
+    float s = 0.0f;
+    for (int j = 0; j < 8; j++)
+        s += dot256_sub(w, a, x, j);
+    return s;
 }
 
 static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
@@ -1004,21 +990,11 @@ static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, con
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act256 *a = (const lq_act256 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 256;
                     widen256(a, nb, x16);
-                    if (np == PANEL) {
-                        for (int bi = 0; bi < nb; bi++) {
-                            float t[PANEL];
-                            dot256_panel(&wb[0][bi], &wb[1][bi], &wb[2][bi], &wb[3][bi], &a[bi],
-                                         x16 + bi * 256, t);
-                            for (int r = 0; r < PANEL; r++)
-                                acc[ii][r] += t[r];
-                        }
-                    } else {
-                        for (int r = 0; r < np; r++) {
-                            float s = acc[ii][r];
-                            for (int bi = 0; bi < nb; bi++)
-                                s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
-                            acc[ii][r] = s;
-                        }
+                    for (int r = 0; r < np; r++) {
+                        float s = acc[ii][r];
+                        for (int bi = 0; bi < nb; bi++)
+                            s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
+                        acc[ii][r] = s;
                     }
                 }
             }

@@ -22,11 +22,12 @@ enum lq_type {
     LQ_MXFP4 = 39,
 };
 
-/* Fast mode's activations, quantized once per row of x (as llama.cpp's Q8_0/Q8_1 and Q8_K,
- * with float32 scales). Blocks of 32 serve the 32-element formats (MXFP4 among them), blocks
- * of 256 the K-quants. The dense types (F32, F16, BF16) have no integer path: their fast-mode
- * activations are the float32 row itself (4 k bytes) and fast mode computes what exact mode
- * computes. */
+/* Fast mode's activations, quantized once per row of x, with float32 scales. Blocks of 32
+ * serve the 32-element formats (MXFP4 among them), blocks of 256 the K-quants; both scale
+ * every 32 values on their own (a K-quant block carries 8 scales where llama.cpp's Q8_K
+ * has one), so that one large activation costs only its 32 neighbours their precision.
+ * The dense types (F32, F16, BF16) have no integer path: their fast-mode activations are
+ * the float32 row itself (4 k bytes) and fast mode computes what exact mode computes. */
 typedef struct {
     float d;          /* x[i] ~= d * qs[i] */
     float s;          /* d * sum(qs): the block's sum, for formats with a minimum (Q4_1, Q5_1) */
@@ -34,7 +35,7 @@ typedef struct {
 } lq_act32;
 
 typedef struct {
-    float d;          /* x[i] ~= d * qs[i] */
+    float d[8];       /* x[i] ~= d[i / 32] * qs[i] */
     int16_t bsums[16];/* sum of qs over each group of 16 */
     int8_t qs[256];
 } lq_act256;

@@ -210,20 +210,21 @@ def round_away(v: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class QuantizedActs:
-    d: np.ndarray        # [m, blocks] float32
+    d: np.ndarray        # [m, k / 32] float32: one scale per 32 values, in either block size
     qs: np.ndarray       # [m, k] int8
     sums: np.ndarray     # [m, blocks, sub-blocks] int: the sums lq_act256's bsums hold
 
 
 def quantize_acts(x: np.ndarray, block: int) -> QuantizedActs:
-    """quants.h's fast-mode activations: d = max|x| / 127 per block in float32, codes
-    x * (1 / d) (x / d where 1 / d overflows) rounded to nearest, ties away from zero."""
+    """quants.h's fast-mode activations: d = max|x| / 127 per 32 values in float32 (8 of them
+    in a K-quant block of 256), codes x * (1 / d) (x / d where 1 / d overflows) rounded to
+    nearest, ties away from zero."""
     m, k = x.shape
-    blocks = x.reshape(m, k // block, block)
-    d = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)[..., None]
+    groups = x.reshape(m, k // 32, 32)
+    d = (np.abs(groups).max(axis=-1) / np.float32(127)).astype(np.float32)[..., None]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-        scaled = np.where(np.isinf(inv), blocks / d, blocks * inv)
+        scaled = np.where(np.isinf(inv), groups / d, groups * inv)
     qs = np.clip(round_away(scaled), -127, 127).astype(np.int8)
     d = d[..., 0]
     sums = qs.reshape(m, k // block, -1, 16).astype(np.int64).sum(axis=-1)
@@ -232,15 +233,16 @@ def quantize_acts(x: np.ndarray, block: int) -> QuantizedActs:
 
 def parse_acts(qtype: T, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                            np.ndarray]:
-    """lq_act32 (d, s, qs[32]) or lq_act256 (d, bsums[16], qs[256]) rows, as arrays."""
+    """lq_act32 (d, s, qs[32]) or lq_act256 (d[8], bsums[16], qs[256]) rows, as arrays (d
+    one scale per 32 values)."""
     m = xq.shape[0]
     if act_block(qtype) == 32:
         rec = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
         a = xq.view(rec).reshape(m, k // 32)
         return a["d"], a["qs"].reshape(m, k), a["s"], np.zeros((m, 0))
-    rec = np.dtype([("d", "<f4"), ("bsums", "<i2", 16), ("qs", "i1", 256)])
+    rec = np.dtype([("d", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256)])
     a = xq.view(rec).reshape(m, k // 256)
-    return a["d"], a["qs"].reshape(m, k), np.zeros((m, 0)), a["bsums"]
+    return a["d"].reshape(m, -1), a["qs"].reshape(m, k), np.zeros((m, 0)), a["bsums"]
 
 
 def activations(m: int, k: int, seed: int) -> np.ndarray:
@@ -266,7 +268,7 @@ def test_row_and_activation_sizes(kernels, qtype):
     block, size = GGML_QUANT_SIZES[qtype]
     k = 512
     assert kernels.row_bytes(qtype, k) == k // block * size
-    act = {1: 4 * k, 32: k // 32 * 40, 256: k // 256 * 292}[act_block(qtype)]
+    act = {1: 4 * k, 32: k // 32 * 40, 256: k // 256 * 320}[act_block(qtype)]
     assert kernels.act_bytes(qtype, k) == act
     if block > 1:
         assert kernels.row_bytes(qtype, k + block // 2) == 0
@@ -372,7 +374,7 @@ def test_fast_mode_is_the_int8_product(kernels, qtype):
             x = activations(m, k, seed=m + 1)
             xq = kernels.quantize_act(qtype, x)
             ref = quantize_acts(x, block)
-            step = np.repeat(ref.d, block, axis=1).astype(np.float64)  # [m, k]
+            step = np.repeat(ref.d, 32, axis=1).astype(np.float64)  # [m, k]
             x_hat = ref.qs.astype(np.float64) * step
             y = kernels.matmul("fast", qtype, xq, w.raw)
             what = f"{qtype.name} k={k} m={m}"

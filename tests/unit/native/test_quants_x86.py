@@ -31,7 +31,7 @@ NATIVE = Path(__file__).resolve().parents[3] / "engine" / "native"
 FORMATS = [T.Q4_K, T.Q6_K, T.Q5_0, T.Q8_0, T.Q4_0]
 ISAS = ["avx2", "avx512-vnni"]
 ACT32 = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
-ACT256 = np.dtype([("d", "<f4"), ("bsums", "<i2", 16), ("qs", "i1", 256)])
+ACT256 = np.dtype([("d", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256)])
 
 pytestmark = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64") or shutil.which("cc") is None,
@@ -147,7 +147,7 @@ def _activations(qtype: T, m: int, k: int, seed: int) -> np.ndarray:
     block = 256 if big else 32
     a = np.zeros((m, k // block), ACT256 if big else ACT32)
     a["qs"] = rng.integers(-127, 128, a["qs"].shape)
-    a["d"] = rng.uniform(0.001, 0.02, a.shape)
+    a["d"] = rng.uniform(0.001, 0.02, a["d"].shape)
     if big:
         a["bsums"] = a["qs"].reshape(m, -1, 16, 16).sum(-1, dtype=np.int32)
     else:
@@ -156,22 +156,24 @@ def _activations(qtype: T, m: int, k: int, seed: int) -> np.ndarray:
 
 
 def _fast_reference(qtype: T, w: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """y in float64 from exact integer block sums, and the sum of |products| (the scale of
-    float32 rounding). gguf de-quantizes blocks with unit scales to give integer codes."""
+    """y in float64 from exact integer sums per 32 activations (each with its own scale), and
+    the sum of |products| (the scale of float32 rounding). gguf de-quantizes blocks with unit
+    scales to give integer codes."""
     n, m = w.shape[0], a.shape[0]
-    xq = a["qs"].reshape(m, 1, -1, a["qs"].shape[2]).astype(np.float64)  # [m, 1, blocks, B]
+    xq = a["qs"].reshape(m, 1, -1, 32).astype(np.float64)  # [m, 1, blocks of 32, 32]
 
-    def block_sums(scales: list[float]) -> tuple[np.ndarray, np.ndarray]:  # [m, n, blocks]
+    def block_sums(scales: list[float]) -> tuple[np.ndarray, np.ndarray]:  # [m, n, of 32]
         codes = quants.dequantize(_with_scales(qtype, w, scales), qtype).astype(np.float64)
-        products = codes.reshape(1, n, -1, xq.shape[-1]) * xq
+        products = codes.reshape(1, n, -1, 32) * xq
         return products.sum(-1), np.abs(products).sum(-1)
 
-    dx = a["d"].astype(np.float64)[:, None, :]
+    dx = a["d"].astype(np.float64).reshape(m, 1, -1)
+    per_block = quants.GGML_QUANT_SIZES[qtype][0] // 32
     if qtype == T.Q4_K:
-        d, dmin = _scales(qtype, w)
+        d, dmin = (np.repeat(s, per_block, axis=-1) for s in _scales(qtype, w))
         parts = [(d * dx, block_sums([1, 0])), (dmin * dx, block_sums([0, 1]))]
     else:
-        parts = [(_scales(qtype, w)[0] * dx, block_sums([1]))]
+        parts = [(np.repeat(_scales(qtype, w)[0], per_block, axis=-1) * dx, block_sums([1]))]
     want = sum((f * s).sum(-1) for f, (s, _) in parts)
     scale = sum((f * s).sum(-1) for f, (_, s) in parts)
     return want, scale
@@ -278,10 +280,9 @@ def test_simd_equals_the_portable_kernels(library, portable, qtype, mode):
 
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
 def test_many_row_kernels_give_the_one_row_bits(kernels, qtype):
-    """Prefill's many-row kernels (16 rows of W interleaved, from 16 rows of x, 256 rows of
-    x per pass) give every y[i, j] the bits of one-row products: at and around the row
-    threshold, odd row counts, more rows than one pass takes, and column ranges that cut
-    across groups of 16 rows of W."""
+    """Prefill's many-row products (tiles of rows of x sharing each weight block, chunks of
+    rows that stay in cache) give every y[i, j] the bits of one-row products: odd row counts,
+    more rows than one chunk takes, and column ranges that start and end anywhere."""
     n, k, rows = 53, 512, 300
     w = _weights(qtype, n, k, seed=9)
     x = _activations(qtype, rows, k, seed=10)

@@ -117,8 +117,7 @@ def test_each_weight_type_exact_and_fast(tmp_path, qtype):
     assert_close(exact.logits, expected, f"{qtype.name} exact")
     fast = DecoderSession(model, max_cache_len=16).forward(input_ids=PROMPT).logits
     # int8 activations: close in relative terms, and the same winner unless the reference's
-    # two best are closer than that drift (K-quants round x per 256 values, as llama.cpp's
-    # Q8_K: the GGUF matmul drifts further there than MatMulNBits' blocks of 32)
+    # two best are closer than that drift
     scale = np.abs(expected).max()
     drift = np.abs(fast - expected).max()
     assert drift < 0.05 * scale, f"{qtype.name} fast drifted"
