@@ -310,38 +310,25 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
     _mm_storel_epi64((__m128i *)mn, _mm_unpackhi_epi64(v, v));
 }
 
+/* Lane j of the result: sub-block j's exact sum, from h01 = hadd(hadd(s0, s1), hadd(s2, s3))
+ * and h23 likewise over s4 .. s7, where s_j holds sub-block j's sum in 8 int32 lanes. */
+LQ_FN __m256i F(subblock_sums)(const __m256i h01, const __m256i h23) {
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20),
+                            _mm256_permute2x128_si256(h01, h23, 0x31));
+}
+
 /* 256 bits, one row of W. Each sub-block's exact integer sum of codes times activations
- * becomes a float, scaled by d * sc_j * d_x[j] (the weight's and the activations' scales of
- * sub-block j, multiplied once per superblock); two accumulators (even and odd sub-blocks)
- * keep the chain of fused multiply-adds short. */
+ * lands in its own lane (subblock_sums), which one fused multiply-add per superblock scales
+ * by d * sc_j * d_x[j], the weight's and the activations' scales of sub-block j; the
+ * minimums likewise, lane j for sub-block j. */
 LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
                         const lq_act256 *x, const int64_t xstride, float *y, const int64_t ldy) {
-    __m256 acc[LQ_KIT][2];
-    __m256 scale[LQ_KIT][2]; /* d * sc_j * d_x[j] for j < 4 in both halves, for j >= 4 */
+    __m256 acc[LQ_KIT];
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q4_K_BYTES;
-        const __m128i scmn = F(q4_k_scales_vec)(blk + 4);
-        const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scmn, scmn));
-        const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F(half)(blk)),
-                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scmn)));
-        const __m256 dmin = _mm256_set1_ps(F(half)(blk + 2));
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            const lq_act256 *xb = x + t * xstride + sb;
-            const __m256 dx = _mm256_loadu_ps(xb->d);
-            const __m256 sv = _mm256_mul_ps(dsc, dx);
-            scale[t][0] = _mm256_permute2f128_ps(sv, sv, 0x00);
-            scale[t][1] = _mm256_permute2f128_ps(sv, sv, 0x11);
-            /* minimums, lane j for sub-block j: m_j times the sum of its 32 activations */
-            const __m256i bs = F(load)(xb->bsums);
-            const __m128i sums = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                                _mm256_extracti128_si256(bs, 1));
-            const __m256i msum = _mm256_mullo_epi32(mins, _mm256_cvtepi16_epi32(sums));
-            acc[t][1] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum),
-                                         acc[t][1]);
-        }
+        __m256i pair[LQ_KIT], half[LQ_KIT][2];
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             /* 32 bytes: sub-block 2p in the low nibbles, 2p + 1 in the high ones */
@@ -351,19 +338,35 @@ LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
 #pragma GCC unroll 8
             for (int t = 0; t < nt; t++) {
                 const int8_t *xs = x[t * xstride + sb].qs + 64 * p;
-                const __m256i a = F(dot_u8s8)(lo, F(load)(xs));
-                const __m256i b = F(dot_u8s8)(hi, F(load)(xs + 32));
-                /* sub-block 2p's scale and 2p + 1's, each in every lane */
-                const __m256 s4 = scale[t][p / 2];
-                const __m256 sa = _mm256_permute_ps(s4, (2 * p % 4) * 0x55);
-                const __m256 sb4 = _mm256_permute_ps(s4, (2 * p % 4 + 1) * 0x55);
-                acc[t][0] = _mm256_fmadd_ps(sa, _mm256_cvtepi32_ps(a), acc[t][0]);
-                acc[t][1] = _mm256_fmadd_ps(sb4, _mm256_cvtepi32_ps(b), acc[t][1]);
+                const __m256i h = _mm256_hadd_epi32(F(dot_u8s8)(lo, F(load)(xs)),
+                                                    F(dot_u8s8)(hi, F(load)(xs + 32)));
+                if (p % 2 == 0)
+                    pair[t] = h;
+                else
+                    half[t][p / 2] = _mm256_hadd_epi32(pair[t], h);
             }
+        }
+        const __m128i scmn = F(q4_k_scales_vec)(blk + 4);
+        const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scmn, scmn));
+        const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F(half)(blk)),
+                                         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scmn)));
+        const __m256 dmin = _mm256_set1_ps(F(half)(blk + 2));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const lq_act256 *xb = x + t * xstride + sb;
+            const __m256 dx = _mm256_loadu_ps(xb->d);
+            const __m256i sums = F(subblock_sums)(half[t][0], half[t][1]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dsc, dx), _mm256_cvtepi32_ps(sums), acc[t]);
+            /* minimums: m_j times the sum of sub-block j's 32 activations */
+            const __m256i bs = F(load)(xb->bsums);
+            const __m128i bsum = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
+                                                _mm256_extracti128_si256(bs, 1));
+            const __m256i msum = _mm256_mullo_epi32(mins, _mm256_cvtepi16_epi32(bsum));
+            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[t]);
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(_mm256_add_ps(acc[t][0], acc[t][1]));
+    for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
 }
 
 /* ---- Q6_K: 256 elements, 16 sub-blocks of 16 with int8 scales, codes q - 32 ---- */
@@ -379,13 +382,13 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
 }
 
 /* 256 bits, one row of W, as q4_k_tile: 32 codes at a time are one sub-block of the
- * activations (two of Q6_K's groups of 16), their exact sum scaled by d times its
- * activation scale. */
+ * activations (two of Q6_K's groups of 16, their scales applied in the integer sums), and
+ * one fused multiply-add per superblock scales lane j by d * d_x[j]. */
 LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
                         const lq_act256 *x, const int64_t xstride, float *y, const int64_t ldy) {
-    __m256 acc[LQ_KIT][2];
+    __m256 acc[LQ_KIT];
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q6_K_BYTES;
         const int8_t *sc = (const int8_t *)(blk + 192);
@@ -395,33 +398,45 @@ LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
         const __m256i sc16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
                                  _mm256_broadcastsi128_si256(
                                      _mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc8, sc8)))};
-        const float d = F(half)(blk + 208);
+        __m256i first[LQ_KIT], pair[LQ_KIT], half[LQ_KIT][2];
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
 #pragma GCC unroll 4
             for (int n = 0; n < 4; n++) {
+                /* sub-block 4h + n */
                 const __m256i q = F(q6_k_codes)(blk, h, n);
                 const __m256i s = _mm256_shuffle_epi8(
                     sc16[h], _mm256_set_m128i(_mm_set1_epi16((short)(0x0302 + 0x0404 * n)),
                                               _mm_set1_epi16((short)(0x0100 + 0x0404 * n))));
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
-                    const lq_act256 *xb = x + t * xstride + sb;
-                    const __m256i xs = F(load)(xb->qs + 128 * h + 32 * n);
+                    const __m256i xs = F(load)(x[t * xstride + sb].qs + 128 * h + 32 * n);
                     /* (code - 32) * x as code * x - 32 * x, pairwise in int16 (no
                      * saturation: |sum| <= 2 * 63 * 127 + 2 * 32 * 127), the exact sums */
                     const __m256i v = _mm256_madd_epi16(
                         _mm256_sub_epi16(_mm256_maddubs_epi16(q, xs),
                                          _mm256_maddubs_epi16(_mm256_set1_epi8(32), xs)),
                         s);
-                    acc[t][n & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * xb->d[4 * h + n]),
-                                                    _mm256_cvtepi32_ps(v), acc[t][n & 1]);
+                    if (n % 2 == 0) {
+                        first[t] = v;
+                    } else if (n == 1) {
+                        pair[t] = _mm256_hadd_epi32(first[t], v);
+                    } else {
+                        half[t][h] = _mm256_hadd_epi32(pair[t], _mm256_hadd_epi32(first[t], v));
+                    }
                 }
             }
         }
+        const __m256 d = _mm256_set1_ps(F(half)(blk + 208));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            const __m256i sums = F(subblock_sums)(half[t][0], half[t][1]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_loadu_ps(x[t * xstride + sb].d)),
+                                     _mm256_cvtepi32_ps(sums), acc[t]);
+        }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(_mm256_add_ps(acc[t][0], acc[t][1]));
+    for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(acc[t]);
 }
 
 typedef void (*F(tile256_fn))(int, int64_t, const uint8_t *, const lq_act256 *, int64_t,
