@@ -38,6 +38,10 @@ typedef struct {
     float d[8];       /* x[i] ~= d[i / 32] * qs[i] */
     int16_t bsums[16];/* sum of qs over each group of 16 */
     int8_t qs[256];
+    /* qs again, its 8 sub-blocks of 32 transposed in units of 4 codes: qt[32 c + 4 j + b]
+     * = qs[32 j + 4 c + b]. Many-row kernels multiply it with weight blocks transposed
+     * the same way once for all rows, so that lane j of a register sums sub-block j. */
+    int8_t qt[256];
 } lq_act256;
 
 /* Bytes of one weight row of k values; 0 when the type is unknown or k is not a whole

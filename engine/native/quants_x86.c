@@ -317,8 +317,66 @@ LQ_FN __m256i F(subblock_sums)(const __m256i h01, const __m256i h23) {
                             _mm256_permute2x128_si256(h01, h23, 0x31));
 }
 
+/* Eight registers' 4-byte units transposed: lane j of v[c] after is lane c of v[j] before. */
+LQ_FN void F(transpose8)(__m256i v[8]) {
+    __m256i t[8], u[8];
+#pragma GCC unroll 4
+    for (int r = 0; r < 8; r += 2) {
+        t[r] = _mm256_unpacklo_epi32(v[r], v[r + 1]);
+        t[r + 1] = _mm256_unpackhi_epi32(v[r], v[r + 1]);
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < 8; r += 4) {
+        u[r] = _mm256_unpacklo_epi64(t[r], t[r + 2]);
+        u[r + 1] = _mm256_unpackhi_epi64(t[r], t[r + 2]);
+        u[r + 2] = _mm256_unpacklo_epi64(t[r + 1], t[r + 3]);
+        u[r + 3] = _mm256_unpackhi_epi64(t[r + 1], t[r + 3]);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; c++) {
+        v[c] = _mm256_permute2x128_si256(u[c], u[c + 4], 0x20);
+        v[c + 4] = _mm256_permute2x128_si256(u[c], u[c + 4], 0x31);
+    }
+}
+
+/* Lane j of sums[t]: sub-block j's exact sum of codes v[j] (32 unsigned bytes each, below
+ * 16: Q4_K's) times row t of x. One row by pairs of hadd; several rows against the codes transposed
+ * once for all of them (lq_act256's qt), whose products land in their sub-block's lane. */
+LQ_FN void F(subblock_dots)(const int nt, __m256i v[8], const lq_act256 *x,
+                            const int64_t xstride, __m256i sums[LQ_KIT]) {
+    if (nt == 1) {
+        __m256i pair[4];
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++)
+            pair[p] = _mm256_hadd_epi32(F(dot_u8s8)(v[2 * p], F(load)(x->qs + 64 * p)),
+                                        F(dot_u8s8)(v[2 * p + 1], F(load)(x->qs + 64 * p + 32)));
+        sums[0] = F(subblock_sums)(_mm256_hadd_epi32(pair[0], pair[1]),
+                                   _mm256_hadd_epi32(pair[2], pair[3]));
+        return;
+    }
+    F(transpose8)(v);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const int8_t *xt = x[t * xstride].qt;
+#if LQ_VNNI
+        __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            acc = _mm256_dpbusd_epi32(acc, v[c], F(load)(xt + 32 * c));
+        sums[t] = acc;
+#else
+        /* int16 pairs add up to at most 8 x 2 x 15 x 127: no overflow */
+        __m256i acc = _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++)
+            acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(v[c], F(load)(xt + 32 * c)));
+        sums[t] = _mm256_madd_epi16(acc, _mm256_set1_epi16(1));
+#endif
+    }
+}
+
 /* 256 bits, one row of W. Each sub-block's exact integer sum of codes times activations
- * lands in its own lane (subblock_sums), which one fused multiply-add per superblock scales
+ * lands in its own lane (subblock_dots), which one fused multiply-add per superblock scales
  * by d * sc_j * d_x[j], the weight's and the activations' scales of sub-block j; the
  * minimums likewise, lane j for sub-block j. */
 LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
@@ -328,24 +386,15 @@ LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q4_K_BYTES;
-        __m256i pair[LQ_KIT], half[LQ_KIT][2];
+        __m256i codes[8], sums[LQ_KIT];
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             /* 32 bytes: sub-block 2p in the low nibbles, 2p + 1 in the high ones */
             const __m256i q4 = F(load)(blk + 16 + 32 * p);
-            const __m256i lo = _mm256_and_si256(q4, _mm256_set1_epi8(0x0F));
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), _mm256_set1_epi8(0x0F));
-#pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) {
-                const int8_t *xs = x[t * xstride + sb].qs + 64 * p;
-                const __m256i h = _mm256_hadd_epi32(F(dot_u8s8)(lo, F(load)(xs)),
-                                                    F(dot_u8s8)(hi, F(load)(xs + 32)));
-                if (p % 2 == 0)
-                    pair[t] = h;
-                else
-                    half[t][p / 2] = _mm256_hadd_epi32(pair[t], h);
-            }
+            codes[2 * p] = _mm256_and_si256(q4, _mm256_set1_epi8(0x0F));
+            codes[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q4, 4), _mm256_set1_epi8(0x0F));
         }
+        F(subblock_dots)(nt, codes, x + sb, xstride, sums);
         const __m128i scmn = F(q4_k_scales_vec)(blk + 4);
         const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scmn, scmn));
         const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F(half)(blk)),
@@ -355,8 +404,7 @@ LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
         for (int t = 0; t < nt; t++) {
             const lq_act256 *xb = x + t * xstride + sb;
             const __m256 dx = _mm256_loadu_ps(xb->d);
-            const __m256i sums = F(subblock_sums)(half[t][0], half[t][1]);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dsc, dx), _mm256_cvtepi32_ps(sums), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dsc, dx), _mm256_cvtepi32_ps(sums[t]), acc[t]);
             /* minimums: m_j times the sum of sub-block j's 32 activations */
             const __m256i bs = F(load)(xb->bsums);
             const __m128i bsum = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
@@ -381,9 +429,11 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
     return _mm256_or_si256(lo, hi);
 }
 
-/* 256 bits, one row of W, as q4_k_tile: 32 codes at a time are one sub-block of the
- * activations (two of Q6_K's groups of 16, their scales applied in the integer sums), and
- * one fused multiply-add per superblock scales lane j by d * d_x[j]. */
+/* 256 bits, one row of W, as q4_k_tile: lane j of a register sums sub-block j of the
+ * activations (two of Q6_K's groups of 16, their scales applied in the integer sums) over
+ * the unsigned codes; the codes' offset of 32 comes off lane-wise, from the activations'
+ * group sums, which leaves each sub-block's exact sum; one fused multiply-add per
+ * superblock scales lane j by d * d_x[j]. */
 LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
                         const lq_act256 *x, const int64_t xstride, float *y, const int64_t ldy) {
     __m256 acc[LQ_KIT];
@@ -391,48 +441,65 @@ LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
     for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *blk = wrow + sb * LQ_Q6_K_BYTES;
-        const int8_t *sc = (const int8_t *)(blk + 192);
-        /* the 16 scales as words, 8 at a time in both halves: groups g (low half) and
-         * g + 1 (high half) are shuffled out of a register, not loaded byte by byte */
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)sc);
-        const __m256i sc16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
-                                 _mm256_broadcastsi128_si256(
-                                     _mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc8, sc8)))};
-        __m256i first[LQ_KIT], pair[LQ_KIT], half[LQ_KIT][2];
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)(blk + 192));
+        const __m256i scales = _mm256_cvtepi8_epi16(sc8); /* word g: group g's scale */
+        __m256i codes[8], sums[LQ_KIT];
 #pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
+        for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
-            for (int n = 0; n < 4; n++) {
-                /* sub-block 4h + n */
-                const __m256i q = F(q6_k_codes)(blk, h, n);
-                const __m256i s = _mm256_shuffle_epi8(
-                    sc16[h], _mm256_set_m128i(_mm_set1_epi16((short)(0x0302 + 0x0404 * n)),
-                                              _mm_set1_epi16((short)(0x0100 + 0x0404 * n))));
-#pragma GCC unroll 8
-                for (int t = 0; t < nt; t++) {
-                    const __m256i xs = F(load)(x[t * xstride + sb].qs + 128 * h + 32 * n);
-                    /* (code - 32) * x as code * x - 32 * x, pairwise in int16 (no
-                     * saturation: |sum| <= 2 * 63 * 127 + 2 * 32 * 127), the exact sums */
-                    const __m256i v = _mm256_madd_epi16(
-                        _mm256_sub_epi16(_mm256_maddubs_epi16(q, xs),
-                                         _mm256_maddubs_epi16(_mm256_set1_epi8(32), xs)),
-                        s);
-                    if (n % 2 == 0) {
-                        first[t] = v;
-                    } else if (n == 1) {
-                        pair[t] = _mm256_hadd_epi32(first[t], v);
-                    } else {
-                        half[t][h] = _mm256_hadd_epi32(pair[t], _mm256_hadd_epi32(first[t], v));
-                    }
+            for (int n = 0; n < 4; n++) codes[4 * h + n] = F(q6_k_codes)(blk, h, n);
+        if (nt == 1) {
+            /* the 16 scales as words, 8 at a time in both halves: groups 2j (low half)
+             * and 2j + 1 (high half) are shuffled out of a register */
+            const __m256i sc16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
+                                     _mm256_broadcastsi128_si256(
+                                         _mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc8, sc8)))};
+            __m256i pair[4];
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m256i v[2];
+#pragma GCC unroll 2
+                for (int e = 0; e < 2; e++) {
+                    const int j = 2 * p + e, h = j / 4, n = j % 4;
+                    const __m256i s = _mm256_shuffle_epi8(
+                        sc16[h], _mm256_set_m128i(_mm_set1_epi16((short)(0x0302 + 0x0404 * n)),
+                                                  _mm_set1_epi16((short)(0x0100 + 0x0404 * n))));
+                    v[e] = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(codes[j], F(load)(x[sb].qs + 32 * j)), s);
                 }
+                pair[p] = _mm256_hadd_epi32(v[0], v[1]);
+            }
+            sums[0] = F(subblock_sums)(_mm256_hadd_epi32(pair[0], pair[1]),
+                                       _mm256_hadd_epi32(pair[2], pair[3]));
+        } else {
+            F(transpose8)(codes);
+            /* lane j: (sc_2j, sc_2j) for codes 0..15 of its sub-block, then sc_2j+1 */
+            const __m256i first = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(scales, 0xA0), 0xA0);
+            const __m256i second = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(scales, 0xF5), 0xF5);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) {
+                const int8_t *xt = x[t * xstride + sb].qt;
+                __m256i tot = _mm256_setzero_si256();
+                /* int16 pairs of two units add up to at most 2 x 2 x 63 x 127: no overflow */
+#pragma GCC unroll 4
+                for (int c = 0; c < 8; c += 2) {
+                    const __m256i p16 = _mm256_add_epi16(
+                        _mm256_maddubs_epi16(codes[c], F(load)(xt + 32 * c)),
+                        _mm256_maddubs_epi16(codes[c + 1], F(load)(xt + 32 * c + 32)));
+                    tot = _mm256_add_epi32(tot, _mm256_madd_epi16(p16, c < 4 ? first : second));
+                }
+                sums[t] = tot;
             }
         }
         const __m256 d = _mm256_set1_ps(F(half)(blk + 208));
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
-            const __m256i sums = F(subblock_sums)(half[t][0], half[t][1]);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_loadu_ps(x[t * xstride + sb].d)),
-                                     _mm256_cvtepi32_ps(sums), acc[t]);
+            const lq_act256 *xb = x + t * xstride + sb;
+            /* the offset, lane j: 32 * (sc_2j * sum_2j + sc_2j+1 * sum_2j+1) */
+            const __m256i off = _mm256_madd_epi16(scales, F(load)(xb->bsums));
+            const __m256i total = _mm256_sub_epi32(sums[t], _mm256_slli_epi32(off, 5));
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_loadu_ps(xb->d)),
+                                     _mm256_cvtepi32_ps(total), acc[t]);
         }
     }
 #pragma GCC unroll 8

@@ -231,17 +231,26 @@ def quantize_acts(x: np.ndarray, block: int) -> QuantizedActs:
     return QuantizedActs(d, qs.reshape(m, k), sums)
 
 
+def transposed_codes(qs: np.ndarray) -> np.ndarray:
+    """lq_act256's qt from its qs ([..., 256] each): the 8 sub-blocks of 32 transposed in
+    units of 4 codes, qt[32 c + 4 j + b] = qs[32 j + 4 c + b]."""
+    units = qs.reshape(*qs.shape[:-1], 8, 8, 4)
+    return np.swapaxes(units, -3, -2).reshape(qs.shape)
+
+
 def parse_acts(qtype: T, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                            np.ndarray]:
-    """lq_act32 (d, s, qs[32]) or lq_act256 (d[8], bsums[16], qs[256]) rows, as arrays (d
-    one scale per 32 values)."""
+    """lq_act32 (d, s, qs[32]) or lq_act256 (d[8], bsums[16], qs[256], qt[256]) rows, as
+    arrays (d one scale per 32 values); asserts that a K-quant block's qt is its qs
+    transposed."""
     m = xq.shape[0]
     if act_block(qtype) == 32:
         rec = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
         a = xq.view(rec).reshape(m, k // 32)
         return a["d"], a["qs"].reshape(m, k), a["s"], np.zeros((m, 0))
-    rec = np.dtype([("d", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256)])
+    rec = np.dtype([("d", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256), ("qt", "i1", 256)])
     a = xq.view(rec).reshape(m, k // 256)
+    assert np.array_equal(a["qt"], transposed_codes(a["qs"]))
     return a["d"].reshape(m, -1), a["qs"].reshape(m, k), np.zeros((m, 0)), a["bsums"]
 
 
@@ -268,7 +277,7 @@ def test_row_and_activation_sizes(kernels, qtype):
     block, size = GGML_QUANT_SIZES[qtype]
     k = 512
     assert kernels.row_bytes(qtype, k) == k // block * size
-    act = {1: 4 * k, 32: k // 32 * 40, 256: k // 256 * 320}[act_block(qtype)]
+    act = {1: 4 * k, 32: k // 32 * 40, 256: k // 256 * 576}[act_block(qtype)]
     assert kernels.act_bytes(qtype, k) == act
     if block > 1:
         assert kernels.row_bytes(qtype, k + block // 2) == 0
