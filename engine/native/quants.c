@@ -612,6 +612,8 @@ static void quantize_act256(const float *x, int64_t nb, lq_act256 *y)
                 sum += y->qs[g * 16 + l];
             y->bsums[g] = (int16_t)sum;
         }
+        for (int j = 0; j < 8; j++)
+            y->s[j] = y->d[j] * (float)(y->bsums[2 * j] + y->bsums[2 * j + 1]);
         for (int c = 0; c < 8; c++)
             for (int j = 0; j < 8; j++)
                 memcpy(y->qt + 32 * c + 4 * j, y->qs + 32 * j + 4 * c, 4);

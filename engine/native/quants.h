@@ -36,6 +36,7 @@ typedef struct {
 
 typedef struct {
     float d[8];       /* x[i] ~= d[i / 32] * qs[i] */
+    float s[8];       /* d[j] * the sum of sub-block j's codes: for formats with minimums */
     int16_t bsums[16];/* sum of qs over each group of 16 */
     int8_t qs[256];
     /* qs again, its 8 sub-blocks of 32 transposed in units of 4 codes: qt[32 c + 4 j + b]

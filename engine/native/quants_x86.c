@@ -396,21 +396,18 @@ LQ_FN void F(q4_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
         }
         F(subblock_dots)(nt, codes, x + sb, xstride, sums);
         const __m128i scmn = F(q4_k_scales_vec)(blk + 4);
-        const __m256i mins = _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scmn, scmn));
         const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(F(half)(blk)),
                                          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(scmn)));
-        const __m256 dmin = _mm256_set1_ps(F(half)(blk + 2));
+        const __m256 dmn = _mm256_mul_ps(
+            _mm256_set1_ps(F(half)(blk + 2)),
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(scmn, scmn))));
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const lq_act256 *xb = x + t * xstride + sb;
-            const __m256 dx = _mm256_loadu_ps(xb->d);
-            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dsc, dx), _mm256_cvtepi32_ps(sums[t]), acc[t]);
-            /* minimums: m_j times the sum of sub-block j's 32 activations */
-            const __m256i bs = F(load)(xb->bsums);
-            const __m128i bsum = _mm_hadd_epi16(_mm256_castsi256_si128(bs),
-                                                _mm256_extracti128_si256(bs, 1));
-            const __m256i msum = _mm256_mullo_epi32(mins, _mm256_cvtepi16_epi32(bsum));
-            acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(msum), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(dsc, _mm256_loadu_ps(xb->d)),
+                                     _mm256_cvtepi32_ps(sums[t]), acc[t]);
+            /* minimums: dmin * m_j times sub-block j's activations' sum */
+            acc[t] = _mm256_fnmadd_ps(dmn, _mm256_loadu_ps(xb->s), acc[t]);
         }
     }
 #pragma GCC unroll 8

@@ -240,18 +240,19 @@ def transposed_codes(qs: np.ndarray) -> np.ndarray:
 
 def parse_acts(qtype: T, xq: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                            np.ndarray]:
-    """lq_act32 (d, s, qs[32]) or lq_act256 (d[8], bsums[16], qs[256], qt[256]) rows, as
-    arrays (d one scale per 32 values); asserts that a K-quant block's qt is its qs
+    """lq_act32 (d, s, qs[32]) or lq_act256 (d[8], s[8], bsums[16], qs[256], qt[256]) rows,
+    as arrays (d and s one per 32 values); asserts that a K-quant block's qt is its qs
     transposed."""
     m = xq.shape[0]
     if act_block(qtype) == 32:
         rec = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
         a = xq.view(rec).reshape(m, k // 32)
         return a["d"], a["qs"].reshape(m, k), a["s"], np.zeros((m, 0))
-    rec = np.dtype([("d", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256), ("qt", "i1", 256)])
+    rec = np.dtype([("d", "<f4", 8), ("s", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256),
+                    ("qt", "i1", 256)])
     a = xq.view(rec).reshape(m, k // 256)
     assert np.array_equal(a["qt"], transposed_codes(a["qs"]))
-    return a["d"].reshape(m, -1), a["qs"].reshape(m, k), np.zeros((m, 0)), a["bsums"]
+    return (a["d"].reshape(m, -1), a["qs"].reshape(m, k), a["s"].reshape(m, -1), a["bsums"])
 
 
 def activations(m: int, k: int, seed: int) -> np.ndarray:
@@ -277,7 +278,7 @@ def test_row_and_activation_sizes(kernels, qtype):
     block, size = GGML_QUANT_SIZES[qtype]
     k = 512
     assert kernels.row_bytes(qtype, k) == k // block * size
-    act = {1: 4 * k, 32: k // 32 * 40, 256: k // 256 * 576}[act_block(qtype)]
+    act = {1: 4 * k, 32: k // 32 * 40, 256: k // 256 * 608}[act_block(qtype)]
     assert kernels.act_bytes(qtype, k) == act
     if block > 1:
         assert kernels.row_bytes(qtype, k + block // 2) == 0
@@ -353,9 +354,9 @@ def test_activations_are_quantized_to_nearest_with_float32_scales(kernels, qtype
     ref = quantize_acts(x, act_block(qtype))
     assert_bit_identical(d, ref.d)
     assert np.array_equal(qs, ref.qs)
-    if act_block(qtype) == 32:
-        assert_bit_identical(s, (ref.d * ref.sums.sum(axis=-1).astype(np.float32)))
-    else:
+    sums32 = ref.sums.reshape(len(x), -1, 2).sum(axis=-1).astype(np.float32)
+    assert_bit_identical(s, ref.d * sums32)
+    if act_block(qtype) == 256:
         assert np.array_equal(bsums, ref.sums)
 
 

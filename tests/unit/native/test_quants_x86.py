@@ -32,7 +32,8 @@ NATIVE = Path(__file__).resolve().parents[3] / "engine" / "native"
 FORMATS = [T.Q4_K, T.Q6_K, T.Q5_0, T.Q8_0, T.Q4_0]
 ISAS = ["avx2", "avx512-vnni"]
 ACT32 = np.dtype([("d", "<f4"), ("s", "<f4"), ("qs", "i1", 32)])
-ACT256 = np.dtype([("d", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256), ("qt", "i1", 256)])
+ACT256 = np.dtype([("d", "<f4", 8), ("s", "<f4", 8), ("bsums", "<i2", 16), ("qs", "i1", 256),
+                   ("qt", "i1", 256)])
 
 pytestmark = pytest.mark.skipif(
     platform.machine().lower() not in ("x86_64", "amd64") or shutil.which("cc") is None,
@@ -151,6 +152,7 @@ def _activations(qtype: T, m: int, k: int, seed: int) -> np.ndarray:
     a["d"] = rng.uniform(0.001, 0.02, a["d"].shape)
     if big:
         a["bsums"] = a["qs"].reshape(m, -1, 16, 16).sum(-1, dtype=np.int32)
+        a["s"] = a["d"] * a["qs"].reshape(m, -1, 8, 32).sum(-1, dtype=np.int32)
         a["qt"] = transposed_codes(a["qs"])
     else:
         a["s"] = a["d"] * a["qs"].sum(-1)
