@@ -5,11 +5,13 @@
  * The kernel bodies (the second half of this file) are compiled twice, by including this
  * file into itself: once for AVX2+FMA, once for AVX-512 F+BW+VL+VNNI. The AVX-512 set
  * runs the 32-element formats with VPDPBUSD and tiles more rows; the K-quants run the same
- * 256-bit kernels in both sets (their activations carry a scale per 32 values, quants.h,
- * which a 256-bit register of products matches). Formats: Q4_K, Q6_K, Q5_0, Q8_0, Q4_0,
- * fast and exact mode; any other type returns 0 and the portable kernel runs. Built by
- * another compiler than GCC or Clang (MSVC), or for another CPU, the file holds only that
- * answer.
+ * 256-bit kernels in both sets: their activations carry a scale per 32 values (quants.h),
+ * and a superblock's eight sub-blocks of codes, transposed in units of 4 bytes once for all
+ * rows of a tile, meet the activations transposed alike, so lane j of one register sums
+ * sub-block j and one float operation per superblock scales all eight. Formats: Q4_K, Q6_K,
+ * Q5_0, Q8_0, Q4_0, fast and exact mode; any other type returns 0 and the portable kernel
+ * runs. Built by another compiler than GCC or Clang (MSVC), or for another CPU, the file
+ * holds only that answer.
  *
  * Row independence (quants.h): every y[i][j] is computed by the same sequence of
  * operations whatever m, j0 and j1 are. Rows of x are processed in tiles that share each
@@ -19,10 +21,10 @@
  *
  * Fast mode: the integer sums of a block of 32 are exact (as the portable kernels'); the
  * float order differs from the portable kernels'. Each block's scaled sum is added
- * lane-wise into float lanes (fused multiply-add; the K-quants alternate two accumulators,
- * even and odd sub-blocks, and subtract their minimums or offsets lane-wise per superblock),
- * summed across lanes once at the end of the row. The portable kernel adds one float per
- * block in order. Results agree to float rounding.
+ * lane-wise into float lanes by fused multiply-adds (K-quants: lane j per sub-block j, the
+ * minimums' term a second fused multiply-add), summed across lanes once at the end of the
+ * row. The portable kernel adds one float per block in order. Results agree to float
+ * rounding.
  * Exact mode: weights are de-quantized with gguf.quants.dequantize's float32 operations in
  * its order (no fused multiply-add there), then multiplied into float32 accumulators.
  *
@@ -310,13 +312,6 @@ LQ_FN void F(q4_k_scales)(const uint8_t *s, uint8_t sc[8], uint8_t mn[8]) {
     _mm_storel_epi64((__m128i *)mn, _mm_unpackhi_epi64(v, v));
 }
 
-/* Lane j of the result: sub-block j's exact sum, from h01 = hadd(hadd(s0, s1), hadd(s2, s3))
- * and h23 likewise over s4 .. s7, where s_j holds sub-block j's sum in 8 int32 lanes. */
-LQ_FN __m256i F(subblock_sums)(const __m256i h01, const __m256i h23) {
-    return _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20),
-                            _mm256_permute2x128_si256(h01, h23, 0x31));
-}
-
 /* Eight registers' 4-byte units transposed: lane j of v[c] after is lane c of v[j] before. */
 LQ_FN void F(transpose8)(__m256i v[8]) {
     __m256i t[8], u[8];
@@ -340,20 +335,11 @@ LQ_FN void F(transpose8)(__m256i v[8]) {
 }
 
 /* Lane j of sums[t]: sub-block j's exact sum of codes v[j] (32 unsigned bytes each, below
- * 16: Q4_K's) times row t of x. One row by pairs of hadd; several rows against the codes transposed
- * once for all of them (lq_act256's qt), whose products land in their sub-block's lane. */
+ * 16: Q4_K's) times row t of x: the codes transposed once for all rows, against the
+ * activations transposed alike (lq_act256's qt), so that products land in their sub-block's
+ * lane with no reduction across lanes. */
 LQ_FN void F(subblock_dots)(const int nt, __m256i v[8], const lq_act256 *x,
                             const int64_t xstride, __m256i sums[LQ_KIT]) {
-    if (nt == 1) {
-        __m256i pair[4];
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++)
-            pair[p] = _mm256_hadd_epi32(F(dot_u8s8)(v[2 * p], F(load)(x->qs + 64 * p)),
-                                        F(dot_u8s8)(v[2 * p + 1], F(load)(x->qs + 64 * p + 32)));
-        sums[0] = F(subblock_sums)(_mm256_hadd_epi32(pair[0], pair[1]),
-                                   _mm256_hadd_epi32(pair[2], pair[3]));
-        return;
-    }
     F(transpose8)(v);
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
@@ -426,11 +412,11 @@ LQ_FN __m256i F(q6_k_codes)(const uint8_t *blk, int h, int n) {
     return _mm256_or_si256(lo, hi);
 }
 
-/* 256 bits, one row of W, as q4_k_tile: lane j of a register sums sub-block j of the
- * activations (two of Q6_K's groups of 16, their scales applied in the integer sums) over
- * the unsigned codes; the codes' offset of 32 comes off lane-wise, from the activations'
- * group sums, which leaves each sub-block's exact sum; one fused multiply-add per
- * superblock scales lane j by d * d_x[j]. */
+/* 256 bits, one row of W, as q4_k_tile: with the codes transposed, lane j of a register
+ * sums sub-block j of the activations (two of Q6_K's groups of 16, their scales applied in
+ * the integer sums) over the unsigned codes; the codes' offset of 32 comes off lane-wise,
+ * from the activations' group sums, which leaves each sub-block's exact sum; one fused
+ * multiply-add per superblock scales lane j by d * d_x[j]. */
 LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
                         const lq_act256 *x, const int64_t xstride, float *y, const int64_t ldy) {
     __m256 acc[LQ_KIT];
@@ -445,48 +431,23 @@ LQ_FN void F(q6_k_tile)(const int nt, const int64_t nsb, const uint8_t *wrow,
         for (int h = 0; h < 2; h++)
 #pragma GCC unroll 4
             for (int n = 0; n < 4; n++) codes[4 * h + n] = F(q6_k_codes)(blk, h, n);
-        if (nt == 1) {
-            /* the 16 scales as words, 8 at a time in both halves: groups 2j (low half)
-             * and 2j + 1 (high half) are shuffled out of a register */
-            const __m256i sc16[2] = {_mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
-                                     _mm256_broadcastsi128_si256(
-                                         _mm_cvtepi8_epi16(_mm_unpackhi_epi64(sc8, sc8)))};
-            __m256i pair[4];
-#pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                __m256i v[2];
-#pragma GCC unroll 2
-                for (int e = 0; e < 2; e++) {
-                    const int j = 2 * p + e, h = j / 4, n = j % 4;
-                    const __m256i s = _mm256_shuffle_epi8(
-                        sc16[h], _mm256_set_m128i(_mm_set1_epi16((short)(0x0302 + 0x0404 * n)),
-                                                  _mm_set1_epi16((short)(0x0100 + 0x0404 * n))));
-                    v[e] = _mm256_madd_epi16(
-                        _mm256_maddubs_epi16(codes[j], F(load)(x[sb].qs + 32 * j)), s);
-                }
-                pair[p] = _mm256_hadd_epi32(v[0], v[1]);
-            }
-            sums[0] = F(subblock_sums)(_mm256_hadd_epi32(pair[0], pair[1]),
-                                       _mm256_hadd_epi32(pair[2], pair[3]));
-        } else {
-            F(transpose8)(codes);
-            /* lane j: (sc_2j, sc_2j) for codes 0..15 of its sub-block, then sc_2j+1 */
-            const __m256i first = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(scales, 0xA0), 0xA0);
-            const __m256i second = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(scales, 0xF5), 0xF5);
+        F(transpose8)(codes);
+        /* lane j: (sc_2j, sc_2j) for codes 0..15 of its sub-block, then sc_2j+1 */
+        const __m256i first = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(scales, 0xA0), 0xA0);
+        const __m256i second = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(scales, 0xF5), 0xF5);
 #pragma GCC unroll 8
-            for (int t = 0; t < nt; t++) {
-                const int8_t *xt = x[t * xstride + sb].qt;
-                __m256i tot = _mm256_setzero_si256();
-                /* int16 pairs of two units add up to at most 2 x 2 x 63 x 127: no overflow */
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xt = x[t * xstride + sb].qt;
+            __m256i tot = _mm256_setzero_si256();
+            /* int16 pairs of two units add up to at most 2 x 2 x 63 x 127: no overflow */
 #pragma GCC unroll 4
-                for (int c = 0; c < 8; c += 2) {
-                    const __m256i p16 = _mm256_add_epi16(
-                        _mm256_maddubs_epi16(codes[c], F(load)(xt + 32 * c)),
-                        _mm256_maddubs_epi16(codes[c + 1], F(load)(xt + 32 * c + 32)));
-                    tot = _mm256_add_epi32(tot, _mm256_madd_epi16(p16, c < 4 ? first : second));
-                }
-                sums[t] = tot;
+            for (int c = 0; c < 8; c += 2) {
+                const __m256i p16 = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(codes[c], F(load)(xt + 32 * c)),
+                    _mm256_maddubs_epi16(codes[c + 1], F(load)(xt + 32 * c + 32)));
+                tot = _mm256_add_epi32(tot, _mm256_madd_epi16(p16, c < 4 ? first : second));
             }
+            sums[t] = tot;
         }
         const __m256 d = _mm256_set1_ps(F(half)(blk + 208));
 #pragma GCC unroll 8
