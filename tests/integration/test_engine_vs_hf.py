@@ -75,4 +75,8 @@ def test_fast_mode_top1_agreement_under_teacher_forcing(demo, fast_tokens):
     overall = float(np.concatenate(list(agree.values())).mean())
     detail = ", ".join(f"{name} {int(a.sum())}/{a.size}" for name, a in agree.items())
     print(f"\n{label} fast top-1 agreement with HF (teacher forced): {overall:.1%} ({detail})")
-    assert overall >= FAST_AGREEMENT
+    # where they part, how far HF's own top-1 led its runner-up: near-ties or real misses
+    misses = [f"{name}@{i}: HF leads by {np.subtract(*np.sort(run.hf_logits[i])[-1:-3:-1]):.3f}"
+              for name, run in oracle.runs.items() for i in np.flatnonzero(~agree[name])]
+    print("  " + ("; ".join(misses) or "no misses"))
+    assert overall >= FAST_AGREEMENT, "; ".join(misses)
