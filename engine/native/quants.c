@@ -928,6 +928,29 @@ static inline float dot256(const blk256 *w, const lq_act256 *a, const int16_t *x
     return s;
 }
 
+/* dot256 for a panel's rows at once: the activations loaded once for all of them. Each
+ * row's integer sums and float operations are dot256's. */
+static inline void dot256_panel(const blk256 *const w[PANEL], const lq_act256 *a,
+                                const int16_t *LQ_RESTRICT x, float out[PANEL])
+{
+    float s[PANEL] = {0.0f};
+    for (int j = 0; j < 8; j++) {
+        int32_t sumi[PANEL] = {0};
+        for (int l = 32 * j; l < 32 * j + 32; l++) {
+            const int32_t xv = x[l];
+            for (int r = 0; r < PANEL; r++)
+                sumi[r] += w[r]->q[l] * xv;
+        }
+        for (int r = 0; r < PANEL; r++) {
+            const int32_t summ = w[r]->mn[2 * j] * a->bsums[2 * j]
+                                 + w[r]->mn[2 * j + 1] * a->bsums[2 * j + 1];
+            s[r] += a->d[j] * (w[r]->d * (float)sumi[r] - w[r]->dmin * (float)summ);
+        }
+    }
+    for (int r = 0; r < PANEL; r++)
+        out[r] = s[r];
+}
+
 static void fast32_portable(int type, int64_t k, int64_t m, const void *xq, const uint8_t *w,
                             int64_t j0, int64_t j1, float *y, int64_t ldy)
 {
@@ -995,11 +1018,22 @@ static void fast256_portable(int type, int64_t k, int64_t m, const void *xq, con
                 for (int ii = 0; ii < ni; ii++) {
                     const lq_act256 *a = (const lq_act256 *)((const uint8_t *)xq + (size_t)(i0 + ii) * ab) + c / 256;
                     widen256(a, nb, x16);
-                    for (int r = 0; r < np; r++) {
-                        float s = acc[ii][r];
-                        for (int bi = 0; bi < nb; bi++)
-                            s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
-                        acc[ii][r] = s;
+                    if (np == PANEL) {
+                        for (int bi = 0; bi < nb; bi++) {
+                            const blk256 *const w4[PANEL] = {&wb[0][bi], &wb[1][bi], &wb[2][bi],
+                                                             &wb[3][bi]};
+                            float t[PANEL];
+                            dot256_panel(w4, &a[bi], x16 + bi * 256, t);
+                            for (int r = 0; r < PANEL; r++)
+                                acc[ii][r] += t[r];
+                        }
+                    } else {
+                        for (int r = 0; r < np; r++) {
+                            float s = acc[ii][r];
+                            for (int bi = 0; bi < nb; bi++)
+                                s += dot256(&wb[r][bi], &a[bi], x16 + bi * 256);
+                            acc[ii][r] = s;
+                        }
                     }
                 }
             }
