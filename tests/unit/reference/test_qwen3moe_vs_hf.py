@@ -223,7 +223,10 @@ def test_the_store_lists_it_and_lantern_run_answers_hfs_tokens(qwen, tmp_path, c
 def test_quantized_experts_keep_to_the_reference(qwen):
     """Q4_K / Q6_K experts through GgufMoE: exact mode passes the layer-by-layer check and a
     decode step equals the reference's last row; fast mode (8-bit activations, on a random
-    model whose logits move ~5% with them) keeps the top token of nearly every row."""
+    model whose logits move ~5% with them) keeps nearly every row within 10% and its top
+    token. Not every row: where a router's k-th and (k+1)-th experts nearly tie, 8-bit
+    activations may pick the other one (as llama.cpp's int8 path may), and that row moves
+    by more (this prompt's token 4, whose layer-2 router gap is the smallest)."""
     prompt = PromptTokens.text(qwen.prompt)
     report = check_against_reference(qwen.quantized, prompt, str, exact=True)
     assert report.first_off is None, [(r.label, r.max_abs_diff) for r in report.rows]
@@ -234,7 +237,9 @@ def test_quantized_experts_keep_to_the_reference(qwen):
     np.testing.assert_allclose(step, expected[-1], atol=1e-4, rtol=0)
     fast = DecoderSession(qwen.quantized, max_cache_len=64, all_logits=True)
     logits = fast.forward(qwen.prompt).logits
-    assert np.abs(logits - expected).max() < 0.1 * np.abs(expected).max()
+    row_error, scale = np.abs(logits - expected).max(axis=-1), np.abs(expected).max()
+    assert np.median(row_error) < 0.05 * scale, row_error
+    assert (row_error < 0.1 * scale).mean() >= 0.9, row_error
     assert (logits.argmax(axis=-1) == expected.argmax(axis=-1)).mean() >= 0.9
 
 

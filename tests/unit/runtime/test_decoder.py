@@ -146,6 +146,7 @@ def test_a_dropped_decoder_gives_back_its_sessions_memory_once_the_session_is_go
         models, monkeypatch):
     """glibc would unmap the heaps a session emptied inside some later small free, with
     the GIL held; the decoder's teardown ends the session, then trims (off the GIL)."""
+    gc.collect()  # sessions other tests left behind would trim in the collection below
     session = DecoderSession(models["qwen2"], exact=True, max_cache_len=16)
     ended = weakref.ref(session._session)
     trims: list[bool] = []
