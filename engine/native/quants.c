@@ -909,14 +909,19 @@ static inline float dot32(const blk32 *w, const lq_act32 *a, const int16_t *x)
     return (w->d * a->d) * (float)s + w->m * a->s;
 }
 
-/* One sub-block of 32 (groups 2j, 2j + 1) of a 256-element block against its activations:
- * d_x[j] * (d_w * sumi_j - dmin_w * summ_j). */
+/* One sub-block of 32 (groups 2j, 2j + 1) of a 256-element block against its activations,
+ * given its integer sum: d_x[j] * (d_w * sumi_j - dmin_w * summ_j). */
+static inline float sub256_term(const blk256 *w, const lq_act256 *a, int j, int32_t sumi)
+{
+    const int32_t summ = w->mn[2 * j] * a->bsums[2 * j] + w->mn[2 * j + 1] * a->bsums[2 * j + 1];
+    return a->d[j] * (w->d * (float)sumi - w->dmin * (float)summ);
+}
+
+/* The same, its integer sum taken here. */
 static inline float dot256_sub(const blk256 *w, const lq_act256 *a, const int16_t *LQ_RESTRICT x,
                                int j)
 {
-    const int32_t sumi = dot_i16(w->q + 32 * j, x + 32 * j, 32);
-    const int32_t summ = w->mn[2 * j] * a->bsums[2 * j] + w->mn[2 * j + 1] * a->bsums[2 * j + 1];
-    return a->d[j] * (w->d * (float)sumi - w->dmin * (float)summ);
+    return sub256_term(w, a, j, dot_i16(w->q + 32 * j, x + 32 * j, 32));
 }
 
 /* A 256-element block: its 8 sub-blocks' terms added in order. */
@@ -941,11 +946,8 @@ static inline void dot256_panel(const blk256 *const w[PANEL], const lq_act256 *a
             for (int r = 0; r < PANEL; r++)
                 sumi[r] += w[r]->q[l] * xv;
         }
-        for (int r = 0; r < PANEL; r++) {
-            const int32_t summ = w[r]->mn[2 * j] * a->bsums[2 * j]
-                                 + w[r]->mn[2 * j + 1] * a->bsums[2 * j + 1];
-            s[r] += a->d[j] * (w[r]->d * (float)sumi[r] - w[r]->dmin * (float)summ);
-        }
+        for (int r = 0; r < PANEL; r++)
+            s[r] += sub256_term(w[r], a, j, sumi[r]);
     }
     for (int r = 0; r < PANEL; r++)
         out[r] = s[r];
