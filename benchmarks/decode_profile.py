@@ -2,7 +2,7 @@
 kernel times summed per operator and per matmul (its node name with the block number
 dropped), over one-token steps after a short prompt.
 
-    .venv/bin/python -m benchmarks.decode_profile 1.5b [--steps 32]
+    .venv/bin/python -m benchmarks.decode_profile 1.5b [--steps 32] [--exact]
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", choices=("0.5b", "1.5b"))
     parser.add_argument("--steps", type=int, default=32)
+    parser.add_argument("--exact", action="store_true", help="exact mode (fp32 activations)")
     args = parser.parse_args()
     import engine.graph.builder as builder
 
@@ -51,7 +52,7 @@ def main() -> None:
     from tests.fixtures.demo_models import DEMO_MODELS, fetch
 
     session = DecoderSession(open_model(fetch(DEMO_MODELS[args.model])), max_cache_len=256,
-                             threads=2)
+                             exact=args.exact, threads=2)
     prompt = [int(i) for i in np.random.default_rng(0).integers(0, 10_000, 20)]
     token = int(session.forward(input_ids=prompt).logits.argmax())
     for _ in range(args.steps):
@@ -62,7 +63,8 @@ def main() -> None:
     runs = [e for e in events if e.get("name") == "model_run"][1:]   # the prefill left out
     step_us = sum(r["dur"] for r in runs) / len(runs)
     nodes = node_times(events, runs[0]["ts"])
-    print(f"{args.model}: {len(runs)} one-token steps, {step_us / 1000:.2f} ms a step")
+    mode = "exact" if args.exact else "fast"
+    print(f"{args.model} {mode}: {len(runs)} one-token steps, {step_us / 1000:.2f} ms a step")
     for label, key in (("operator", lambda op, name: op),
                        ("matmul", lambda op, name: re.sub(r"\d+", "N", name))):
         totals = collections.Counter()

@@ -186,12 +186,6 @@ LQ_FN __m256i F(dot_u8s8)(__m256i u, __m256i s) {
 #endif
 }
 
-/* Keeps the compiler from fusing a rounded product into a later add (exact mode). */
-LQ_FN __m256 F(rounded)(__m256 v) {
-    __asm__("" : "+x"(v));
-    return v;
-}
-
 /* ---- 32-element blocks: signed int8 codes, one float16 scale first ---- */
 
 LQ_FN __m256i F(codes_q8_0)(const uint8_t *b) { return F(load)(b + 2); }
@@ -515,7 +509,16 @@ LQ_TARGET static int F(lq_fast)(int type, int64_t k, int64_t m, const void *xq,
     }
 }
 
-/* ---- exact mode: 32 weights at a time as float32, exactly gguf's de-quantized values ---- */
+/* ---- exact mode: weights as float32, exactly gguf's de-quantized values ----
+ * A unit is a block of 32 (the 32-element formats) or a superblock of 256 (the K-quants).
+ * Its scales are unpacked and multiplied out once per unit (a[], b[] below), then each
+ * group of 32 weights is de-quantized into four registers, once for all rows of a tile. */
+
+/* gguf's products: a[i] = d * sc_i (Q6_K: per 16 weights), b[i] = dmin * m_i (Q4_K) */
+typedef void (*F(scales_fn))(const uint8_t *unit, float a[16], float b[8]);
+/* group g of the unit (32 weights) as floats into out[4] */
+typedef void (*F(group_fn))(const uint8_t *unit, int g, const float *a, const float *b,
+                            __m256 out[4]);
 
 LQ_FN void F(int8_to_floats)(__m256i q, __m256 scale, __m256 out[4]) {
     const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
@@ -525,30 +528,45 @@ LQ_FN void F(int8_to_floats)(__m256i q, __m256 scale, __m256 out[4]) {
     out[3] = _mm256_mul_ps(scale, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
 }
 
+/* 32-element formats: d, first in the block */
+LQ_FN void F(scales_d)(const uint8_t *b, float a[16], float m[8]) {
+    (void)m;
+    a[0] = F(half)(b);
+}
+
 /* gguf: d * q */
-LQ_FN void F(exact_q8_0)(const uint8_t *row, int64_t g, __m256 out[4]) {
-    const uint8_t *b = row + g * LQ_Q8_0_BYTES;
-    F(int8_to_floats)(F(codes_q8_0)(b), _mm256_set1_ps(F(half)(b)), out);
+LQ_FN void F(exact_q8_0)(const uint8_t *b, int g, const float *a, const float *m,
+                         __m256 out[4]) {
+    (void)g; (void)m;
+    F(int8_to_floats)(F(codes_q8_0)(b), _mm256_set1_ps(a[0]), out);
 }
 
-LQ_FN void F(exact_q4_0)(const uint8_t *row, int64_t g, __m256 out[4]) {
-    const uint8_t *b = row + g * LQ_Q4_0_BYTES;
-    F(int8_to_floats)(F(codes_q4_0)(b), _mm256_set1_ps(F(half)(b)), out);
+LQ_FN void F(exact_q4_0)(const uint8_t *b, int g, const float *a, const float *m,
+                         __m256 out[4]) {
+    (void)g; (void)m;
+    F(int8_to_floats)(F(codes_q4_0)(b), _mm256_set1_ps(a[0]), out);
 }
 
-LQ_FN void F(exact_q5_0)(const uint8_t *row, int64_t g, __m256 out[4]) {
-    const uint8_t *b = row + g * LQ_Q5_0_BYTES;
-    F(int8_to_floats)(F(codes_q5_0)(b), _mm256_set1_ps(F(half)(b)), out);
+LQ_FN void F(exact_q5_0)(const uint8_t *b, int g, const float *a, const float *m,
+                         __m256 out[4]) {
+    (void)g; (void)m;
+    F(int8_to_floats)(F(codes_q5_0)(b), _mm256_set1_ps(a[0]), out);
 }
 
-/* gguf: (d * sc) * q - (dmin * m), each product rounded to float32 */
-LQ_FN void F(exact_q4_k)(const uint8_t *row, int64_t g, __m256 out[4]) {
-    const uint8_t *blk = row + (g / 8) * LQ_Q4_K_BYTES;
-    const int s = (int)(g % 8);
+LQ_FN void F(scales_q4_k)(const uint8_t *blk, float a[16], float b[8]) {
+    const float d = F(half)(blk), dmin = F(half)(blk + 2);
     uint8_t sc[8], mn[8];
     F(q4_k_scales)(blk + 4, sc, mn);
-    const __m256 dsc = _mm256_set1_ps(F(half)(blk) * (float)sc[s]);
-    const __m256 dm = _mm256_set1_ps(F(half)(blk + 2) * (float)mn[s]);
+    for (int s = 0; s < 8; s++) {
+        a[s] = d * (float)sc[s];
+        b[s] = dmin * (float)mn[s];
+    }
+}
+
+/* gguf: (d * sc) * q - (dmin * m), each product rounded to float32 (no fused
+ * multiply-add: the library is built with -ffp-contract=off) */
+LQ_FN void F(exact_q4_k)(const uint8_t *blk, int s, const float *a, const float *b,
+                         __m256 out[4]) {
     __m128i q = _mm_loadu_si128((const __m128i *)(blk + 16 + 32 * (s / 2)));
     __m128i q2 = _mm_loadu_si128((const __m128i *)(blk + 32 + 32 * (s / 2)));
     if (s & 1) {
@@ -556,52 +574,70 @@ LQ_FN void F(exact_q4_k)(const uint8_t *row, int64_t g, __m256 out[4]) {
         q2 = _mm_srli_epi16(q2, 4);
     }
     const __m256i codes = _mm256_and_si256(_mm256_set_m128i(q2, q), _mm256_set1_epi8(0x0F));
-    F(int8_to_floats)(codes, dsc, out);
-    for (int i = 0; i < 4; i++) out[i] = _mm256_sub_ps(F(rounded)(out[i]), dm);
+    F(int8_to_floats)(codes, _mm256_set1_ps(a[s]), out);
+    const __m256 dm = _mm256_set1_ps(b[s]);
+    out[0] = _mm256_sub_ps(out[0], dm);  /* written out: a loop here went through memory */
+    out[1] = _mm256_sub_ps(out[1], dm);
+    out[2] = _mm256_sub_ps(out[2], dm);
+    out[3] = _mm256_sub_ps(out[3], dm);
+}
+
+LQ_FN void F(scales_q6_k)(const uint8_t *blk, float a[16], float b[8]) {
+    (void)b;
+    const float d = F(half)(blk + 208);
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    for (int i = 0; i < 16; i++) a[i] = d * (float)sc[i];
 }
 
 /* gguf: (d * sc) * (q - 32), sc per 16 elements */
-LQ_FN void F(exact_q6_k)(const uint8_t *row, int64_t g, __m256 out[4]) {
-    const uint8_t *blk = row + (g / 8) * LQ_Q6_K_BYTES;
-    const int h = (int)(g % 8) / 4, n = (int)(g % 4);
-    const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + 2 * n;
-    const float d = F(half)(blk + 208);
+LQ_FN void F(exact_q6_k)(const uint8_t *blk, int g, const float *a, const float *b,
+                         __m256 out[4]) {
+    (void)b;
+    const int h = g / 4, n = g % 4;
     const __m256i q = _mm256_sub_epi8(F(q6_k_codes)(blk, h, n), _mm256_set1_epi8(32));
-    __m256 first[4], second[4];
-    F(int8_to_floats)(q, _mm256_set1_ps(d * (float)sc[0]), first);
-    F(int8_to_floats)(q, _mm256_set1_ps(d * (float)sc[1]), second);
-    out[0] = first[0];
-    out[1] = first[1];
-    out[2] = second[2];
-    out[3] = second[3];
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m256 first = _mm256_set1_ps(a[8 * h + 2 * n]);
+    const __m256 second = _mm256_set1_ps(a[8 * h + 2 * n + 1]);
+    out[0] = _mm256_mul_ps(first, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)));
+    out[1] = _mm256_mul_ps(first, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))));
+    out[2] = _mm256_mul_ps(second, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)));
+    out[3] = _mm256_mul_ps(second, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))));
 }
 
-typedef void (*F(exact_fn))(const uint8_t *, int64_t, __m256 *);
-
-LQ_FN void F(exact_tile)(const int nt, F(exact_fn) weights, const int64_t k,
-                         const uint8_t *wrow, const float *x, float *y, const int64_t ldy) {
+/* Row wrow of W (units of ``unit`` weights, ubytes each) against rows x[0..nt). Per pair,
+ * the same fused multiply-adds in the same order whatever nt is: four per 32 weights into
+ * two accumulators, summed across lanes at the end. */
+LQ_FN void F(exact_tile)(const int nt, F(scales_fn) scales, F(group_fn) group, const int unit,
+                         const size_t ubytes, const int64_t k, const uint8_t *wrow,
+                         const float *x, float *y, const int64_t ldy) {
     __m256 a0[LQ_IT], a1[LQ_IT];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < k / 32; g++) {
-        __m256 wv[4];
-        weights(wrow, g, wv);
+    for (int64_t u = 0; u < k / unit; u++) {
+        const uint8_t *blk = wrow + u * ubytes;
+        float a[16], b[8];
+        scales(blk, a, b);
+        for (int g = 0; g < unit / 32; g++) {
+            __m256 wv[4];
+            group(blk, g, a, b, wv);
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            const float *xr = x + t * k + 32 * g;
-            a0[t] = _mm256_fmadd_ps(wv[0], _mm256_loadu_ps(xr), a0[t]);
-            a1[t] = _mm256_fmadd_ps(wv[1], _mm256_loadu_ps(xr + 8), a1[t]);
-            a0[t] = _mm256_fmadd_ps(wv[2], _mm256_loadu_ps(xr + 16), a0[t]);
-            a1[t] = _mm256_fmadd_ps(wv[3], _mm256_loadu_ps(xr + 24), a1[t]);
+            for (int t = 0; t < nt; t++) {
+                const float *xr = x + t * k + u * unit + 32 * g;
+                a0[t] = _mm256_fmadd_ps(wv[0], _mm256_loadu_ps(xr), a0[t]);
+                a1[t] = _mm256_fmadd_ps(wv[1], _mm256_loadu_ps(xr + 8), a1[t]);
+                a0[t] = _mm256_fmadd_ps(wv[2], _mm256_loadu_ps(xr + 16), a0[t]);
+                a1[t] = _mm256_fmadd_ps(wv[3], _mm256_loadu_ps(xr + 24), a1[t]);
+            }
         }
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) y[t * ldy] = F(hsum)(_mm256_add_ps(a0[t], a1[t]));
 }
 
-LQ_FN void F(exact)(F(exact_fn) weights, const size_t row_bytes, int64_t k, int64_t m,
-                    const float *x, const uint8_t *w, int64_t j0, int64_t j1, float *y,
-                    int64_t ldy) {
+LQ_FN void F(exact)(F(scales_fn) scales, F(group_fn) group, const int unit, const size_t ubytes,
+                    int64_t k, int64_t m, const float *x, const uint8_t *w, int64_t j0,
+                    int64_t j1, float *y, int64_t ldy) {
+    const size_t row_bytes = (size_t)(k / unit) * ubytes;
     const int64_t chunk = lq_chunk_rows((size_t)k * sizeof(float), LQ_IT);
     for (int64_t i0 = 0; i0 < m; i0 += chunk) {
         const int64_t i1 = i0 + chunk < m ? i0 + chunk : m;
@@ -609,9 +645,11 @@ LQ_FN void F(exact)(F(exact_fn) weights, const size_t row_bytes, int64_t k, int6
             const uint8_t *wrow = w + j * row_bytes;
             int64_t i = i0;
             for (; i + LQ_IT <= i1; i += LQ_IT)
-                F(exact_tile)(LQ_IT, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
+                F(exact_tile)(LQ_IT, scales, group, unit, ubytes, k, wrow, x + i * k,
+                              y + i * ldy + j, ldy);
             for (; i < i1; i++)
-                F(exact_tile)(1, weights, k, wrow, x + i * k, y + i * ldy + j, ldy);
+                F(exact_tile)(1, scales, group, unit, ubytes, k, wrow, x + i * k,
+                              y + i * ldy + j, ldy);
         }
     }
 }
@@ -622,23 +660,28 @@ LQ_TARGET static int F(lq_exact)(int type, int64_t k, int64_t m, const float *x,
     switch (type) {
     case LQ_Q8_0:
         if (k % 32) return 0;
-        F(exact)(F(exact_q8_0), (size_t)(k / 32) * LQ_Q8_0_BYTES, k, m, x, w, j0, j1, y, ldy);
+        F(exact)(F(scales_d), F(exact_q8_0), 32, LQ_Q8_0_BYTES, k, m, x, w, j0, j1,
+                 y, ldy);
         return 1;
     case LQ_Q5_0:
         if (k % 32) return 0;
-        F(exact)(F(exact_q5_0), (size_t)(k / 32) * LQ_Q5_0_BYTES, k, m, x, w, j0, j1, y, ldy);
+        F(exact)(F(scales_d), F(exact_q5_0), 32, LQ_Q5_0_BYTES, k, m, x, w, j0, j1,
+                 y, ldy);
         return 1;
     case LQ_Q4_0:
         if (k % 32) return 0;
-        F(exact)(F(exact_q4_0), (size_t)(k / 32) * LQ_Q4_0_BYTES, k, m, x, w, j0, j1, y, ldy);
+        F(exact)(F(scales_d), F(exact_q4_0), 32, LQ_Q4_0_BYTES, k, m, x, w, j0, j1,
+                 y, ldy);
         return 1;
     case LQ_Q4_K:
         if (k % 256) return 0;
-        F(exact)(F(exact_q4_k), (size_t)(k / 256) * LQ_Q4_K_BYTES, k, m, x, w, j0, j1, y, ldy);
+        F(exact)(F(scales_q4_k), F(exact_q4_k), 256, LQ_Q4_K_BYTES, k, m, x, w, j0, j1,
+                 y, ldy);
         return 1;
     case LQ_Q6_K:
         if (k % 256) return 0;
-        F(exact)(F(exact_q6_k), (size_t)(k / 256) * LQ_Q6_K_BYTES, k, m, x, w, j0, j1, y, ldy);
+        F(exact)(F(scales_q6_k), F(exact_q6_k), 256, LQ_Q6_K_BYTES, k, m, x, w, j0, j1,
+                 y, ldy);
         return 1;
     default:
         return 0;
