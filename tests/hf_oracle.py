@@ -31,12 +31,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM
 
 from engine.gguf import GGUFModel, open_model
 from engine.prompt import render_prompt
 from engine.runtime.decoder import DecoderSession
 from engine.tokenizer import load_tokenizer
+from tests.fixtures.hf_gguf import hf_model
 from tests.unit.reference.test_reference_hf import hf_run
 
 CONTINUATION = 32  # greedy tokens per prompt; an end-of-turn token does not stop them
@@ -167,8 +167,7 @@ def hf_oracle(path: Path) -> Oracle:
     paths = exact_greedy(model, ids)  # the session is gone when this returns
     gc.collect()
     exact_done = time.perf_counter()
-    hf = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
-                                              dtype=torch.float32).eval()
+    hf = hf_model(path)
     hf_loaded = time.perf_counter()
     runs = {}
     for p in PROMPTS:

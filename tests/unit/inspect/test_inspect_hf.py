@@ -11,13 +11,13 @@ import json
 import numpy as np
 import pytest
 import torch
-from transformers import AutoModelForCausalLM
 
 from engine.cli import main
 from engine.gguf import GGUFModel
 from engine.inspect import image_grids, inspect_context
 from engine.runtime.vision_encoder import VisionEncoder
 from engine.vision.prompt import image_prompt
+from tests.fixtures.hf_gguf import hf_model
 from tests.fixtures.hf_vision import LAYOUTS, HFVision, open_layout, tiny_hf_model
 from tests.unit.vision.test_vision_prompt import FIRST, PAD, SECOND, text, turn
 
@@ -62,9 +62,7 @@ def test_inspect_json_equals_hf_on_the_demo_models(which, request, capsys):
     middle = run_json(capsys, str(demo), PROMPT, "--exact", "--position", "20")
     ids = [t["id"] for t in last["tokens"]]
     assert middle["position"] == 20 and [t["id"] for t in middle["tokens"]] == ids[:21]
-    hf = AutoModelForCausalLM.from_pretrained(demo.parent, gguf_file=demo.name,
-                                              dtype=torch.float32,
-                                              attn_implementation="eager").eval()
+    hf = hf_model(demo, attn_implementation="eager")
     try:
         with torch.no_grad():
             out = hf(torch.tensor([ids]), output_hidden_states=True, output_attentions=True)

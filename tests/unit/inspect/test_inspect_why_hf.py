@@ -22,6 +22,7 @@ from engine.cli import main
 from engine.gguf import GGUFModel, open_model
 from engine.inspect import inspect_context
 from engine.inspect.occlusion import occlusion
+from tests.fixtures.hf_gguf import hf_model
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
 SPEC = TextSpec(layers=3, heads=4, kv_heads=2)
@@ -158,9 +159,7 @@ def test_contributions_and_occlusion_equal_hf_on_the_demo_model(demo_05b):
     row = len(ids) - 1
     got = inspect_context(model, PromptTokens.text(ids), str, row).contributions
     attribution = occlusion(model, PromptTokens.text(ids), row)
-    hf = AutoModelForCausalLM.from_pretrained(demo_05b.parent, gguf_file=demo_05b.name,
-                                              dtype=torch.float32,
-                                              attn_implementation="eager").eval()
+    hf = hf_model(demo_05b, attn_implementation="eager")
     try:
         heads, mlps, embedding, final, logits = hf_parts(hf, ids, row)
         scale = np.sqrt(np.mean(final ** 2) + hf.config.rms_norm_eps)
