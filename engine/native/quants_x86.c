@@ -44,6 +44,15 @@
 
 #include "quants.h"
 
+/* Exact mode's de-quantized values are products rounded to float32, then differences
+ * rounded to float32, as numpy computes them: never contracted into fused multiply-adds,
+ * whatever flags the build passes (quants.c says the same for its kernels). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#else
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #define LQ_INLINE static inline __attribute__((always_inline))
 
 /* GGUF block sizes in bytes (ggml-common.h). */
@@ -563,8 +572,7 @@ LQ_FN void F(scales_q4_k)(const uint8_t *blk, float a[16], float b[8]) {
     }
 }
 
-/* gguf: (d * sc) * q - (dmin * m), each product rounded to float32 (no fused
- * multiply-add: the library is built with -ffp-contract=off) */
+/* gguf: (d * sc) * q - (dmin * m), each product rounded to float32 */
 LQ_FN void F(exact_q4_k)(const uint8_t *blk, int s, const float *a, const float *b,
                          __m256 out[4]) {
     __m128i q = _mm_loadu_si128((const __m128i *)(blk + 16 + 32 * (s / 2)));
