@@ -169,9 +169,13 @@ class ConnectionsDialog(QDialog):
             return
         self._say(f"Asking {connection.host} for its models…", ok=None)
         self.test_job = job = CallJob(lambda: list_remote_models(connection))
+        # bound slots only: a lambda would run on the job's thread and touch widgets there
         job.result.connect(self._tested)
-        job.failed.connect(lambda message: self._say(message, ok=False))
+        job.failed.connect(self._test_failed)
         self.runner.start(job)
+
+    def _test_failed(self, message: str) -> None:
+        self._say(message, ok=False)
 
     def _tested(self, result: tuple) -> None:
         connection, models = result

@@ -38,6 +38,7 @@ class ToolsBox(QGroupBox):
         self.setObjectName("toolsBox")
         self.runner = runner
         self.test_job: CallJob | None = None
+        self._testing: dict = {}
         self.allowed_tools = list(settings.allowed_tools)
         layout = QVBoxLayout(self)
         self.builtin = QCheckBox("built-in tools: calculator and current time")
@@ -120,13 +121,19 @@ class ToolsBox(QGroupBox):
             return
         self._say(f"Starting {record['name']} and asking for its tools…", None)
         self.test_job = job = CallJob(lambda: list_tools(server_of(record)))
-        job.result.connect(lambda tools: self._tested(record, tools))
-        job.failed.connect(lambda message: self._say(message, False))
+        self._testing = record
+        # bound slots only: a lambda would run on the job's thread and touch widgets there
+        job.result.connect(self._tested)
+        job.failed.connect(self._test_failed)
         self.test_button.setEnabled(False)
-        job.failed.connect(lambda _: self.test_button.setEnabled(True))
         self.runner.start(job)
 
-    def _tested(self, record: dict, tools: list) -> None:
+    def _test_failed(self, message: str) -> None:
+        self.test_button.setEnabled(True)
+        self._say(message, False)
+
+    def _tested(self, tools: list) -> None:
+        record = self._testing
         self.test_button.setEnabled(True)
         names = ", ".join(t.name for t in tools)
         self._say(f"{record['name']} answers with {len(tools)} tool(s)"

@@ -229,12 +229,16 @@ def test_settings_tests_an_mcp_server_and_lists_its_tools(qtbot):
     dialog = SettingsDialog(Settings(mcp_servers=[server()]), runner=runner)
     qtbot.addWidget(dialog)
     tools = dialog.tools
+    said_on = []                      # the verdict is widget work: the GUI thread's alone
+    say = tools._say
+    tools._say = lambda text, ok: (said_on.append(threading.current_thread()), say(text, ok))
     assert not tools.test_button.isEnabled()            # nothing selected yet
     tools.servers.setCurrentRow(0)
     tools.test_button.click()
     qtbot.waitUntil(lambda: "answers with" in tools.status.text(), timeout=TIMEOUT_MS)
     assert "secret_word" in tools.status.text() and tools.status.property("ok") == "yes"
     assert "secret_word" in tools.servers.item(0).toolTip()
+    assert said_on and set(said_on) == {threading.main_thread()}
     from PySide6.QtCore import Qt
 
     missing = {"name": "missing", "target": str(SERVER.parent / "no-such-server"), "ask": True}

@@ -5,6 +5,8 @@ panel of the server's log-probabilities, stop, regenerate, history), the views t
 local weights say why they are unavailable, and a cut stream keeps its partial answer.
 """
 
+import threading
+
 import pytest
 
 from app.conversations.history import History
@@ -165,10 +167,17 @@ def test_connections_test_button_lists_the_models(qtbot, ollama):
 
     dialog = ConnectionsDialog([], JobRunner())
     qtbot.addWidget(dialog)
+    said_on = []                      # the verdict is widget work: the GUI thread's alone
+    say = dialog._say
+    dialog._say = lambda text, ok: (said_on.append(threading.current_thread()), say(text, ok))
     dialog.url.setText(ollama.url)
     dialog.test()
     qtbot.waitUntil(lambda: "model(s)" in dialog.status.text(), timeout=TIMEOUT_MS)
     assert "answers as Ollama (native API): 1 model(s): tiny:latest" in dialog.status.text()
+    dialog.url.setText("http://127.0.0.1:9")         # nothing listens there: a failure
+    dialog.test()
+    qtbot.waitUntil(lambda: dialog.status.property("ok") == "no", timeout=TIMEOUT_MS)
+    assert set(said_on) == {threading.main_thread()}
 
 
 def test_a_schema_and_a_document_go_to_the_server(qtbot, window, ollama, tmp_path):
