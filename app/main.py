@@ -53,7 +53,7 @@ def offer_imports(window: MainWindow, paths: list[str]) -> None:
     """Bring the window forward and ask, one file at a time, to import each GGUF."""
     bring_to_front(window)
     for path in paths:
-        window.import_gguf(path)
+        window.models_view.import_gguf(path)
 
 
 def main(argv: list[str] | None = None) -> int:

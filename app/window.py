@@ -1,7 +1,8 @@
 """The main window: composes the sidebar, the chat page (or the empty state), the debug
 panel dock, the banner and the status bar, and wires their signals together. The work
-itself lives in ModelsController (the store's models, the one loaded),
-ConversationController (the conversation shown and its answers) and the jobs they start.
+itself lives in ModelsController (the store's models, the one loaded; ModelsView shows
+what it reports), ConversationController (the conversation shown and its answers) and the
+jobs they start.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from PySide6.QtGui import (
     QPaintEvent,
 )
 from PySide6.QtWidgets import (
-    QFileDialog,
-    QInputDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -31,9 +30,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.banner import Banner
-from app.chat.conversation import MODEL_SWITCH_NOTE, ConversationController
+from app.chat.conversation import ConversationController
 from app.chat.document_tray import local_files_of
-from app.chat.empty_state import EmptyState, suggested_name
+from app.chat.empty_state import EmptyState
 from app.chat.page import ChatPage, no_video_text, no_vision_text
 from app.chat.tool_confirm import ask_allow
 from app.chat.tool_gate import Answer
@@ -48,20 +47,18 @@ from app.inspector.inspector import Inspector
 from app.inspector.model_comparer import ModelComparer
 from app.inspector.panel import MIN_WIDTH, DebugPanel
 from app.models.controller import ModelsController
-from app.models.list_model import ModelEntry, ModelListModel
+from app.models.list_model import ModelListModel
 from app.models.manager import ModelManager
+from app.models.view import ModelsView
 from app.settings.connections import ConnectionsDialog
 from app.settings.dialog import SettingsDialog
 from app.settings.store import Settings
 from app.sidebar import Sidebar
 from app.workers import JobRunner
-from engine.chat.backend import Capability
 from engine.chat.events import DoneEvent, TokenEvent
 from engine.chat.tools import ToolCall
 from engine.errors import LanternError
 from engine.paths import data_dir
-from engine.remote.session import RemoteModel
-from engine.runtime.loaded_model import LoadedModel
 
 RELOAD_FIELDS = ("provider", "exact", "requantize", "num_ctx", "layer_stats")
 
@@ -94,7 +91,6 @@ class MainWindow(QMainWindow):
         self.controller = ConversationController(self.history, self.settings, self.runner, self)
         self.manager = ModelManager(self.runner, self.models_controller.store, self)
         self.crosscheck: CrossCheckDialog | None = None
-        self._first_listing = True
 
         self.sidebar = Sidebar(self.models, self.conversations)
         self.banner = Banner()
@@ -131,6 +127,7 @@ class MainWindow(QMainWindow):
         self.panel.color_toggle.setChecked(self.settings.color_by_probability)
         self.chat.set_color_tokens(self.settings.color_by_probability)
         self.actions = ConversationActions(self, self.controller, self.banner)
+        self.models_view = ModelsView(self)
         self.shortcut_actions = shortcuts.bind(self, {
             "new_chat": self.new_chat, "focus_input": self.focus_input,
             "pick_model": self.pick_model, "search": self.focus_search,
@@ -140,7 +137,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._connect()
         self._connect_tools()
-        self._conversation_changed(None)
+        self.refresh_conversations()
         self.focus_input()                 # typing goes to the input from the start
         self._unpainted = True
         QTimer.singleShot(0, self._scan_unless_painting)
@@ -170,10 +167,11 @@ class MainWindow(QMainWindow):
         file_menu = self.menuBar().addMenu("&File")
         file_menu.addAction(self.shortcut_actions["new_chat"])
         file_menu.addAction("Get a model…").triggered.connect(self.manager.get_model)
-        file_menu.addAction("Import a GGUF…").triggered.connect(self._choose_gguf)
+        file_menu.addAction("Import a GGUF…").triggered.connect(self.models_view.choose_gguf)
         file_menu.addAction("Import a conversation…").triggered.connect(
             self._import_conversation)
-        file_menu.addAction("Choose model folder…").triggered.connect(self._choose_folder)
+        file_menu.addAction("Choose model folder…").triggered.connect(
+            self.models_view.choose_folder)
         file_menu.addAction("Look for models again").triggered.connect(
             self.models_controller.rescan)
         file_menu.addAction("Connections…").triggered.connect(self.open_connections)
@@ -202,10 +200,9 @@ class MainWindow(QMainWindow):
         about.triggered.connect(self.show_about)
 
     def _build_status_bar(self) -> None:
-        self.status_model = QLabel("no model loaded")
-        self.status_provider = QLabel("")
         self.status_speed = QLabel("")
-        for label in (self.status_model, self.status_provider, self.status_speed):
+        for label in (self.models_view.status_model, self.models_view.status_provider,
+                      self.status_speed):
             label.setObjectName("statusItem")
             self.statusBar().addPermanentWidget(label)
 
@@ -222,11 +219,10 @@ class MainWindow(QMainWindow):
 
     def _always_allow(self, tool: str) -> None:
         if tool not in self.settings.allowed_tools:
-            self._save_settings(allowed_tools=[*self.settings.allowed_tools, tool])
+            self.save_settings(allowed_tools=[*self.settings.allowed_tools, tool])
 
     def _connect(self) -> None:
         sidebar, controller, models = self.sidebar, self.controller, self.models_controller
-        sidebar.modelChosen.connect(models.load)
         sidebar.newChatRequested.connect(self.new_chat)
         sidebar.conversationChosen.connect(self.open_conversation)
         sidebar.conversationDeleteRequested.connect(self.delete_conversation)
@@ -240,17 +236,8 @@ class MainWindow(QMainWindow):
         sidebar.modelRemoveRequested.connect(self.manager.remove)
         self.manager.storeChanged.connect(models.rescan)
         self.manager.message.connect(self.banner.show_message)
-        models.storeListed.connect(self._store_listed)
-        models.remoteListed.connect(self._remote_listed)
-        models.message.connect(self.banner.show_message)
-        models.loading.connect(self._loading)
-        models.loaded.connect(self._loaded)
-        models.loader.progress.connect(self._load_progress)
-        models.loader.failed.connect(self._load_failed)
-        models.loader.cancelled.connect(self.banner.dismiss_progress)
-        self.banner.cancelRequested.connect(self._cancel_banner_job)
-        controller.conversationChanged.connect(self._conversation_changed)
-        controller.listChanged.connect(self._refresh_conversations)
+        controller.conversationChanged.connect(self.refresh_conversations)
+        controller.listChanged.connect(self.refresh_conversations)
         controller.answeringChanged.connect(self.conversations.set_answering)
         controller.token.connect(self._token)
         controller.answerDone.connect(self._done)
@@ -271,124 +258,7 @@ class MainWindow(QMainWindow):
         self.panel.layers.statsToggled.connect(self._layer_stats)
         self.panel.reference.checkRequested.connect(self._check)
         self.panel.reference.cancelRequested.connect(self._cancel_check)
-        self.empty.folderChosen.connect(self.set_models_dir)
         self.empty.getModelRequested.connect(self.manager.get_model)
-        self.empty.importRequested.connect(self.import_gguf)
-        self.empty.rescanRequested.connect(models.rescan)
-
-    # -- the models: what the models controller reports -------------------------------------
-
-    def _store_listed(self, ok: bool) -> None:
-        store = self.models_controller.store()
-        self.empty.set_store(store.root, store.root.is_dir())
-        entries = self.models.entries
-        self.pages.setCurrentWidget(self.chat if entries else self.empty)
-        if ok:
-            self.comparer.refresh()               # a model added or removed may be B
-        if self._first_listing:
-            self._first_listing = False
-            # nothing to look inside yet (unless a server's models are on their way)
-            self.panel.setVisible(bool(entries or self.settings.connections))
-        if ok:
-            self._select_loaded()
-
-    def _remote_listed(self) -> None:
-        self._select_loaded()
-        if not self._first_listing:
-            self.pages.setCurrentWidget(self.chat if self.models.entries else self.empty)
-
-    def _select_loaded(self) -> None:
-        if self.models_controller.entry is not None:
-            self.sidebar.select_model(self.models_controller.entry.name)
-
-    def set_models_dir(self, folder: str) -> None:
-        self.settings = replace(self.settings, models_dir=folder)
-        self.controller.settings = self.settings
-        self.settings.save()
-        self.models_controller.rescan()
-
-    def _choose_folder(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self, "Ollama model store")
-        if folder:
-            self.set_models_dir(folder)
-
-    def _choose_gguf(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Import a GGUF model", "",
-                                              "GGUF models (*.gguf)")
-        if path:
-            self.import_gguf(path)
-
-    def import_gguf(self, path: str, name: str | None = None) -> None:
-        """Copy a GGUF into the store as a model (asks for its name unless given)."""
-        if name is None:
-            name, ok = QInputDialog.getText(self, "Import a GGUF",
-                                            f"Name for {Path(path).name} in the store:",
-                                            text=suggested_name(path))
-            if not ok or not name.strip():
-                return
-        self.banner.show_progress(f"Importing {Path(path).name} as {name.strip()}…", None,
-                                  cancellable=False)
-        self.models_controller.import_gguf(path, name.strip())
-
-    def _loading(self, entry: ModelEntry) -> None:
-        self.controller.answer.interrupt(MODEL_SWITCH_NOTE)   # never two models at work at once
-        self.controller.give_up_check()
-        self.sidebar.select_model(entry.name)
-        self.banner.show_progress(f"Loading {entry.name}…", 0.0)
-        self.status_model.setText(f"loading {entry.name}…")
-        self.chat.input.set_loading(entry.name)
-        self.chat.refresh_header()            # the empty chat says what is loading
-
-    def _load_progress(self, stage: str, fraction: float) -> None:
-        entry = self.models_controller.loader.entry
-        name = entry.name if entry else ""
-        self.banner.show_progress(f"Loading {name}: {stage}…", fraction)
-
-    def _loaded(self, model: LoadedModel | RemoteModel, entry: ModelEntry) -> None:
-        where = f"the server {entry.host}" if entry.host else "this computer"
-        self.controller.set_model(model, Capability.IMAGES in model.capabilities, where)
-        self.chat.input.set_video(Capability.VIDEO in model.capabilities)
-        self.panel.set_capabilities(model.capabilities, model.name, where)
-        self.comparer.model_changed()
-        self.crosscheck_action.setEnabled(not entry.host)
-        self.banner.dismiss_progress()
-        self.chat.input.set_ready(True)
-        self._conversation_changed(self.controller.conversation_id)
-        if not self.sidebar.search.hasFocus():     # never take the keyboard from a search
-            self.focus_input()
-        self.status_model.setText(entry.name + ("  · vision" if entry.vision else ""))
-        if entry.remote is not None:
-            kind = entry.remote.connection.kind
-            self.status_provider.setText(f"remote · {entry.host} ({kind})")
-            self.status_provider.setToolTip(f"{model.name} runs on {entry.host}; the panel "
-                                            "shows the server's log-probabilities")
-        else:
-            weights = model.requantization
-            self.status_provider.setText(
-                f"{model.provider} · {'exact' if model.exact else 'fast'} · "
-                + ("" if weights is None else f"{weights.spec} re-quantized, NOT exact · ")
-                + f"loaded in {model.load_duration / 1e9:.1f} s")
-            self.status_provider.setToolTip(model.weights)
-        if self.settings.last_model != entry.name:
-            self.settings = replace(self.settings, last_model=entry.name)
-            self.controller.settings = self.settings
-            self.settings.save()
-
-    def _load_failed(self, message: str) -> None:
-        self.banner.show_message("error", message)
-        self.chat.input.load_stopped("did not load (the banner above says why)")
-        self.chat.refresh_header()
-        self._show_loaded_name()
-
-    def _cancel_banner_job(self) -> None:
-        self.models_controller.loader.cancel()
-        self.chat.input.load_stopped("was not loaded (the load was cancelled)")
-        self.chat.refresh_header()
-        self._show_loaded_name()
-
-    def _show_loaded_name(self) -> None:
-        entry = self.models_controller.entry
-        self.status_model.setText(entry.name if entry else "no model loaded")
 
     # -- conversations ---------------------------------------------------------------------
 
@@ -422,10 +292,7 @@ class MainWindow(QMainWindow):
         answers = [m for m in messages if m.role == "assistant"]
         self.panel.show_steering(answers[-1].steering if answers else "")
 
-    def _conversation_changed(self, conversation_id: int | None) -> None:
-        self._refresh_conversations()
-
-    def _refresh_conversations(self) -> None:
+    def refresh_conversations(self) -> None:
         self.conversations.refresh()
         self.sidebar.select_conversation(self.controller.conversation_id)
         self.chat.refresh_header()
@@ -496,11 +363,11 @@ class MainWindow(QMainWindow):
 
     def _color_tokens(self, enabled: bool) -> None:
         self.chat.set_color_tokens(enabled)
-        self._save_settings(color_by_probability=enabled)
+        self.save_settings(color_by_probability=enabled)
 
     def _layer_stats(self, enabled: bool) -> None:
         if enabled != self.settings.layer_stats:
-            self._save_settings(layer_stats=enabled)
+            self.save_settings(layer_stats=enabled)
             self.models_controller.reload()
 
     def _check(self) -> None:
@@ -557,7 +424,7 @@ class MainWindow(QMainWindow):
     def open_connections(self) -> None:
         dialog = ConnectionsDialog(self.settings.connections, self.runner, self)
         if dialog.exec() and dialog.records != self.settings.connections:
-            self._save_settings(connections=dialog.records)
+            self.save_settings(connections=dialog.records)
             self.models_controller.rescan_remote()
 
     def open_crosscheck(self) -> None:
@@ -572,7 +439,7 @@ class MainWindow(QMainWindow):
         AboutDialog(about_facts(self.models_controller.store().root, self.history.path),
                     self).exec()
 
-    def _save_settings(self, **changes: object) -> None:
+    def save_settings(self, **changes: object) -> None:
         self.settings = replace(self.settings, **changes)
         self.controller.settings = self.settings
         self.settings.save()
@@ -587,7 +454,7 @@ class MainWindow(QMainWindow):
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt override)
         mime = event.mimeData()
         for path in _gguf_paths(mime):
-            self.import_gguf(path)
+            self.models_view.import_gguf(path)
         files = [p for p in local_files_of(mime) if p not in _gguf_paths(mime)]
         if files:                                   # images and documents
             self.chat.input.attach(files)

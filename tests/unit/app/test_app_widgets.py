@@ -91,7 +91,7 @@ def test_empty_state_for_missing_and_empty_store(qtbot, tmp_path):
 
     empty = tmp_path / "empty"
     (empty / "manifests").mkdir(parents=True)
-    window.set_models_dir(str(empty))
+    window.models_view.set_models_dir(str(empty))
     qtbot.waitUntil(lambda: "No models in the store yet" in window.empty.headline.text(),
                     timeout=TIMEOUT_MS)
     assert Settings.load().models_dir == str(empty)          # remembered
@@ -102,7 +102,7 @@ def test_dropping_a_gguf_imports_it_into_the_store(qtbot, tmp_path):
     (root / "manifests").mkdir(parents=True)
     window = open_window(qtbot, tmp_path, root)
     qtbot.waitUntil(lambda: window.pages.currentWidget() is window.empty, timeout=TIMEOUT_MS)
-    window.import_gguf(str(write_model(tmp_path / "mine.gguf", "qwen2")), name="mine")
+    window.models_view.import_gguf(str(write_model(tmp_path / "mine.gguf", "qwen2")), name="mine")
     qtbot.waitUntil(lambda: window.models.row_of("mine:latest") >= 0, timeout=TIMEOUT_MS)
     assert window.pages.currentWidget() is window.chat
     assert Store.open(root).get("mine").model_path.is_file()

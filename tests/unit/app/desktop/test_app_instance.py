@@ -38,7 +38,7 @@ def test_second_start_hands_its_file_to_the_first(qtbot, server, tmp_path):
                         History(tmp_path / "history.sqlite3"), auto_load=False)
     qtbot.addWidget(window)
     offered: list[str] = []
-    window.import_gguf = offered.append           # the import dialog itself is tested elsewhere
+    window.models_view.import_gguf = offered.append   # the dialog itself is tested elsewhere
     server.requested.connect(lambda paths: offer_imports(window, paths))
     window.showMinimized()
 

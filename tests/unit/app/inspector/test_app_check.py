@@ -103,8 +103,8 @@ def test_requantized_weights_are_labelled_in_the_status_bar_and_the_verdict(qtbo
                                            options={"temperature": 0.0, "num_predict": 2}),
                            tmp_path)
     assert window.controller.model.decoder.requantization.spec == "q4"
-    assert "q4 re-quantized, NOT exact" in window.status_provider.text()
-    assert "NOT the GGUF's exact weights" in window.status_provider.toolTip()
+    assert "q4 re-quantized, NOT exact" in window.models_view.status_provider.text()
+    assert "NOT the GGUF's exact weights" in window.models_view.status_provider.toolTip()
     send(qtbot, window, "Hello")
 
     with qtbot.waitSignal(window.checks.checkDone, timeout=TIMEOUT_MS) as checked:

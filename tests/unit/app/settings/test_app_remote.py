@@ -55,7 +55,7 @@ def test_remote_model_is_listed_with_its_host_and_chats(qtbot, window, ollama):
     entry = window.models_controller.entry
     assert isinstance(window.controller.model, RemoteModel)
     assert entry.details == f"on {host} · 494M · qwen2 · Q4_K_M"
-    assert window.status_provider.text() == f"remote · {host} (ollama)"
+    assert window.models_view.status_provider.text() == f"remote · {host} (ollama)"
     done = send(qtbot, window, "Hello?")
     assert done.text == "Hello, world!" and done.eval_count == 4
     [user, answer] = window.chat.view.messages
