@@ -223,3 +223,14 @@ def test_no_product_function_over_80_lines():
                     if lines > 80:
                         long.append(f"{path.relative_to(ROOT)}:{node.name} ({lines} lines)")
     assert long == []
+
+
+def test_unit_tests_mirror_the_packages():
+    """A package's tests are found where its name says: tests/unit/<package> for engine's,
+    tests/unit/app/<package> for the app's."""
+    missing = [f"{side}/{package.name}" for side, tests in (("engine", "tests/unit"),
+                                                            ("app", "tests/unit/app"))
+               for package in sorted((ROOT / side).iterdir())
+               if (package / "__init__.py").exists()
+               and not list((ROOT / tests / package.name).glob("test_*.py"))]
+    assert missing == []
