@@ -218,10 +218,12 @@ def last_rows(g: GraphBuilder, x: str, count: str, name: str) -> str:
     return y
 
 
-def with_spare_row(g: GraphBuilder, x: str, name: str) -> str:
-    """x [1, S, C] -> [1, S + 1, C], the last row repeated (engine.graph.kernels, 3.)."""
-    last = last_position(g, x, f"{name}/last")
-    [y] = g.add_node("Concat", [x, last], [f"{name}/spare"], axis=1)
+def with_spare_row(g: GraphBuilder, x: str, name: str, axis: int = 1) -> str:
+    """x [1, S, C] -> [1, S + 1, C], the last row repeated (engine.graph.kernels, 3.); or
+    along ``axis`` of any tensor."""
+    pads = g.add_initializer(f"{name}/spare.pads", np.array([0, 1], np.int64))
+    axes = g.add_initializer(f"{name}/spare.axes", np.array([axis], np.int64))
+    [y] = g.add_node("Pad", [x, pads, "", axes], [f"{name}/spare"], mode="edge")
     return y
 
 

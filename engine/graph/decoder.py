@@ -62,6 +62,7 @@ from engine.graph.attention import (
     last_rows,
     rotary_width,
     softcap,
+    with_spare_row,
 )
 from engine.graph.builder import GraphBuilder, ValueSpec
 from engine.graph.fuse import split_rows, stack_rows
@@ -390,7 +391,7 @@ def cache_step(g: GraphBuilder, row_invariant: bool) -> CacheStep:
     one = g.add_initializer("spare.one", np.array(1, np.int32))
     [seqlens] = g.add_node("Add", [SEQLENS_K, one], ["spare/seqlens_k"])
     [total] = g.add_node("Add", [TOTAL_LEN, one], ["spare/total_len"])
-    cos, sin = (_spare_rotary_row(g, t) for t in (COS, SIN))
+    cos, sin = (with_spare_row(g, t, f"spare/{t}", axis=0) for t in (COS, SIN))
     return CacheStep(seqlens_k=seqlens, total_len=total, cos=cos, sin=sin, row_invariant=True)
 
 
@@ -398,14 +399,8 @@ def local_cache_step(g: GraphBuilder, step: CacheStep) -> CacheStep:
     """The sliding layers' inputs (Gemma 3): the same lengths, their own rotary rows."""
     cos, sin = COS_LOCAL, SIN_LOCAL
     if step.row_invariant:
-        cos, sin = (_spare_rotary_row(g, t) for t in (cos, sin))
+        cos, sin = (with_spare_row(g, t, f"spare/{t}", axis=0) for t in (cos, sin))
     return replace(step, cos=cos, sin=sin)
-
-
-def _spare_rotary_row(g: GraphBuilder, table: str) -> str:
-    last = last_position(g, table, f"spare/{table}_last", axis=0)
-    [y] = g.add_node("Concat", [table, last], [f"spare/{table}"], axis=0)
-    return y
 
 
 def feed_forward(g: GraphBuilder, h: str, w: DecoderWeights, i: int, cfg: TextConfig, project,
