@@ -35,9 +35,9 @@ def pytest_report_header(config) -> list[str]:
 
 
 # What makes a test slow: a real demo model (hundreds of MB, minutes of decoding), a real
-# registry or server process; everything under tests/integration is; and a module that
-# marks itself (minutes of HF reference runs). `pytest -m "not slow"` is the inner loop
-# (README).
+# registry or server process; everything under tests/integration is; a test that judges
+# a time (marked `timing`: a busy machine stretches it); and a module that marks itself
+# (minutes of HF reference runs). `pytest -m "not slow"` is the inner loop (README).
 SLOW_FIXTURES = {"demo_05b", "demo_15b", "registry"}
 INTEGRATION = Path(__file__).parent / "integration"
 
@@ -45,7 +45,8 @@ INTEGRATION = Path(__file__).parent / "integration"
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if (SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
-                or INTEGRATION in Path(item.fspath).parents):
+                or INTEGRATION in Path(item.fspath).parents
+                or item.get_closest_marker("timing")):
             item.add_marker(pytest.mark.slow)
 
 

@@ -19,6 +19,9 @@ from engine.catalog.importer import import_gguf
 from engine.store import Store
 from tests.fixtures.synthetic_gguf import TextSpec, write_model
 
+# each action's time is judged (a bound stretched by the machine's load, busy())
+pytestmark = pytest.mark.timing
+
 TIMEOUT_MS = 60_000
 # an uncancelled long prefill left to finish: seconds alone, minutes beside another test
 # process on two cores; a bound against hanging, not on speed

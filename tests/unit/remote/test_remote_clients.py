@@ -204,6 +204,7 @@ def test_openai_stream_cut_before_done_is_detected():
     assert finished[-1].reason == "stop"
 
 
+@pytest.mark.timing     # judged against the server's half second between tokens
 def test_stop_closes_a_slow_request(ollama):
     ollama.mode = "slow"                          # half a second per token
     session = open_chat(open_remote_model(Connection(ollama.url), "tiny"), GREEDY)

@@ -112,6 +112,7 @@ def test_a_message_longer_than_the_context_is_a_clear_error(tiny):
         answer(chat.send("the world " * 40))
 
 
+@pytest.mark.timing     # the latency is judged against the steps timed here
 def test_cancel_from_another_thread_stops_within_a_token(tiny):
     model = load_model(tiny, num_ctx=4096)
     chat = LocalSession(model, Options(temperature=1.0, top_k=0, top_p=1.0, seed=1,
