@@ -45,6 +45,7 @@ DESTROY_SLICE = 2                 # bubbles of a conversation left destroyed per
 OUT_OF_SIGHT = QPoint(-1_000_000, 0)   # where a bubble waits to be destroyed (no hiding:
 # hiding a bubble hides each of its many child widgets, which is what costs)
 NEAR_TOP = 48                     # pixels from the top at which older messages are wanted
+STYLE_AHEAD_MS = 250              # after the view shows, when a bubble is styled ahead
 
 
 def probability_colour(probability: float) -> QColor:
@@ -460,6 +461,32 @@ class ChatView(QScrollArea):
         self._destroy_timer.timeout.connect(self._destroy_some)
         self.verticalScrollBar().rangeChanged.connect(self._keep_in_place)
         self.verticalScrollBar().valueChanged.connect(self._track_follow)
+        # a bubble of each role styled while the window is idle after it shows (below)
+        self._unstyled_roles = ["user", "assistant"]
+        self._style_timer = QTimer(self, singleShot=True, interval=STYLE_AHEAD_MS)
+        self._style_timer.timeout.connect(self._style_a_bubble)
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt override)
+        super().showEvent(event)
+        if self._unstyled_roles:
+            self._style_timer.start()
+
+    def _style_a_bubble(self) -> None:
+        """Qt matches the style sheet's rules against a widget class when it first polishes
+        one, and a bubble holds a dozen classes: the first message's bubbles cost the send
+        a frame's worth more than later ones. One role's bubble is styled (out of sight,
+        then destroyed) per idle turn after the view shows, so the first send does not pay."""
+        if not self._unstyled_roles or self.messages:
+            self._unstyled_roles = []
+            return
+        bubble = MessageWidget(self._unstyled_roles.pop(0), "")
+        bubble.setParent(self.widget())
+        bubble.move(OUT_OF_SIGHT)
+        for widget in (bubble, *bubble.findChildren(QWidget)):
+            widget.ensurePolished()
+        bubble.deleteLater()
+        if self._unstyled_roles:
+            self._style_timer.start()
 
     def add(self, widget: MessageWidget) -> MessageWidget:
         self._layout.insertWidget(self._layout.count() - 1, widget)

@@ -8,11 +8,13 @@ from engine.prompt.render import (
     QWEN_IMAGE_PLACEHOLDER,
     RenderedPrompt,
     build_prompt,
+    prepare_template,
     render_prompt,
     template_kind,
 )
 
 __all__ = [
     "DEFAULT_TEMPLATE", "QWEN_IMAGE_PLACEHOLDER", "ModelPrompt", "RenderedPrompt", "api_message",
-    "build_prompt", "render_prompt", "template_kind",
+    "build_prompt", "prepare_template", "render_prompt",
+    "template_kind",
 ]

@@ -23,6 +23,7 @@ import binascii
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar
 
 from engine.errors import TemplateError
@@ -352,9 +353,11 @@ def identifiers(tree: Tree) -> set[str]:
     return names
 
 
+@lru_cache(maxsize=8)
 def parse_ollama(source: str) -> Tree:
     """Parse as Ollama does: append {{ .Response }} when a template mentions neither
-    .Messages nor .Response."""
+    .Messages nor .Response. Once per source (a chat renders at every turn); the tree is
+    only read after."""
     tree = parse(source)
     names = identifiers(tree)
     if "messages" not in names and "response" not in names:

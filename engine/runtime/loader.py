@@ -15,6 +15,7 @@ from pathlib import Path
 from engine.errors import LanternError
 from engine.gguf import open_model
 from engine.gguf.requantize import SPECS
+from engine.prompt import prepare_template
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loaded_model import LoadedModel
 from engine.store import LocalModel
@@ -73,6 +74,7 @@ def load_model(
         )
         try:
             tokenizer = load_tokenizer(path)
+            prepare_template(layers.get("template"), gguf.config.chat_template)
             checkpoint("Building the ONNX graph and session", 0.25)
         except BaseException:
             session.cancel()  # a session already being made is finished, then dropped

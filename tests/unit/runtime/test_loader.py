@@ -11,6 +11,8 @@ import pytest
 
 from engine.errors import CorruptModel
 from engine.gguf import open_model
+from engine.prompt.jinja import compile_template
+from engine.prompt.ollama import parse_ollama
 from engine.runtime import loader
 from engine.runtime.decoder import DecoderSession
 from engine.runtime.loader import LoadCancelled, load_model
@@ -104,3 +106,16 @@ def test_the_tokenizer_is_built_while_the_session_is_made(tiny, monkeypatch):
     monkeypatch.setattr(loader, "load_tokenizer", tokenizer)
     model = load_model(tiny, num_ctx=64)
     assert model.tokenizer.encode("hello") == load_tokenizer(tiny).encode("hello")
+
+
+def test_the_template_is_made_at_load_not_by_the_first_chat(tiny):
+    """Parsing or compiling the model's template is the load's work: the first chat's
+    render finds it made (a Jinja compile is milliseconds of Python that the window's
+    first answer would otherwise share the GIL with)."""
+    compile_template.cache_clear()
+    parse_ollama.cache_clear()
+    model = load_model(tiny, num_ctx=64)
+    assert compile_template.cache_info().currsize + parse_ollama.cache_info().currsize == 1
+    misses = (compile_template.cache_info().misses, parse_ollama.cache_info().misses)
+    model.chat_prompt().render([{"role": "user", "content": "hi"}])
+    assert (compile_template.cache_info().misses, parse_ollama.cache_info().misses) == misses

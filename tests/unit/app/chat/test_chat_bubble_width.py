@@ -3,7 +3,7 @@
 they do not lay their text out again (what made a model switch stall with a long chat).
 The mouse over a bubble's token names that token, a click inspects it."""
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
 from PySide6.QtGui import QTextCharFormat, QTextCursor
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
@@ -80,3 +80,35 @@ def test_the_mouse_over_a_token_names_it_and_a_click_inspects_it(qtbot):
     with qtbot.waitSignal(browser.tokenClicked, timeout=2000) as clicked:
         QTest.mouseClick(browser.viewport(), Qt.LeftButton, Qt.NoModifier, point)
     assert clicked.args == [1]
+
+
+class Polished(QObject):
+    """The roles of the bubbles Qt polished (styled)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.roles: list[str] = []
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Polish and isinstance(watched, MessageWidget):
+            self.roles.append(watched.role)
+        return False
+
+
+def test_a_bubble_of_each_role_is_styled_ahead_and_leaves_nothing_behind(qtbot):
+    """Once shown, an empty view styles a user and an answer bubble while idle (a class's
+    first polish is what made the first send slower than later ones); neither becomes a
+    message, and both are destroyed."""
+    polished = Polished()
+    QApplication.instance().installEventFilter(polished)
+    try:
+        view = ChatView()
+        qtbot.addWidget(view)
+        view.show()
+        qtbot.waitUntil(lambda: len(polished.roles) >= 2)
+    finally:
+        QApplication.instance().removeEventFilter(polished)
+    assert polished.roles == ["user", "assistant"] and view.messages == []
+    QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
+    assert view.widget().findChildren(MessageWidget) == []
+    assert view.hint.isVisible()
