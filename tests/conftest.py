@@ -18,6 +18,9 @@ for _var, _sub in (
 ):
     os.environ[_var] = str(Path(_SESSION_DIRS) / _sub)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# two test processes share the cores: a decode step's threads sleep between ops rather
+# than spin in each other's way (engine.runtime.decoder.spin_wait; its own test sets it)
+os.environ.setdefault("LANTERN_SPIN_WAIT", "0")
 os.environ.pop("OLLAMA_MODELS", None)
 
 

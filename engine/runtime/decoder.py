@@ -11,6 +11,7 @@ de-quantized), which is also how image embeddings replace the rows of image-pad 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
@@ -62,6 +63,18 @@ def available_provider(requested: str) -> str:
     if requested not in PROVIDERS:
         raise ValueError(f"unknown provider {requested!r}; choose one of {sorted(PROVIDERS)}")
     return requested if PROVIDERS[requested] in have else "cpu"
+
+
+SPIN_WAIT = "LANTERN_SPIN_WAIT"  # "0": a step's threads sleep between its ops
+
+
+def spin_wait() -> bool:
+    """Do a step's threads spin-wait between its ops? Yes, unless LANTERN_SPIN_WAIT=0: a
+    thread that spins is at once ready for the next op, which on a quiet machine makes a
+    decode step faster, but where other work holds the cores it spins in the way of the
+    thread it waits for, and the step is slower (both measured in
+    docs/benchmarks-journal.md, 'Spinning threads again')."""
+    return os.environ.get(SPIN_WAIT, "1") != "0"
 
 
 class DecoderSession:
@@ -127,11 +140,14 @@ class DecoderSession:
         session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         if threads:  # default: ONNX Runtime uses one thread per physical core
             session_options.intra_op_num_threads = threads
-        # Measured on 2 shared cores (0.5B decode): with spinning workers any other busy
-        # process costs a large share of the speed; without spinning and with shrinking
-        # work blocks a quiet machine loses nothing, prefill included
-        # (docs/benchmarks-journal.md, 'What was wrong with the reported 10 tok/s').
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # A step's threads spin-wait between its ops, and stop when the step returns (the
+        # window, a tool, the host's Python between steps keep the cores); a busy machine
+        # turns the spinning off (spin_wait). Shrinking work blocks cost nothing and help
+        # a shared machine (docs/benchmarks-journal.md, 'Spinning threads again').
+        self.spin_wait = spin_wait()
+        session_options.add_session_config_entry("session.intra_op.allow_spinning",
+                                                 "1" if self.spin_wait else "0")
+        session_options.add_session_config_entry("session.force_spinning_stop", "1")
         session_options.add_session_config_entry("session.dynamic_block_base", "4")
         if native:
             session_options.register_custom_ops_library(str(custom_ops().path))

@@ -17,7 +17,7 @@ from engine import heap
 from engine.gguf import open_model
 from engine.modelmath.stats import layer_stats
 from engine.reference import forward
-from engine.runtime.decoder import DecoderSession
+from engine.runtime.decoder import SPIN_WAIT, DecoderSession
 from tests.fixtures.synthetic_gguf import T, TextSpec, write_model
 
 ATOL = 1e-3
@@ -154,3 +154,24 @@ def test_a_dropped_decoder_gives_back_its_sessions_memory_once_the_session_is_go
     del session
     gc.collect()
     assert trims == [True]
+
+
+@pytest.mark.parametrize(("setting", "spins"), [(None, "1"), ("0", "0"), ("1", "1")])
+def test_a_steps_threads_spin_unless_told_not_to_and_never_between_steps(
+        models, monkeypatch, setting, spins):
+    """By default a step's threads spin-wait between its ops; LANTERN_SPIN_WAIT=0 (a busy
+    machine) puts them to sleep instead; either way they stop when the step returns. The
+    tokens are the same: spinning changes when a thread runs, not what it computes."""
+    if setting is None:
+        monkeypatch.delenv(SPIN_WAIT, raising=False)
+    else:
+        monkeypatch.setenv(SPIN_WAIT, setting)
+    session = DecoderSession(models["qwen2"], max_cache_len=32)
+    options = session._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == spins
+    assert options.get_session_config_entry("session.force_spinning_stop") == "1"
+    assert session.spin_wait == (spins == "1")
+    monkeypatch.setenv(SPIN_WAIT, "0" if spins == "1" else "1")
+    other = DecoderSession(models["qwen2"], max_cache_len=32)
+    np.testing.assert_array_equal(session.forward(input_ids=PROMPT).logits,
+                                  other.forward(input_ids=PROMPT).logits)
