@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 ENV = "LANTERN_NATIVE"          # "off": never use the library
 DOMAIN = "lantern"              # the op's ONNX domain
 OP = "GgufMatMul"
@@ -44,6 +46,21 @@ class CustomOps:
         if fast:
             return self._lib.lq_act_bytes(ggml_type, k) > 0
         return self._lib.lq_row_bytes(ggml_type, k) > 0
+
+    def gather_rows(self, ggml_type: int, k: int, matrix: np.ndarray,
+                    ids: np.ndarray) -> np.ndarray | None:
+        """Rows ``ids`` of a GGUF matrix (its bytes, uint8 [n, row bytes]) de-quantized to
+        float32 [len(ids), k], gguf-py's values; in one call that does not hold the
+        interpreter (a long prompt's embeddings would hold it for tens of milliseconds, in
+        the window's way). None where the library does not read the type; ids are
+        trusted to lie within the matrix."""
+        if not self.reads(ggml_type, k) or not matrix.flags.c_contiguous:
+            return None
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        out = np.empty((len(ids), k), dtype=np.float32)
+        self._lib.lq_gather_rows(ggml_type, k, matrix.ctypes.data, ids.ctypes.data, len(ids),
+                                 out.ctypes.data)
+        return out
 
     def describe(self) -> str:
         """One line for `lantern run --verbose` and the engine's description."""
@@ -76,6 +93,9 @@ def load(path: Path) -> CustomOps:
         lib.lq_isa.restype = ctypes.c_char_p
         for sizer in (lib.lq_row_bytes, lib.lq_act_bytes):
             sizer.argtypes, sizer.restype = [ctypes.c_int, ctypes.c_int64], ctypes.c_size_t
+        lib.lq_gather_rows.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_void_p,
+                                       ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+        lib.lq_gather_rows.restype = None
         isa = lib.lq_isa().decode()
         lib.RegisterCustomOps  # noqa: B018 — the entry point ONNX Runtime calls must exist
     except (OSError, AttributeError) as e:

@@ -459,6 +459,15 @@ void lq_dequantize_row(int type, int64_t k, const void *w, float *out)
         decode_exact(type, (const uint8_t *)w, k, out);
 }
 
+void lq_gather_rows(int type, int64_t k, const uint8_t *w, const int64_t *ids, int64_t count,
+                    float *out)
+{
+    const size_t rb = lq_row_bytes(type, k);
+    if (rb == 0) return;
+    for (int64_t i = 0; i < count; i++)
+        decode_exact(type, w + (size_t)ids[i] * rb, k, out + (size_t)i * (size_t)k);
+}
+
 /* ---- exact mode: the matmul ------------------------------------------------------- */
 
 /* acc[r][l] += sum over e = l mod LANES of w[r][e] * x[e], for PANEL rows at once, e in

@@ -59,6 +59,12 @@ void lq_quantize_act(int type, int64_t k, const float *x, void *xq);
  * gguf.quants.dequantize's float32 values, the ones exact mode multiplies with. */
 void lq_dequantize_row(int type, int64_t k, const void *w, float *out);
 
+/* Rows ids[0..count) of W (rows of k values, lq_row_bytes(type, k) > 0) de-quantized into
+ * out[count][k], as lq_dequantize_row does: the token embeddings a step is fed, gathered
+ * in one call (from Python, one call without the interpreter's lock). */
+void lq_gather_rows(int type, int64_t k, const uint8_t *w, const int64_t *ids, int64_t count,
+                    float *out);
+
 /* y[i * ldy + j] = x[i, :] . W[j, :] for i < m and j0 <= j < j1; W's row j starts at
  * w + j * lq_row_bytes(type, k).
  * exact: float32 x; every block de-quantized to exactly gguf.quants.dequantize's values;

@@ -255,7 +255,10 @@ class DecoderSession:
         vocab, hidden = self.config.vocab_size, self.config.hidden_size
         if ids.size and (ids.min() < 0 or ids.max() >= vocab):
             raise GenerationError(f"token ids must lie in [0, {vocab}), got {ids.tolist()}")
-        rows = dequantize(self._token_embd.raw[ids], self._token_embd.ggml_type)
+        table = self._token_embd
+        rows = custom_ops().gather_rows(int(table.ggml_type), hidden, table.raw, ids)
+        if rows is None:
+            rows = dequantize(table.raw[ids], table.ggml_type)
         return np.asarray(rows, dtype=np.float32).reshape(len(ids), hidden)
 
     @property

@@ -28,6 +28,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
 import engine
+from engine.native import custom_ops
 from tests.unit.gguf.test_repack import assert_bit_identical, random_tensor
 
 NATIVE = Path(engine.__file__).parent / "native"
@@ -321,6 +322,21 @@ def test_dense_rows_are_gguf_bit_for_bit(kernels, qtype):
     k = bits.size
     got = kernels.dequantize(qtype, k, raw)
     expected = np.asarray(dequantize(raw, qtype), np.float32).reshape(1, k)
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan)
+    assert_bit_identical(np.where(nan, 0, got).astype(np.float32),
+                         np.where(nan, 0, expected).astype(np.float32))
+
+
+@pytest.mark.skipif(not custom_ops().available, reason=f"no custom-op library: {custom_ops().why}")
+@pytest.mark.parametrize("qtype", [t for t in TYPES if t != T.MXFP4], ids=lambda t: t.name)
+def test_gathered_rows_are_gguf_bit_for_bit(qtype):
+    """The token embeddings a step is fed: rows in any order, repeated, gathered in one
+    call, each gguf's de-quantized row."""
+    k, ids = 512, np.array([7, 0, 49, 7, 13, 49])
+    raw = random_tensor(qtype, (50, k), seed=3).raw
+    got = custom_ops().gather_rows(int(qtype), k, raw, ids)
+    expected = np.asarray(dequantize(raw[ids], qtype), np.float32).reshape(len(ids), k)
     nan = np.isnan(expected)
     assert np.array_equal(np.isnan(got), nan)
     assert_bit_identical(np.where(nan, 0, got).astype(np.float32),
