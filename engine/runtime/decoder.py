@@ -77,6 +77,25 @@ def spin_wait() -> bool:
     return os.environ.get(SPIN_WAIT, "1") != "0"
 
 
+def step_options(threads: int | None, spin: bool, native: bool) -> ort.SessionOptions:
+    """The decoder session's options: every graph optimisation, ``threads`` (None: ONNX
+    Runtime's one per physical core) that spin-wait between a step's ops if ``spin`` and
+    stop when the step returns (the window, a tool, the host's Python between steps keep
+    the cores), shrinking work blocks (they cost nothing and help a shared machine;
+    docs/benchmarks-journal.md, 'Spinning threads again'), Lantern's op library if
+    ``native``."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    options.add_session_config_entry("session.force_spinning_stop", "1")
+    options.add_session_config_entry("session.dynamic_block_base", "4")
+    if native:
+        options.register_custom_ops_library(str(custom_ops().path))
+    return options
+
+
 class DecoderSession:
     """Runs the decoder graph of ``model`` step by step (batch 1).
 
@@ -136,21 +155,8 @@ class DecoderSession:
         self._token_embd = model.tensors["token_embd.weight"]
         self._deepstack = graph.deepstack_count(model)  # Qwen3-VL: feature maps fed per step
 
-        session_options = ort.SessionOptions()
-        session_options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads:  # default: ONNX Runtime uses one thread per physical core
-            session_options.intra_op_num_threads = threads
-        # A step's threads spin-wait between its ops, and stop when the step returns (the
-        # window, a tool, the host's Python between steps keep the cores); a busy machine
-        # turns the spinning off (spin_wait). Shrinking work blocks cost nothing and help
-        # a shared machine (docs/benchmarks-journal.md, 'Spinning threads again').
         self.spin_wait = spin_wait()
-        session_options.add_session_config_entry("session.intra_op.allow_spinning",
-                                                 "1" if self.spin_wait else "0")
-        session_options.add_session_config_entry("session.force_spinning_stop", "1")
-        session_options.add_session_config_entry("session.dynamic_block_base", "4")
-        if native:
-            session_options.register_custom_ops_library(str(custom_ops().path))
+        session_options = step_options(threads, self.spin_wait, native)
         providers = [PROVIDERS[self.provider]] + (["CPUExecutionProvider"]
                                                   if self.provider != "cpu" else [])
         # without GgufMatMul exact mode's fp32 weights are 4x the GGUF: never cached
