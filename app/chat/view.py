@@ -474,14 +474,14 @@ class ChatView(QScrollArea):
     def _style_a_bubble(self) -> None:
         """Qt matches the style sheet's rules against a widget class when it first polishes
         one, and a bubble holds a dozen classes: the first message's bubbles cost the send
-        a frame's worth more than later ones. One role's bubble is styled (out of sight,
-        then destroyed) per idle turn after the view shows, so the first send does not pay."""
+        a frame's worth more than later ones. One role's bubble is styled (never shown:
+        a widget given a parent stays hidden, then destroyed) per idle turn after the view
+        shows, so the first send does not pay."""
         if not self._unstyled_roles or self.messages:
             self._unstyled_roles = []
             return
         bubble = MessageWidget(self._unstyled_roles.pop(0), "")
         bubble.setParent(self.widget())
-        bubble.move(OUT_OF_SIGHT)
         for widget in (bubble, *bubble.findChildren(QWidget)):
             widget.ensurePolished()
         bubble.deleteLater()

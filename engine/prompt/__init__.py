@@ -15,6 +15,5 @@ from engine.prompt.render import (
 
 __all__ = [
     "DEFAULT_TEMPLATE", "QWEN_IMAGE_PLACEHOLDER", "ModelPrompt", "RenderedPrompt", "api_message",
-    "build_prompt", "prepare_template", "render_prompt",
-    "template_kind",
+    "build_prompt", "prepare_template", "render_prompt", "template_kind",
 ]
