@@ -14,16 +14,18 @@ NOTE = "interrupted by the model switch, " * 4
 NAME = "hf.co/someone/a-model-with-a-very-long-name-indeed-GGUF:Q4_K_M"
 
 
-class Resizes(QObject):
-    """The text views that were resized."""
+class Events(QObject):
+    """What ``note`` says of each widget of ``kind`` that received an ``event_type`` event
+    (installed on the application: every widget's events)."""
 
-    def __init__(self) -> None:
+    def __init__(self, event_type: QEvent.Type, kind: type, note=lambda widget: widget) -> None:
         super().__init__()
-        self.seen: list[QObject] = []
+        self.event_type, self.kind, self.note = event_type, kind, note
+        self.seen: list = []
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
-        if event.type() == QEvent.Resize and isinstance(watched, AutoHeightBrowser):
-            self.seen.append(watched)
+        if event.type() == self.event_type and isinstance(watched, self.kind):
+            self.seen.append(self.note(watched))
         return False
 
 
@@ -38,7 +40,7 @@ def test_a_long_header_elides_and_leaves_the_other_bubbles_alone(qtbot):
     qtbot.waitExposed(view)
     qtbot.wait(50)
     widths = [w.width() for w in view.messages]
-    resizes = Resizes()
+    resizes = Events(QEvent.Resize, AutoHeightBrowser)  # the text views resized
     QApplication.instance().installEventFilter(resizes)
     try:
         last = view.messages[-1]
@@ -82,33 +84,20 @@ def test_the_mouse_over_a_token_names_it_and_a_click_inspects_it(qtbot):
     assert clicked.args == [1]
 
 
-class Polished(QObject):
-    """The roles of the bubbles Qt polished (styled)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.roles: list[str] = []
-
-    def eventFilter(self, watched, event) -> bool:  # noqa: N802 (Qt override)
-        if event.type() == QEvent.Polish and isinstance(watched, MessageWidget):
-            self.roles.append(watched.role)
-        return False
-
-
 def test_a_bubble_of_each_role_is_styled_ahead_and_leaves_nothing_behind(qtbot):
     """Once shown, an empty view styles a user and an answer bubble while idle (a class's
     first polish is what made the first send slower than later ones); neither becomes a
     message, and both are destroyed."""
-    polished = Polished()
+    polished = Events(QEvent.Polish, MessageWidget, lambda bubble: bubble.role)  # styled
     QApplication.instance().installEventFilter(polished)
     try:
         view = ChatView()
         qtbot.addWidget(view)
         view.show()
-        qtbot.waitUntil(lambda: len(polished.roles) >= 2)
+        qtbot.waitUntil(lambda: len(polished.seen) >= 2)
     finally:
         QApplication.instance().removeEventFilter(polished)
-    assert polished.roles == ["user", "assistant"] and view.messages == []
+    assert polished.seen == ["user", "assistant"] and view.messages == []
     QCoreApplication.sendPostedEvents(None, QEvent.DeferredDelete)
     assert view.widget().findChildren(MessageWidget) == []
     assert view.hint.isVisible()
