@@ -99,7 +99,10 @@ def test_mrope_positions_and_image_embeddings(models, arch):
     assert np.abs(flat[-1] - ref[-1]).max() > 10 * ATOL
 
 
-def test_embed_reads_the_gguf_rows(models):
+@pytest.mark.parametrize("native", ["on", "off"])
+def test_embed_reads_the_gguf_rows(models, monkeypatch, native):
+    """Gathered by the op library, or by gguf-py where it is absent: the same rows."""
+    monkeypatch.setenv("LANTERN_NATIVE", native)
     model = models["qwen2"]
     session = DecoderSession(model, exact=True, max_cache_len=8)
     expected = model.tensors["token_embd.weight"].dequantize()[[3, 0, 3]]
